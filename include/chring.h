@@ -1,0 +1,395 @@
+/* chring: a consistent hash ring with virtual nodes and bounded loads.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * One public header, in sections: version, errors, allocator, hashing, configuration, ring
+ * lifecycle (writer side), snapshots and lookup (reader side), load accounting (leases),
+ * statistics, diagnostics.
+ *
+ * Threads in one paragraph.  Writer functions (chring_add, chring_remove, chring_set_weight,
+ * chring_update, chring_sync) may be called from any thread; they serialise among themselves on
+ * a mutex that readers never touch, build a new immutable snapshot and publish it with one RCU
+ * pointer swap.  Reader functions run between chring_snap_enter() and chring_snap_exit() on the
+ * snapshot that was current when the section began: wait-free, no lock, no allocation, no
+ * system call (after a thread's first read section, where liburcu's "bp" flavour registers the
+ * thread by itself; the application never registers threads).  Pointers obtained inside a read
+ * section (snapshots, members, names) are valid until the matching chring_snap_exit(); a lease
+ * keeps its member valid until chring_release(); chring_snap_hold() keeps a snapshot (and its
+ * members) valid until chring_snap_put().
+ *
+ * Errors: functions that can fail return int: 0 (or a non-negative count) on success, a negative
+ * errno value on failure, named by chring_strerror().  A failed writer call changes nothing.
+ */
+#ifndef CHRING_H
+#define CHRING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define CHRING_API
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define CHRING_API __attribute__((visibility("default")))
+#else
+#define CHRING_API
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Version
+ * ------------------------------------------------------------------------------------------- */
+
+#define CHRING_VERSION_MAJOR 0
+#define CHRING_VERSION_MINOR 1
+#define CHRING_VERSION_PATCH 0
+#define CHRING_VERSION_NUMBER \
+    (CHRING_VERSION_MAJOR * 10000 + CHRING_VERSION_MINOR * 100 + CHRING_VERSION_PATCH)
+
+/* The library's version as "MAJOR.MINOR.PATCH" (static storage).  Any thread. */
+CHRING_API const char *chring_version(void);
+/* CHRING_VERSION_NUMBER of the library actually linked.  Any thread. */
+CHRING_API unsigned chring_version_number(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Limits
+ * ------------------------------------------------------------------------------------------- */
+
+/* Longest member name in bytes (names are non-empty byte strings without NUL). */
+#define CHRING_NAME_MAX 255
+/* Most points one member may have (vnodes * weight, or the profile's own count). */
+#define CHRING_POINTS_MAX (1u << 24)
+/* Most points one ring may have in all. */
+#define CHRING_RING_POINTS_MAX (1u << 31)
+/* Default virtual nodes per unit of weight, and default balance factor c. */
+#define CHRING_DEFAULT_VNODES 160u
+#define CHRING_DEFAULT_BALANCE 1.25
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------------- */
+
+/* A short English description of a negative errno value returned by this library ("success"
+ * for 0, "unknown error" for values it never returns).  Returns static storage; any thread. */
+CHRING_API const char *chring_strerror(int err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Allocator
+ * ------------------------------------------------------------------------------------------- */
+
+/* Memory functions the library uses for every allocation it makes (rings, snapshots, members,
+ * scratch space of a publish).  alloc returns NULL on failure; free accepts NULL. */
+typedef struct chring_allocator {
+    void *(*alloc)(size_t size, void *ctx);
+    void (*free)(void *ptr, void *ctx);
+    void *ctx;
+} chring_allocator_t;
+
+/* Installs a process-wide allocator (a NULL argument restores malloc/free).  Call it while no
+ * ring exists and no other thread uses the library: memory is always returned to the allocator
+ * that gave it.  Returns 0, or -EINVAL if exactly one of alloc/free is NULL. */
+CHRING_API int chring_set_allocator(const chring_allocator_t *allocator);
+
+/* ---------------------------------------------------------------------------------------------
+ * Hashing: pure functions, any thread
+ * ------------------------------------------------------------------------------------------- */
+
+/* FNV-1a 64: offset 14695981039346656037, prime 1099511628211.  data may be NULL when len is 0. */
+CHRING_API uint64_t chring_fnv1a64(const void *data, size_t len);
+/* FNV-1a 32: offset 2166136261, prime 16777619. */
+CHRING_API uint32_t chring_fnv1a32(const void *data, size_t len);
+/* The SplitMix64 finalizer. */
+CHRING_API uint64_t chring_mix64(uint64_t z);
+/* chring_mix64(chring_fnv1a64(data, len)): the default profile's hash. */
+CHRING_API uint64_t chring_hash64(const void *data, size_t len);
+/* MurmurHash3 x86 32-bit. */
+CHRING_API uint32_t chring_murmur3_32(const void *data, size_t len, uint32_t seed);
+/* Writes "<name>#<i>" and a NUL into buf.  Returns the label's length (without the NUL),
+ * -ENOSPC if cap is shorter than length + 1, -EINVAL if buf or name is NULL. */
+CHRING_API int chring_vnode_label(char *buf, size_t cap, const char *name, uint32_t i);
+/* The bounded-load capacity ceil(c * (total + 1) / n) in IEEE double (SPEC §3); c below 1, NaN
+ * or infinite acts as 1.  Returns 0 when n == 0. */
+CHRING_API uint64_t chring_capacity(uint64_t total, uint64_t n, double c);
+/* The weighted capacity ceil(c * (total + 1) * weight / total_weight), evaluated left to right in
+ * IEEE double; c as above.  Returns 0 when total_weight == 0. */
+CHRING_API uint64_t chring_capacity_weighted(uint64_t total, uint64_t weight, uint64_t total_weight,
+                                             double c);
+
+/* ---------------------------------------------------------------------------------------------
+ * Configuration
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum {
+    CHRING_PROFILE_HASH64 = 0, /* Mix64(FNV1a64), 64-bit, labels "<name>#<i>" */
+    CHRING_PROFILE_MURMUR32,   /* MurmurHash3 x86 32, seed 0, 32-bit, labels "<name>#<i>" */
+    CHRING_PROFILE_FNV32,      /* FNV-1a 32, 32-bit, labels "<name>#<i>" */
+    CHRING_PROFILE_FNV16,      /* FNV1a32 & 0xffff, 16-bit, labels "<name>", "<i>-<name>";
+                                  a taken position is skipped, earlier joiners keep it */
+    CHRING_PROFILE_XXH3,       /* XXH3_64bits (libxxhash), 64-bit, labels "<name>#<i>" */
+    CHRING_PROFILE_KETAMA,     /* libmemcached weighted ketama; vnodes ignored.  Point counts
+                                  depend on the whole membership: changing one member's weight,
+                                  or the member count, can move other members' keys */
+    CHRING_PROFILE_NGINX,      /* nginx "hash $key consistent"; 160 * weight points; vnodes
+                                  ignored; a member's points depend on its own weight only */
+    CHRING_PROFILE_CUSTOM      /* the caller's hash of hash_bits width, labels "<name>#<i>" */
+} chring_profile_t;
+
+/* A custom hash: returns a value of the configured width (higher bits are ignored).  Must be a
+ * pure function, safe to call from any thread at once. */
+typedef uint64_t (*chring_hash_fn)(const void *data, size_t len, void *ctx);
+
+typedef struct chring_config {
+    chring_profile_t profile; /* default CHRING_PROFILE_HASH64 */
+    uint32_t vnodes;          /* points per unit of weight, >= 1; default 160 */
+    double balance;           /* c for chring_acquire; default 1.25; < 1, NaN, inf act as 1 */
+    chring_hash_fn hash;      /* CHRING_PROFILE_CUSTOM only */
+    void *hash_ctx;
+    unsigned hash_bits;                     /* CHRING_PROFILE_CUSTOM only: 64, 32 or 16 */
+    void (*retire)(void *udata, void *ctx); /* optional: a member's udata is no longer used */
+    void *retire_ctx;
+} chring_config_t;
+
+/* Fills *cfg with the defaults (hash64, 160 vnodes, balance 1.25, no retire).  NULL-safe. */
+CHRING_API void chring_config_default(chring_config_t *cfg);
+
+/* The profile's name ("hash64", "murmur32", ...), or NULL for an unknown value. */
+CHRING_API const char *chring_profile_name(chring_profile_t profile);
+/* Parses a profile name as chring_profile_name() writes it.  Returns 0 and sets *out, or
+ * -EINVAL for NULL arguments or an unknown name. */
+CHRING_API int chring_profile_parse(const char *name, chring_profile_t *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Ring lifecycle and membership: writer side
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct chring chring_t;
+typedef struct chring_snap chring_snap_t;
+typedef struct chring_member chring_member_t;
+
+/* Creates an empty ring (version 0).  cfg NULL means the defaults; cfg is copied.
+ * Returns 0 and sets *out; -EINVAL for a NULL out, an unknown profile, vnodes 0, a custom
+ * profile without a hash function or with hash_bits other than 64/32/16; -ENOMEM.
+ * Any thread.  The caller owns the ring and frees it with chring_free(). */
+CHRING_API int chring_new(chring_t **out, const chring_config_t *cfg);
+
+/* Frees the ring: unpublishes the current snapshot, waits for a grace period and for every
+ * pending RCU callback of the library, and retires (config.retire) every member that is still
+ * in the ring and no longer referenced.  The caller first releases every lease and puts every
+ * held snapshot of this ring; no other thread may use the ring any more.  Must not be called
+ * inside a read section.  NULL-safe (r or *r NULL); sets *r to NULL. */
+CHRING_API void chring_free(chring_t **r);
+
+/* Adds a member of the given weight (>= 1).  A member of that name with the same weight: no
+ * change, returns 0; with another weight: as chring_set_weight().  An existing member's udata is
+ * never replaced.  Returns 0 or a negative errno: -EINVAL (NULL ring or name, empty name, weight
+ * 0), -ENAMETOOLONG (name above CHRING_NAME_MAX bytes), -E2BIG (the member's points above
+ * CHRING_POINTS_MAX or the ring's above CHRING_RING_POINTS_MAX), -ENOMEM.  On failure nothing
+ * changes.  Writer side: any thread, also inside a read section (writers never wait for a grace
+ * period).  udata stays the caller's: the ring hands it to config.retire when the member is
+ * retired. */
+CHRING_API int chring_add(chring_t *r, const char *name, uint32_t weight, void *udata);
+
+/* Removes a member.  Returns 0, -ENOENT for a non-member (nothing changes), -EINVAL,
+ * -ENAMETOOLONG, -ENOMEM.  The member object stays valid for current readers, leases and held
+ * snapshots; it is retired once all of them are done with it.  Writer side, any thread. */
+CHRING_API int chring_remove(chring_t *r, const char *name);
+
+/* Changes a member's weight (>= 1); the same weight publishes nothing.  Returns 0, -ENOENT for a
+ * non-member, -EINVAL (weight 0, bad arguments), -ENAMETOOLONG, -E2BIG, -ENOMEM.  Writer side. */
+CHRING_API int chring_set_weight(chring_t *r, const char *name, uint32_t weight);
+
+/* One change of a batch: weight >= 1 adds the member (or changes its weight); weight 0 removes it.
+ * udata is used only when the member is new. */
+typedef struct chring_change {
+    const char *name;
+    uint32_t weight;
+    void *udata;
+} chring_change_t;
+
+/* Applies a batch of changes, all or nothing, with at most one publish.  Returns 0 or a negative
+ * errno: -EINVAL (NULL ring, NULL changes with n > 0, a bad name, the same name twice),
+ * -ENAMETOOLONG, -ENOENT (weight 0 for a non-member), -E2BIG, -ENOMEM.  n == 0 or a batch that
+ * changes nothing publishes nothing.  Writer side. */
+CHRING_API int chring_update(chring_t *r, const chring_change_t *changes, size_t n);
+
+/* Makes the membership exactly this set (a discovery feed), with at most one publish: absent
+ * members are removed, new ones added, weights set; members already present keep their object,
+ * counters and udata.  Returns 0 or a negative errno: -EINVAL (weight 0, a bad name, the same
+ * name twice, NULL members with n > 0), -ENAMETOOLONG, -E2BIG, -ENOMEM.  n == 0 empties the ring.
+ * Writer side. */
+CHRING_API int chring_sync(chring_t *r, const chring_change_t *members, size_t n);
+
+/* The number of members of the current snapshot (0 for NULL).  Any thread; wait-free. */
+CHRING_API size_t chring_len(chring_t *r);
+
+/* ---------------------------------------------------------------------------------------------
+ * Snapshots and lookup: reader side
+ * ------------------------------------------------------------------------------------------- */
+
+/* Begins a read section and returns the current snapshot, valid until chring_snap_exit().
+ * Never NULL: for r NULL, a static empty snapshot (and no read section).  Sections may nest.
+ * Wait-free; any thread, no registration needed. */
+CHRING_API const chring_snap_t *chring_snap_enter(chring_t *r);
+/* Ends the read section begun by the matching chring_snap_enter(r).  r NULL: no-op. */
+CHRING_API void chring_snap_exit(chring_t *r, const chring_snap_t *s);
+
+/* The owner of key (len bytes; len 0 is a valid key, key may then be NULL).  Returns NULL on an
+ * empty snapshot or for s NULL or key NULL with len > 0.  Reader side: inside a read section
+ * (or on a held snapshot); wait-free. */
+CHRING_API const chring_member_t *chring_snap_lookup(const chring_snap_t *s, const void *key,
+                                                     size_t len);
+/* The profile's hash of key, in the profile's width (a 32-bit profile returns a value below
+ * 2^32).  Returns 0 for s NULL.  Reader side. */
+CHRING_API uint64_t chring_snap_hash(const chring_snap_t *s, const void *key, size_t len);
+/* The owner of a key whose hash is h = chring_snap_hash(s, key) (bits above the profile's width
+ * are ignored).  Returns NULL on an empty snapshot.  Reader side; wait-free. */
+CHRING_API const chring_member_t *chring_snap_lookup_hash(const chring_snap_t *s, uint64_t h);
+
+/* Bounded-load lookup with caller-supplied loads (SPEC §3): m is the sum of load() over the
+ * snapshot's members; the walk goes clockwise from the key's owner and returns the first member
+ * whose load is below its (weighted) capacity for factor c (< 1, NaN, inf act as 1).  load is
+ * called with ctx, on this thread, and must not call back into the ring.  Returns NULL on an
+ * empty snapshot or NULL s/load.  Reader side. */
+CHRING_API const chring_member_t *chring_snap_lookup_bounded(
+    const chring_snap_t *s, const void *key, size_t len, double c,
+    uint64_t (*load)(const chring_member_t *m, void *ctx), void *ctx);
+
+/* Writes up to n distinct members met walking clockwise from the key's owner (the owner first)
+ * into out.  Returns how many were written: min(n, members), 0 on an empty snapshot or for NULL
+ * s/out.  Reader side; wait-free. */
+CHRING_API size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
+                                       const chring_member_t **out, size_t n);
+
+/* The snapshot's version: 0 for a new ring, +1 per publish.  0 for NULL.  Reader side. */
+CHRING_API uint64_t chring_snap_version(const chring_snap_t *s);
+/* Members in the snapshot (0 for NULL). */
+CHRING_API size_t chring_snap_len(const chring_snap_t *s);
+/* Points in the snapshot (0 for NULL). */
+CHRING_API size_t chring_snap_points(const chring_snap_t *s);
+/* Member i, members sorted by name (memcmp order, shorter first on a common prefix).  NULL past
+ * the end or for NULL s. */
+CHRING_API const chring_member_t *chring_snap_member(const chring_snap_t *s, size_t i);
+/* The member of that name in this snapshot, or NULL. */
+CHRING_API const chring_member_t *chring_snap_find(const chring_snap_t *s, const char *name);
+/* The snapshot's profile and hash width in bits (64, 32 or 16). */
+CHRING_API chring_profile_t chring_snap_profile(const chring_snap_t *s);
+CHRING_API unsigned chring_snap_hash_bits(const chring_snap_t *s);
+/* The weight member m has in this snapshot (its current weight may be newer), or 0 if m is not
+ * in s. */
+CHRING_API uint32_t chring_snap_weight(const chring_snap_t *s, const chring_member_t *m);
+/* The number of points member m has in this snapshot (0 if it is not in s). */
+CHRING_API size_t chring_snap_member_points(const chring_snap_t *s, const chring_member_t *m);
+
+/* Takes a reference on the current snapshot, valid outside read sections until
+ * chring_snap_put(r, s).  Returns the static empty snapshot for r NULL; never NULL.
+ * Any thread; lock-free (one atomic increment). */
+CHRING_API const chring_snap_t *chring_snap_hold(chring_t *r);
+/* Drops a reference taken by chring_snap_hold(); the last one frees the snapshot (and may retire
+ * members), on this thread.  NULL-safe. */
+CHRING_API void chring_snap_put(chring_t *r, const chring_snap_t *s);
+
+/* The fraction of the key space whose owner (compared by name) differs between a and b, two
+ * snapshots of the same ring: exact up to double rounding.  0 when both are empty; 1 when exactly
+ * one is empty; NaN when the profiles (or NULL) differ.  Reader side, O(points of a + b). */
+CHRING_API double chring_snap_moved(const chring_snap_t *a, const chring_snap_t *b);
+
+/* Point i in ring order: its position in the profile's width and its member.  pos and m may be
+ * NULL.  Returns 0, -ERANGE past the end, -EINVAL for NULL s. */
+CHRING_API int chring_snap_point(const chring_snap_t *s, size_t i, uint64_t *pos,
+                                 const chring_member_t **m);
+
+/* Member accessors.  The name is NUL-terminated and lives as long as the member. */
+CHRING_API const char *chring_member_name(const chring_member_t *m);
+CHRING_API void *chring_member_udata(const chring_member_t *m);
+/* The member's current weight (may be newer than a snapshot's); 0 for NULL. */
+CHRING_API uint32_t chring_member_weight(const chring_member_t *m);
+/* Outstanding leases on the member (its load); 0 for NULL.  One atomic load. */
+CHRING_API uint64_t chring_member_load(const chring_member_t *m);
+/* The member's arc share in s: the fraction of the ring's 2^bits positions whose keys it owns.
+ * 0 if m is not in s (or NULL). */
+CHRING_API double chring_member_share(const chring_snap_t *s, const chring_member_t *m);
+
+/* One lookup in its own read section, the owner's name copied out with a NUL.  Returns the name's
+ * length, -ENOENT on an empty ring, -ENOSPC if cap < length + 1, -EINVAL for NULL r/buf or a NULL
+ * key with len > 0.  Any thread. */
+CHRING_API int chring_lookup_name(chring_t *r, const void *key, size_t len, char *buf, size_t cap);
+
+/* ---------------------------------------------------------------------------------------------
+ * Bounded loads with built-in counters
+ * ------------------------------------------------------------------------------------------- */
+
+/* A lease: the member a key was placed on.  Treat it as opaque apart from .member; release the
+ * same object exactly once (a second release of it is a no-op; releasing a copy is undefined). */
+typedef struct chring_lease {
+    chring_member_t *member;
+    uint64_t reserved_;
+} chring_lease_t;
+
+/* Places key on the current snapshot with bounded loads (factor config.balance) and increments
+ * the chosen member's load.  Admission is strict: a member is chosen only when this thread saw its
+ * load below the capacity it computed; if every member looks full through races, the key goes to
+ * the least loaded member seen and a saturation event is counted.  Returns 0 and fills *lease,
+ * -ENOENT on an empty ring (lease cleared), -EINVAL for NULL r/lease or NULL key with len > 0.
+ * Any thread; lock-free, no allocation.  The lease keeps its member valid until released. */
+CHRING_API int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lease);
+
+/* Releases a lease and clears it.  A cleared (or zeroed) lease is a no-op.  Any thread;
+ * lock-free.  May retire the member (config.retire) if it was removed and this was its last
+ * reference. */
+CHRING_API void chring_release(chring_t *r, chring_lease_t *lease);
+
+/* The capacity member m would have for the next acquire on snapshot s with the ring's balance
+ * factor and its current outstanding leases (0 if m is not in s).  Reader side. */
+CHRING_API uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s,
+                                           const chring_member_t *m);
+
+/* Outstanding leases on the ring (m of SPEC §3), removed members included.  Exact when no
+ * acquire or release is in flight.  Any thread. */
+CHRING_API uint64_t chring_leases(chring_t *r);
+
+/* ---------------------------------------------------------------------------------------------
+ * Statistics: copied out, each field read atomically, the set as consistent as is cheap
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct chring_member_stats {
+    uint64_t load;       /* outstanding leases */
+    uint64_t acquires;   /* leases ever placed here (primary + spilled_in) */
+    uint64_t primary;    /* ... of which this member was the key's owner */
+    uint64_t spilled_in; /* ... of which the owner was full */
+} chring_member_stats_t;
+
+typedef struct chring_stats {
+    uint64_t version;   /* current snapshot's version */
+    uint64_t publishes; /* snapshots published since chring_new */
+    uint64_t members;   /* members of the current snapshot */
+    uint64_t points;    /* points of the current snapshot */
+    uint64_t leases;    /* outstanding leases (m) */
+    uint64_t acquires;  /* successful chring_acquire calls */
+    uint64_t spills;    /* acquires placed on another member than the key's owner */
+    uint64_t saturated; /* acquires that found every member full */
+} chring_stats_t;
+
+/* Copies a member's statistics (zeros for NULL m).  Reader side, or with a lease on m. */
+CHRING_API void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out);
+/* Copies the ring's statistics (zeros for NULL r).  Any thread. */
+CHRING_API void chring_stats(chring_t *r, chring_stats_t *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Diagnostics (tests, torture programs)
+ * ------------------------------------------------------------------------------------------- */
+
+/* Checks a snapshot's validity word and its invariants that are cheap to check (points sorted,
+ * owners in range, members' validity words).  Returns 0, or -EINVAL if s is NULL, poisoned
+ * (freed) or inconsistent.  Reader side.  Reading freed memory is undefined: this helps a
+ * torture test notice a use after free without a sanitizer, it cannot prove there was none. */
+CHRING_API int chring_snap_check(const chring_snap_t *s);
+/* Checks a member's validity word.  Returns 0 or -EINVAL (NULL, poisoned). */
+CHRING_API int chring_member_check(const chring_member_t *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CHRING_H */
