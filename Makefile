@@ -1,0 +1,69 @@
+# chring: the README's commands.  The build itself is meson + ninja; this file only drives it.
+#
+#   make test     install missing Debian packages, build (release), run every test suite,
+#                 end with "N passed, N failed"
+#   make demo     install, build, run the demo (bench/demo/chring-demo)
+#   make bench    install, build, run the benchmark harness (meson test --benchmark)
+#   make fuzz     run fuzz/run.sh
+#   make install  meson install (PREFIX=/usr/local by default, DESTDIR honoured)
+#   make format   clang-format -i over the C sources
+#   make clean    remove the build directory
+#
+# Variables: BUILD (build directory, default build), BUILDTYPE (default release), MESON_ARGS
+# (extra meson options, e.g. MESON_ARGS=-Durcu_lgpl=false), TEST_ARGS (extra `meson test`
+# arguments, e.g. TEST_ARGS="--suite unit"), PREFIX, DESTDIR.
+
+BUILD ?= build
+BUILDTYPE ?= release
+MESON_ARGS ?=
+TEST_ARGS ?=
+PREFIX ?=
+DEMO_ARGS ?=
+FORMAT_DIRS = include src tools bench tests examples fuzz
+
+export BUILDTYPE TEST_ARGS
+
+.PHONY: all deps build test demo bench fuzz install format clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	@scripts/build.sh $(BUILD) $(MESON_ARGS)
+
+# scripts/test.sh builds first and prints the final "N passed, N failed" line itself, also
+# when the build fails.
+test: deps
+	@scripts/test.sh $(BUILD) $(MESON_ARGS)
+
+demo: build
+	@if [ -x $(BUILD)/bench/demo/chring-demo ]; then \
+		$(BUILD)/bench/demo/chring-demo $(DEMO_ARGS); \
+	else \
+		echo "make demo: $(BUILD)/bench/demo/chring-demo was not built (no bench/demo/ yet, or -Dbench=false)"; \
+		exit 1; \
+	fi
+
+bench: build
+	meson test -C $(BUILD) --benchmark --verbose --logbase benchlog
+
+fuzz:
+	@if [ -f fuzz/run.sh ]; then \
+		bash fuzz/run.sh; \
+	else \
+		echo "make fuzz: there is no fuzz/run.sh yet"; \
+		exit 1; \
+	fi
+
+install: build
+	@if [ -n "$(PREFIX)" ]; then meson configure $(BUILD) -Dprefix=$(PREFIX); fi
+	meson install -C $(BUILD) $(if $(DESTDIR),--destdir $(DESTDIR))
+
+format:
+	@files=$$(for d in $(FORMAT_DIRS); do [ -d $$d ] && find $$d -name '*.[ch]' -o -name '*.cpp'; done); \
+	if [ -n "$$files" ]; then clang-format -i $$files; fi
+
+clean:
+	rm -rf $(BUILD)

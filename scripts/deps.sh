@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Installs the Debian packages chring needs to build, test, benchmark and run its examples.
+#
+#   scripts/deps.sh              every package of DEPS_ALL
+#   scripts/deps.sh pkg1 pkg2    only these packages
+#   scripts/deps.sh --check      only report what is missing (exit 1 if anything is)
+#
+# Nothing to do: prints nothing and exits 0.  As root: runs `apt-get update` once and installs
+# what is missing.  Not root: names the missing packages and the command to install them, exits 1.
+# CHRING_SKIP_DEPS=1 skips the whole check (for machines that provide the libraries otherwise).
+set -euo pipefail
+
+# One list, easy to extend.  Build: compilers, meson, the libraries of the core.  Tests: Criterion,
+# g++ (header test), clang and its runtimes (fuzzing, sanitizers).  Bench/demo: gnuplot.
+# Examples and their tests: libmemcached (ketama reference), libevent (chring-lb), nginx, wrk, curl.
+DEPS_ALL="liburcu-dev libck-dev libcriterion-dev libxxhash-dev libmd-dev zlib1g-dev
+meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev gnuplot-nox
+libmemcached-dev libevent-dev nginx-light wrk curl python3"
+
+if [ "${CHRING_SKIP_DEPS:-0}" = 1 ]; then
+    exit 0
+fi
+
+check_only=0
+if [ "${1:-}" = "--check" ]; then
+    check_only=1
+    shift
+fi
+if [ "$#" -gt 0 ]; then
+    wanted="$*"
+else
+    wanted="$DEPS_ALL"
+fi
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+    echo "deps.sh: dpkg-query not found: this script knows Debian only; install by hand:" >&2
+    echo "  $(echo $wanted)" >&2
+    exit 1
+fi
+
+missing=""
+for p in $wanted; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$status" in
+    *" installed") ;;
+    *) missing="$missing $p" ;;
+    esac
+done
+missing="${missing# }"
+
+if [ -z "$missing" ]; then
+    exit 0
+fi
+
+if [ "$check_only" = 1 ]; then
+    echo "deps.sh: missing Debian packages: $missing"
+    exit 1
+fi
+
+if [ "$(id -u)" != 0 ]; then
+    echo "deps.sh: these Debian packages are missing: $missing" >&2
+    echo "deps.sh: install them as root, then run this again:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y $missing" >&2
+    exit 1
+fi
+
+echo "deps.sh: installing: $missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# shellcheck disable=SC2086 # word splitting of the package list is intended
+apt-get install -y -q $missing </dev/null
