@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary DESTDIR and builds a user program against the installed
+# copy with pkg-config, linked to the shared library and (--static) to the static one; runs both.
+#
+#   install-test.sh BUILD_ROOT SOURCE_DIR CC MESON
+#
+# Checks: the installed header, libchring.so, libchring.a and chring.pc exist; the chring tool is
+# installed when the build has one; pkg-config finds chring at the project's version; both
+# programs build with only `pkg-config --cflags --libs [--static] chring`, the shared one loads
+# the installed libchring.so and the static one none; both create a ring and look a key up.
+set -euo pipefail
+
+build=$1
+src=$2
+cc=$3
+meson=$4
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/chring-pkg.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+dest="$tmp/dest"
+
+step() { echo "== $*"; }
+die() {
+    echo "install-test: FAILED: $*" >&2
+    exit 1
+}
+
+step "meson install --destdir $dest"
+"$meson" install -C "$build" --no-rebuild --destdir "$dest" >"$tmp/install.log" 2>&1 ||
+    {
+        cat "$tmp/install.log"
+        die "meson install failed"
+    }
+
+pc=$(find "$dest" -name chring.pc -path '*/pkgconfig/*' | head -n1)
+[ -n "$pc" ] || die "no chring.pc installed"
+header=$(find "$dest" -name chring.h | head -n1)
+[ -n "$header" ] || die "no chring.h installed"
+so=$(find "$dest" -name 'libchring.so' | head -n1)
+[ -n "$so" ] || die "no libchring.so installed"
+a=$(find "$dest" -name 'libchring.a' | head -n1)
+[ -n "$a" ] || die "no libchring.a installed"
+if [ -x "$build/tools/chring" ]; then
+    find "$dest" -path '*/bin/chring' -type f | grep -q . || die "the chring tool was built but not installed"
+fi
+echo "installed: ${pc#$dest} ${header#$dest} ${so#$dest} ${a#$dest}"
+echo "--- chring.pc"
+cat "$pc"
+echo "---"
+
+# The .pc file names the configured prefix; the sysroot maps its -I/-L paths into the DESTDIR.
+export PKG_CONFIG_PATH
+PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export PKG_CONFIG_SYSROOT_DIR="$dest"
+
+version=$(pkg-config --modversion chring) || die "pkg-config does not find chring"
+expected=$(sed -n "s/^ *version: '\([^']*\)'.*/\1/p" "$src/meson.build" | head -n1)
+[ -z "$expected" ] || [ "$version" = "$expected" ] || die "chring.pc says $version, meson.build $expected"
+
+cflags=$(pkg-config --cflags chring)
+libs=$(pkg-config --libs chring)
+step "shared: $cc $cflags pkg_user.c $libs"
+# shellcheck disable=SC2086 # flags are word lists
+"$cc" -std=c11 -Wall -Wextra -Werror $cflags "$src/tests/pkg/pkg_user.c" -o "$tmp/user-shared" $libs ||
+    die "building against the shared library failed"
+libdir=$(dirname "$so")
+LD_LIBRARY_PATH="$libdir" ldd "$tmp/user-shared" | grep libchring
+LD_LIBRARY_PATH="$libdir" ldd "$tmp/user-shared" | grep -q "=> $libdir/libchring.so" ||
+    die "the program does not load the installed libchring.so"
+LD_LIBRARY_PATH="$libdir" "$tmp/user-shared" || die "the program linked to the shared library failed"
+
+slibs=$(pkg-config --static --libs chring)
+# -Bstatic for libchring only: the system libraries it needs (urcu, ck, ...) may be linked either
+# way; what is tested is that `--static` lists everything libchring.a needs.
+static_libs=${slibs/-lchring/-Wl,-Bstatic -lchring -Wl,-Bdynamic}
+step "static: $cc $cflags pkg_user.c $static_libs"
+# shellcheck disable=SC2086
+"$cc" -std=c11 -Wall -Wextra -Werror $cflags "$src/tests/pkg/pkg_user.c" -o "$tmp/user-static" $static_libs ||
+    die "building against the static library with pkg-config --static failed (Requires.private/Libs.private incomplete?)"
+if ldd "$tmp/user-static" | grep -q libchring; then
+    die "the static program still loads libchring.so"
+fi
+"$tmp/user-static" || die "the program linked to the static library failed"
+echo "install-test: ok"
