@@ -8,7 +8,7 @@ lib=$1
 header=$2
 
 exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[A-Z]$/ { print $3 }' | sort -u)
-declared=$(grep '^CHRING_API' "$header" | grep -o 'chring_[a-z0-9_]*(' | head -n 1000 |
+declared=$(grep '^CHRING_API' "$header" | grep -o 'chring_[a-z0-9_]*(' |
     tr -d '(' | sort -u)
 status=0
 
