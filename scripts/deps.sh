@@ -66,6 +66,15 @@ fi
 
 echo "deps.sh: installing: $missing"
 export DEBIAN_FRONTEND=noninteractive
+# Packages with a service (nginx-light) must not start it while installing: on a build machine port
+# 80 may be taken, and a failed start would leave the package half-configured.  policy-rc.d 101
+# tells invoke-rc.d to start nothing; tests start what they need themselves.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+fi
 apt-get update -q
 # shellcheck disable=SC2086 # word splitting of the package list is intended
 apt-get install -y -q $missing </dev/null
