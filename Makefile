@@ -34,8 +34,9 @@ build: deps
 	@scripts/build.sh $(BUILD) $(MESON_ARGS)
 
 # scripts/test.sh builds first and prints the final "N passed, N failed" line itself, also
-# when the build fails.
-test: deps
+# when the build fails; a failed package install counts as one failure too.
+test:
+	@scripts/deps.sh || { echo "make test: missing packages (see above)"; echo "0 passed, 1 failed"; exit 1; }
 	@scripts/test.sh $(BUILD) $(MESON_ARGS)
 
 demo: build
