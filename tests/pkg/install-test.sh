@@ -61,7 +61,7 @@ cflags=$(pkg-config --cflags chring)
 libs=$(pkg-config --libs chring)
 step "shared: $cc $cflags pkg_user.c $libs"
 # shellcheck disable=SC2086 # flags are word lists
-"$cc" -std=c11 -Wall -Wextra -Werror $cflags "$src/tests/pkg/pkg_user.c" -o "$tmp/user-shared" $libs ||
+"$cc" ${CHRING_USER_CFLAGS:-} -std=c11 -Wall -Wextra -Werror $cflags "$src/tests/pkg/pkg_user.c" -o "$tmp/user-shared" $libs ||
     die "building against the shared library failed"
 libdir=$(dirname "$so")
 # (ldd's output is kept in a variable: grep -q closing a pipe early would fail it under pipefail.)
@@ -79,7 +79,7 @@ slibs=$(pkg-config --static --libs chring)
 static_libs=${slibs/-lchring/-Wl,-Bstatic -lchring -Wl,-Bdynamic}
 step "static: $cc $cflags pkg_user.c $static_libs"
 # shellcheck disable=SC2086
-"$cc" -std=c11 -Wall -Wextra -Werror $cflags "$src/tests/pkg/pkg_user.c" -o "$tmp/user-static" $static_libs ||
+"$cc" ${CHRING_USER_CFLAGS:-} -std=c11 -Wall -Wextra -Werror $cflags "$src/tests/pkg/pkg_user.c" -o "$tmp/user-static" $static_libs ||
     die "building against the static library with pkg-config --static failed (Requires.private/Libs.private incomplete?)"
 case "$(ldd "$tmp/user-static")" in
 *libchring*) die "the static program still loads libchring.so" ;;

@@ -23,7 +23,7 @@ awk '/^## Using the library/ { section = 1; next }
     exit 1
 }
 echo "readme-example: $(wc -l <"$tmp/example.c") lines"
-"$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I"$include" "$tmp/example.c" "$lib" \
+"$cc" ${CHRING_USER_CFLAGS:-} -std=c11 -Wall -Wextra -Wpedantic -Werror -I"$include" "$tmp/example.c" "$lib" \
     -o "$tmp/example"
 out=$(LD_LIBRARY_PATH="$(dirname "$lib")" "$tmp/example")
 printf '%s\n' "$out"
