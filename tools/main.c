@@ -1,0 +1,217 @@
+/* chring: the command-line tool (SPEC §7).  Options, input and output; the commands themselves
+ * live in cli.c.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "cli.h"
+
+#include <chring.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char usage_text[] =
+    "usage: chring [--profile P] [--vnodes N] [--balance C] [FILE...]\n"
+    "Reads commands from the FILEs (or standard input, also as -), one per line, answers on stdout.\n"
+    "  --profile P  hash64 (default) murmur32 fnv32 fnv16 xxh3 ketama nginx\n"
+    "  --vnodes N   points per unit of weight (default 160; ketama, nginx ignore it)\n"
+    "  --balance C  bounded-load factor of BOUNDED and ACQUIRE (default 1.25)\n"
+    "  --help, --version\n"
+    "Commands (case-insensitive; blank lines and # comments are ignored):\n"
+    "  POOL n1 n2 ...       the pool becomes these names, weight 1, in this order   OK\n"
+    "  ADD n.. | REMOVE n.. join / leave (unknown or repeated names ignored)         OK\n"
+    "  LOOKUP <key>         the key's owner, or EMPTY                      (key = rest of line)\n"
+    "  HASH <s>             the profile's hash of s, decimal               (s = rest of line)\n"
+    "  RING                 one line per point: <hash>:<name>, in ring order\n"
+    "  DIST                 per member in pool order: <name> points=<p> share=<0.dddd>\n"
+    "  SNAP <n>             record owners of key0..key<n-1> (ring, pool[H mod N])  OK\n"
+    "  MOVED                ring=<x> mod=<y>: keys whose owner changed since SNAP\n"
+    "  WEIGHT <name> <w>    set a member's weight                                  OK\n"
+    "  LOAD <name> <n>      set the load BOUNDED sees for a member                 OK\n"
+    "  BOUNDED <key>        the owner with bounded loads (LOAD values), or EMPTY\n"
+    "  ACQUIRE <key>        place with the built-in counters: <name> <lease>, or EMPTY\n"
+    "  RELEASE <lease>      release a lease                                        OK\n"
+    "  REPLICAS <key> <n>   up to n distinct owners clockwise, space-separated, or EMPTY\n"
+    "  STATS | VERSION      ring and per-member counters | the snapshot version\n"
+    "A malformed line is answered ERR <reason>.  Exit 0 unless input could not be read.\n";
+
+/* Reads lines from fd and hands each to the engine, flushing stdout after every answer.
+ * A line longer than CHRING_CLI_LINE_MAX is answered "ERR line too long" and skipped up to its
+ * newline.  read(2) is used rather than stdio so that an interactive pipe gets its answer as soon
+ * as its line is complete.  Returns 0, or -1 after a read error (reported on stderr). */
+static int run_fd(chring_cli_t *cli, int fd, const char *label, char *buf)
+{
+    size_t have = 0;     /* bytes of the current line in buf */
+    bool skipping = false; /* inside a line that was too long */
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            fprintf(stderr, "chring: %s: %s\n", label, strerror(errno));
+            return -1;
+        }
+        if (n == 0)
+            break;
+        size_t i = 0;
+        while (i < (size_t)n) {
+            char *nl = memchr(chunk + i, '\n', (size_t)n - i);
+            size_t take = nl ? (size_t)(nl - (chunk + i)) : (size_t)n - i;
+            if (!skipping) {
+                if (have + take > CHRING_CLI_LINE_MAX) {
+                    skipping = true;
+                    have = 0;
+                    fputs("ERR line too long\n", stdout);
+                    fflush(stdout);
+                } else {
+                    memcpy(buf + have, chunk + i, take);
+                    have += take;
+                }
+            }
+            i += take;
+            if (nl) {
+                i++;
+                if (!skipping) {
+                    chring_cli_exec(cli, buf, have, stdout);
+                    fflush(stdout);
+                }
+                skipping = false;
+                have = 0;
+            }
+        }
+    }
+    if (have > 0 && !skipping) { /* a last line without a newline */
+        chring_cli_exec(cli, buf, have, stdout);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static bool parse_option_value(const char *arg, const char *name, int *i, int argc, char **argv,
+                               const char **value)
+{
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0)
+        return false;
+    if (arg[n] == '=') {
+        *value = arg + n + 1;
+        return true;
+    }
+    if (arg[n] != '\0')
+        return false;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "chring: %s needs a value\n", name);
+        exit(2);
+    }
+    *value = argv[++*i];
+    return true;
+}
+
+static void bad_usage(const char *fmt, const char *what)
+{
+    fprintf(stderr, "chring: ");
+    fprintf(stderr, fmt, what);
+    fprintf(stderr, "\nTry 'chring --help'.\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    chring_cli_options_t opt = {.profile = NULL, .vnodes = 0, .balance = 0};
+    int first_file = argc;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *value;
+        if (strcmp(arg, "--") == 0) {
+            first_file = i + 1;
+            break;
+        }
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            printf("chring %s\n", chring_version());
+            return 0;
+        }
+        if (parse_option_value(arg, "--profile", &i, argc, argv, &value)) {
+            chring_profile_t profile;
+            if (chring_profile_parse(value, &profile) != 0 || profile == CHRING_PROFILE_CUSTOM)
+                bad_usage("unknown profile '%s'", value);
+            opt.profile = value;
+        } else if (parse_option_value(arg, "--vnodes", &i, argc, argv, &value)) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(value, &end, 10);
+            if (errno || end == value || *end || value[0] == '-' || v < 1 ||
+                v > CHRING_POINTS_MAX)
+                bad_usage("--vnodes takes a whole number from 1 to 16777216, not '%s'", value);
+            opt.vnodes = (uint32_t)v;
+        } else if (parse_option_value(arg, "--balance", &i, argc, argv, &value)) {
+            char *end;
+            errno = 0;
+            double c = strtod(value, &end);
+            if (errno || end == value || *end || !isfinite(c) || !(c > 0))
+                bad_usage("--balance takes a positive number (below 1 acts as 1), not '%s'",
+                          value);
+            opt.balance = c;
+        } else if (arg[0] == '-' && arg[1] != '\0') {
+            bad_usage("unknown option '%s'", arg);
+        } else {
+            first_file = i;
+            break;
+        }
+    }
+
+    chring_cli_t *cli;
+    int rc = chring_cli_new(&cli, &opt);
+    if (rc < 0) {
+        fprintf(stderr, "chring: cannot create the ring: %s\n", chring_strerror(rc));
+        return 1;
+    }
+    char *buf = malloc(CHRING_CLI_LINE_MAX);
+    if (!buf) {
+        fprintf(stderr, "chring: out of memory\n");
+        chring_cli_free(cli);
+        return 1;
+    }
+
+    int status = 0;
+    if (first_file >= argc) {
+        if (run_fd(cli, STDIN_FILENO, "standard input", buf) < 0)
+            status = 1;
+    }
+    for (int i = first_file; i < argc; i++) {
+        /* Like cat: an unreadable file is reported and skipped, and the exit status is 1. */
+        if (strcmp(argv[i], "-") == 0) {
+            if (run_fd(cli, STDIN_FILENO, "standard input", buf) < 0)
+                status = 1;
+            continue;
+        }
+        int fd = open(argv[i], O_RDONLY);
+        if (fd < 0) {
+            fprintf(stderr, "chring: %s: %s\n", argv[i], strerror(errno));
+            status = 1;
+            continue;
+        }
+        if (run_fd(cli, fd, argv[i], buf) < 0)
+            status = 1;
+        close(fd);
+    }
+
+    free(buf);
+    chring_cli_free(cli);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "chring: error writing standard output\n");
+        status = 1;
+    }
+    return status;
+}
