@@ -1,0 +1,154 @@
+/* Hash functions, labels and the capacity formula: pure functions, any thread.
+ * SPDX-License-Identifier: MIT */
+#include "internal.h"
+
+#include <math.h>
+
+#define FNV64_OFFSET UINT64_C(14695981039346656037)
+#define FNV64_PRIME UINT64_C(1099511628211)
+#define FNV32_OFFSET UINT32_C(2166136261)
+#define FNV32_PRIME UINT32_C(16777619)
+
+uint64_t chring_fnv1a64(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t h = FNV64_OFFSET;
+    if (p == NULL)
+        return h;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= FNV64_PRIME;
+    }
+    return h;
+}
+
+uint32_t chring_fnv1a32(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint32_t h = FNV32_OFFSET;
+    if (p == NULL)
+        return h;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= FNV32_PRIME;
+    }
+    return h;
+}
+
+uint64_t chring_mix64(uint64_t z)
+{
+    z ^= z >> 30;
+    z *= UINT64_C(0xbf58476d1ce4e5b9);
+    z ^= z >> 27;
+    z *= UINT64_C(0x94d049bb133111eb);
+    z ^= z >> 31;
+    return z;
+}
+
+uint64_t chring_hash64(const void *data, size_t len)
+{
+    return chring_mix64(chring_fnv1a64(data, len));
+}
+
+static inline uint32_t rotl32(uint32_t x, int r)
+{
+    return (x << r) | (x >> (32 - r));
+}
+
+uint32_t chring_murmur3_32(const void *data, size_t len, uint32_t seed)
+{
+    const unsigned char *p = data;
+    const uint32_t c1 = 0xcc9e2d51, c2 = 0x1b873593;
+    uint32_t h = seed;
+    size_t blocks = p == NULL ? 0 : len / 4;
+    if (p == NULL)
+        len = 0;
+
+    for (size_t i = 0; i < blocks; i++) {
+        /* Blocks are read little-endian, byte by byte, so the result is the same everywhere. */
+        uint32_t k = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
+                     (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
+        k *= c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+        h = rotl32(h, 13);
+        h = h * 5 + 0xe6546b64;
+    }
+
+    const unsigned char *tail = p + blocks * 4;
+    uint32_t k = 0;
+    switch (len & 3) {
+    case 3: k ^= (uint32_t)tail[2] << 16; /* fall through */
+    case 2: k ^= (uint32_t)tail[1] << 8;  /* fall through */
+    case 1:
+        k ^= tail[0];
+        k *= c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+    }
+
+    h ^= (uint32_t)len;
+    h ^= h >> 16;
+    h *= 0x85ebca6b;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35;
+    h ^= h >> 16;
+    return h;
+}
+
+int chring_vnode_label(char *buf, size_t cap, const char *name, uint32_t i)
+{
+    if (buf == NULL || name == NULL)
+        return -EINVAL;
+    size_t len = strlen(name);
+    char digits[10];
+    size_t nd = 0;
+    do {
+        digits[nd++] = (char)('0' + i % 10);
+        i /= 10;
+    } while (i != 0);
+    if (len + 1 + nd + 1 > cap || len + 1 + nd > INT32_MAX)
+        return -ENOSPC;
+    memcpy(buf, name, len);
+    buf[len] = '#';
+    for (size_t d = 0; d < nd; d++)
+        buf[len + 1 + d] = digits[nd - 1 - d];
+    buf[len + 1 + nd] = '\0';
+    return (int)(len + 1 + nd);
+}
+
+double chring__clamp_balance(double c)
+{
+    /* NaN fails every comparison, so it lands on 1 too. */
+    if (!(c >= 1.0) || isinf(c))
+        return 1.0;
+    return c;
+}
+
+static uint64_t ceil_to_u64(double x)
+{
+    x = ceil(x);
+    if (!(x < 18446744073709551616.0))
+        return UINT64_MAX;
+    return (uint64_t)x;
+}
+
+uint64_t chring_capacity(uint64_t total, uint64_t n, double c)
+{
+    if (n == 0)
+        return 0;
+    c = chring__clamp_balance(c);
+    double m1 = total == UINT64_MAX ? (double)total + 1.0 : (double)(total + 1);
+    return ceil_to_u64(c * m1 / (double)n);
+}
+
+uint64_t chring_capacity_weighted(uint64_t total, uint64_t weight, uint64_t total_weight, double c)
+{
+    if (total_weight == 0)
+        return 0;
+    c = chring__clamp_balance(c);
+    double m1 = total == UINT64_MAX ? (double)total + 1.0 : (double)(total + 1);
+    return ceil_to_u64(c * m1 * (double)weight / (double)total_weight);
+}

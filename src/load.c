@@ -1,0 +1,189 @@
+/* Bounded loads with built-in counters: leases, per-member counters, ring statistics.
+ * SPDX-License-Identifier: MIT
+ *
+ * Counters.  Each member's load lives in the low half of its hot word (its own cache line, shared
+ * with its primary/spilled_in statistics, outside snapshots, so a publish neither copies nor
+ * resets it).  The ring-wide number of outstanding leases m is not one shared counter (measured
+ * here: 116 ns per acquire+release on 2 threads against 26 ns on 1): each thread counts its
+ * acquires and releases in the shard it was given (a cache line of its own; one shard per
+ * online CPU, rounded up to a power of two), and m is the sum of acquired - released over the
+ * shards.  That sum is exact whenever no acquire or release is in flight, and off by at most the
+ * number in flight otherwise; a momentarily negative sum reads as 0.  Acquire reads every shard:
+ * lines that other threads write are the price of an exact m, and stay few on small machines.
+ *
+ * Admission (SPEC §3).  A thread computes each member's capacity from the m it read, then adds 1
+ * to the member's word and keeps the lease only if the old load was below that capacity; else it
+ * takes the 1 back and walks on.  Before the fetch-and-add it looks at the load with a plain
+ * atomic load, so full members cost no write.  The walk visits each point at most once; if every
+ * member looked full (possible only through races), the key goes to the least loaded member seen
+ * and a saturation event is counted.  The undo can never drop the word to zero: the snapshot we
+ * are reading holds a reference in the high half until a grace period after our read section.
+ */
+#include "internal.h"
+
+#include <math.h>
+
+static unsigned next_slot;
+static _Thread_local unsigned my_slot; /* 0: not assigned yet; else slot + 1 */
+
+static inline struct chring_shard *my_shard(chring_t *r)
+{
+    unsigned slot = my_slot;
+    if (CHRING_UNLIKELY(slot == 0)) {
+        slot = ck_pr_faa_uint(&next_slot, 1) + 1;
+        my_slot = slot;
+    }
+    return &r->shards[(slot - 1) & r->shard_mask];
+}
+
+uint64_t chring__leases(chring_t *r)
+{
+    uint64_t acquired = 0, released = 0;
+    /* Releases first: a lease released after we read its shard's count cannot then appear as
+     * acquired-but-not-released twice; reading them in this order errs towards a larger m. */
+    for (unsigned k = 0; k <= r->shard_mask; k++)
+        released += ck_pr_load_64(&r->shards[k].released);
+    for (unsigned k = 0; k <= r->shard_mask; k++)
+        acquired += ck_pr_load_64(&r->shards[k].acquired);
+    return acquired > released ? acquired - released : 0;
+}
+
+uint64_t chring_leases(chring_t *r)
+{
+    return r == NULL ? 0 : chring__leases(r);
+}
+
+static inline uint64_t lease_cookie(const chring_member_t *m)
+{
+    return (uint64_t)(uintptr_t)m ^ UINT64_C(0x4c65617365c0ffee);
+}
+
+int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lease)
+{
+    if (r == NULL || lease == NULL || (key == NULL && len > 0)) {
+        if (lease != NULL)
+            lease->member = NULL, lease->reserved_ = 0;
+        return -EINVAL;
+    }
+    const chring_snap_t *s = chring_snap_enter(r);
+    if (s->npoints == 0) {
+        chring_snap_exit(r, s);
+        lease->member = NULL;
+        lease->reserved_ = 0;
+        return -ENOENT;
+    }
+    const double c = r->balance;
+    const uint64_t total = chring__leases(r);
+    size_t i = chring__find(s, chring__snap_key_pos(s, key, len));
+    const uint32_t owner = s->owner[i];
+
+    uint32_t chosen = UINT32_MAX, last = UINT32_MAX, least = owner;
+    uint64_t least_load = UINT64_MAX;
+    uint32_t cap_weight = 0; /* the weight whose capacity is cached in cap */
+    uint64_t cap = 0;
+    for (size_t step = 0; step < s->npoints; step++) {
+        uint32_t j = s->owner[i];
+        if (++i == s->npoints)
+            i = 0;
+        if (j == last)
+            continue;
+        last = j;
+        chring_member_t *m = s->members[j];
+        if (s->weights[j] != cap_weight) {
+            cap_weight = s->weights[j];
+            cap = chring_capacity_weighted(total, cap_weight, s->total_weight, c);
+        }
+        uint64_t load = ck_pr_load_64(&m->word) & CHRING_LOAD_MASK;
+        if (load < least_load) {
+            least_load = load;
+            least = j;
+        }
+        if (load >= cap)
+            continue;
+        /* Full barrier (lock xadd); the old value decides admission. */
+        uint64_t old = ck_pr_faa_64(&m->word, 1);
+        if ((old & CHRING_LOAD_MASK) < cap) {
+            chosen = j;
+            break;
+        }
+        ck_pr_faa_64(&m->word, (uint64_t)-1);
+    }
+
+    struct chring_shard *shard = my_shard(r);
+    if (CHRING_UNLIKELY(chosen == UINT32_MAX)) {
+        chosen = least;
+        ck_pr_faa_64(&s->members[chosen]->word, 1);
+        ck_pr_inc_64(&shard->saturated);
+    }
+    chring_member_t *m = s->members[chosen];
+    if (chosen == owner) {
+        ck_pr_inc_64(&m->primary);
+    } else {
+        ck_pr_inc_64(&m->spilled_in);
+        ck_pr_inc_64(&shard->spills);
+    }
+    ck_pr_inc_64(&shard->acquired);
+    chring_snap_exit(r, s);
+
+    lease->member = m;
+    lease->reserved_ = lease_cookie(m);
+    return 0;
+}
+
+void chring_release(chring_t *r, chring_lease_t *lease)
+{
+    if (r == NULL || lease == NULL || lease->member == NULL)
+        return;
+    chring_member_t *m = lease->member;
+    if (lease->reserved_ != lease_cookie(m))
+        return; /* not a lease this library filled in */
+    lease->member = NULL;
+    lease->reserved_ = 0;
+    ck_pr_inc_64(&my_shard(r)->released);
+    /* Full barrier: the caller's use of the member happens before the count drops. */
+    uint64_t old = ck_pr_faa_64(&m->word, (uint64_t)-1);
+    if (old == 1)
+        chring__member_destroy(m); /* removed, unlisted, and this was the last lease */
+}
+
+uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s, const chring_member_t *m)
+{
+    uint32_t w = chring_snap_weight(s, m);
+    if (r == NULL || w == 0)
+        return 0;
+    return chring_capacity_weighted(chring__leases(r), w, s->total_weight, r->balance);
+}
+
+void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
+{
+    if (out == NULL)
+        return;
+    memset(out, 0, sizeof *out);
+    if (m == NULL)
+        return;
+    out->load = ck_pr_load_64(&m->word) & CHRING_LOAD_MASK;
+    out->primary = ck_pr_load_64(&m->primary);
+    out->spilled_in = ck_pr_load_64(&m->spilled_in);
+    out->acquires = out->primary + out->spilled_in;
+}
+
+void chring_stats(chring_t *r, chring_stats_t *out)
+{
+    if (out == NULL)
+        return;
+    memset(out, 0, sizeof *out);
+    if (r == NULL)
+        return;
+    const chring_snap_t *s = chring_snap_enter(r);
+    out->version = s->version;
+    out->members = s->nmembers;
+    out->points = s->npoints;
+    chring_snap_exit(r, s);
+    out->publishes = ck_pr_load_64(&r->publishes);
+    for (unsigned k = 0; k <= r->shard_mask; k++) {
+        out->acquires += ck_pr_load_64(&r->shards[k].acquired);
+        out->spills += ck_pr_load_64(&r->shards[k].spills);
+        out->saturated += ck_pr_load_64(&r->shards[k].saturated);
+    }
+    out->leases = chring__leases(r);
+}
