@@ -1,0 +1,251 @@
+/* chring benchmark harness: shared helpers.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+volatile uint64_t bench_sink;
+
+static void usage(FILE *f, const char *what, const char *extra)
+{
+    fprintf(f,
+            "%s\n"
+            "options:\n"
+            "  --quick       short run (3 reps, ~10 ms per measurement)\n"
+            "  --reps N      repetitions per measurement, median reported (default 9)\n"
+            "  --ms X        wall time aimed at per measurement, in ms (default 30)\n"
+            "  --out DIR     directory for the CSV files (default .)\n"
+            "  --threads N   largest thread count for throughput runs (default 2 * cores)\n"
+            "%s",
+            what, extra ? extra : "");
+}
+
+void bench_parse(int argc, char **argv, bench_opts_t *o, const char *what, const char *extra_usage)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    bool reps_set = false, ms_set = false;
+
+    memset(o, 0, sizeof *o);
+    o->reps = 9;
+    o->target_ms = 30;
+    o->out_dir = ".";
+    o->max_threads = (int)(cores > 0 ? 2 * cores : 4);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--quick")) {
+            o->quick = true;
+        } else if (!strcmp(a, "--reps") && v) {
+            o->reps = atoi(v);
+            reps_set = true;
+            i++;
+        } else if (!strcmp(a, "--ms") && v) {
+            o->target_ms = atof(v);
+            ms_set = true;
+            i++;
+        } else if (!strcmp(a, "--out") && v) {
+            o->out_dir = v;
+            i++;
+        } else if (!strcmp(a, "--threads") && v) {
+            o->max_threads = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout, what, extra_usage);
+            exit(0);
+        } else {
+            fprintf(stderr, "unknown or incomplete option: %s\n", a);
+            usage(stderr, what, extra_usage);
+            exit(2);
+        }
+    }
+    if (o->quick) {
+        if (!reps_set)
+            o->reps = 3;
+        if (!ms_set)
+            o->target_ms = 10;
+    }
+    if (o->reps < 1)
+        o->reps = 1;
+    if (o->target_ms <= 0)
+        o->target_ms = 1;
+    if (o->max_threads < 1)
+        o->max_threads = 1;
+    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "cannot create %s: %s\n", o->out_dir, strerror(errno));
+        exit(1);
+    }
+}
+
+double bench_loadavg(void)
+{
+    double load = NAN;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &load) != 1)
+            load = NAN;
+        fclose(f);
+    }
+    return load;
+}
+
+void bench_print_machine(const char *program)
+{
+    char model[256] = "unknown";
+    char line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        while (fgets(line, sizeof line, f)) {
+            if (!strncmp(line, "model name", 10)) {
+                const char *colon = strchr(line, ':');
+                if (colon) {
+                    colon++;
+                    while (*colon == ' ' || *colon == '\t')
+                        colon++;
+                    snprintf(model, sizeof model, "%s", colon);
+                    model[strcspn(model, "\n")] = '\0';
+                }
+                break;
+            }
+        }
+        fclose(f);
+    }
+    printf("# %s (chring %s)\n", program, chring_version());
+    printf("# machine: %ld online cores (sysconf), CPU \"%s\", load average %.2f\n",
+           sysconf(_SC_NPROCESSORS_ONLN), model, bench_loadavg());
+    printf("# compiler: gcc-compatible \"%s\"\n", __VERSION__);
+    printf("# build: %s\n", BENCH_BUILD_INFO);
+#ifdef __OPTIMIZE__
+    printf("# harness compiled with optimisation (__OPTIMIZE__ defined)\n");
+#else
+    printf("# WARNING: harness compiled without optimisation: use a release build\n");
+#endif
+    fflush(stdout);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(double *values, size_t n)
+{
+    if (n == 0)
+        return NAN;
+    qsort(values, n, sizeof *values, cmp_double);
+    return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+unsigned char *bench_keys(size_t count, size_t len, uint64_t seed)
+{
+    size_t bytes = count * len;
+    unsigned char *buf = malloc(bytes ? bytes : 1);
+    uint64_t state = seed;
+    bench_require(buf != NULL, "out of memory for %zu keys", count);
+    for (size_t i = 0; i < bytes; i += 8) {
+        uint64_t r = bench_splitmix64(&state);
+        size_t n = bytes - i < 8 ? bytes - i : 8;
+        memcpy(buf + i, &r, n);
+    }
+    return buf;
+}
+
+void bench_member_name(char *buf, size_t cap, unsigned i)
+{
+    snprintf(buf, cap, "10.%u.%u.%u", (i >> 16) & 255, (i >> 8) & 255, (i & 255) + 1);
+}
+
+chring_t *bench_ring(chring_profile_t profile, unsigned members)
+{
+    chring_config_t cfg;
+    chring_t *r = NULL;
+    chring_change_t *changes = calloc(members ? members : 1, sizeof *changes);
+    char(*names)[16] = calloc(members ? members : 1, sizeof *names);
+    int err;
+
+    bench_require(changes && names, "out of memory");
+    chring_config_default(&cfg);
+    cfg.profile = profile;
+    err = chring_new(&r, &cfg);
+    bench_require(err == 0, "chring_new(%s): %s", chring_profile_name(profile),
+                  chring_strerror(err));
+    for (unsigned i = 0; i < members; i++) {
+        bench_member_name(names[i], sizeof names[i], i);
+        changes[i].name = names[i];
+        changes[i].weight = 1;
+    }
+    err = chring_update(r, changes, members);
+    bench_require(err == 0, "chring_update(%s, %u members): %s", chring_profile_name(profile),
+                  members, chring_strerror(err));
+    bench_require(chring_len(r) == members, "ring has %zu members, expected %u", chring_len(r),
+                  members);
+    free(changes);
+    free(names);
+    return r;
+}
+
+FILE *bench_csv_open(const bench_opts_t *o, const char *name, const char *header)
+{
+    char path[4096];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", o->out_dir, name);
+    f = fopen(path, "w");
+    bench_require(f != NULL, "cannot write %s: %s", path, strerror(errno));
+    fprintf(f, "%s\n", header);
+    return f;
+}
+
+size_t bench_calibrate(bench_fn fn, void *ctx, double target_ms, size_t min_iters)
+{
+    size_t iters = min_iters;
+    /* Grow until one run takes at least a tenth of the target, then scale. */
+    for (;;) {
+        uint64_t ns = fn(ctx, iters);
+        if (ns >= target_ms * 1e5 || iters >= ((size_t)1 << 30)) {
+            double scaled = (double)iters * (target_ms * 1e6) / (double)(ns ? ns : 1);
+            size_t n = scaled < (double)min_iters ? min_iters : (size_t)scaled;
+            return n;
+        }
+        iters *= 4;
+    }
+}
+
+void bench_interleaved(size_t n, const bench_fn *fns, void *const *ctxs, const size_t *iters,
+                       int reps, double *ns_per_op)
+{
+    double *samples = calloc((size_t)reps * n, sizeof *samples);
+    bench_require(samples != NULL, "out of memory");
+    for (int rep = 0; rep < reps; rep++)
+        for (size_t v = 0; v < n; v++) {
+            /* Warm-up, untimed: the previous variant may have used another ring (a 1000 x 160 ring
+             * is megabytes) and evicted this one's from the caches; a proxy's ring stays warm. */
+            fns[v](ctxs[v], iters[v] / 4 + 1);
+            samples[v * (size_t)reps + (size_t)rep] =
+                (double)fns[v](ctxs[v], iters[v]) / (double)iters[v];
+        }
+    for (size_t v = 0; v < n; v++)
+        ns_per_op[v] = bench_median(samples + v * (size_t)reps, (size_t)reps);
+    free(samples);
+}
+
+void bench_require(bool cond, const char *fmt, ...)
+{
+    va_list ap;
+    if (cond)
+        return;
+    fflush(stdout);
+    fprintf(stderr, "bench: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    exit(1);
+}

@@ -1,0 +1,142 @@
+/* chring-bench-memory: the library's memory per point against ring size (issue 7, item 6),
+ * counted through chring_set_allocator.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * A counting allocator is installed before any ring exists; it counts the bytes the library asks
+ * for (not malloc's own overhead).  For each ring: live bytes before chring_new, after building the
+ * ring in one chring_update (once deferred reclamation has settled), the peak during the build,
+ * after one more member is added (the incremental publish path), and after chring_free (which
+ * should give every byte back).  Bytes per point = (live after - live before) / points.
+ *
+ * Writes memory.csv.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+
+#define HEADER 16 /* keeps malloc's alignment for the caller */
+
+static atomic_llong live_bytes, peak_bytes, allocations;
+
+static void *count_alloc(size_t size, void *ctx)
+{
+    (void)ctx;
+    unsigned char *p = malloc(size + HEADER);
+    long long now, peak;
+    if (!p)
+        return NULL;
+    memcpy(p, &size, sizeof size);
+    now = atomic_fetch_add(&live_bytes, (long long)size) + (long long)size;
+    atomic_fetch_add(&allocations, 1);
+    peak = atomic_load(&peak_bytes);
+    while (now > peak && !atomic_compare_exchange_weak(&peak_bytes, &peak, now))
+        ;
+    return p + HEADER;
+}
+
+static void count_free(void *ptr, void *ctx)
+{
+    (void)ctx;
+    size_t size;
+    unsigned char *p;
+    if (!ptr)
+        return;
+    p = (unsigned char *)ptr - HEADER;
+    memcpy(&size, p, sizeof size);
+    atomic_fetch_sub(&live_bytes, (long long)size);
+    free(p);
+}
+
+/* Waits until deferred frees (call_rcu) have stopped changing the live count. */
+static long long settled(void)
+{
+    long long last = atomic_load(&live_bytes);
+    int stable = 0;
+    for (int i = 0; i < 200 && stable < 5; i++) {
+        struct timespec d = {0, 10 * 1000000L};
+        nanosleep(&d, NULL);
+        long long now = atomic_load(&live_bytes);
+        stable = now == last ? stable + 1 : 0;
+        last = now;
+    }
+    return last;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        chring_profile_t profile;
+        unsigned members;
+    } rings[] = {
+        {CHRING_PROFILE_HASH64, 10},   {CHRING_PROFILE_HASH64, 100},  {CHRING_PROFILE_HASH64, 1000},
+        {CHRING_PROFILE_XXH3, 1000},   {CHRING_PROFILE_MURMUR32, 1000}, {CHRING_PROFILE_FNV32, 1000},
+        {CHRING_PROFILE_FNV16, 100},   {CHRING_PROFILE_KETAMA, 1000}, {CHRING_PROFILE_NGINX, 1000},
+    };
+    const chring_allocator_t counting = {count_alloc, count_free, NULL};
+    bench_opts_t o;
+    FILE *csv;
+    double hash64_1000 = 0;
+    long long leaked_total = 0;
+
+    bench_parse(argc, argv, &o, "chring-bench-memory: library bytes per point against ring size", NULL);
+    bench_print_machine("chring-bench-memory");
+    bench_require(chring_set_allocator(&counting) == 0, "chring_set_allocator");
+    csv = bench_csv_open(&o, "memory.csv",
+                         "profile,members,points,bytes,bytes_per_point,peak_build_bytes_per_point,"
+                         "bytes_per_point_after_add,allocations,leaked_bytes");
+    printf("# bytes the library asked for through chring_set_allocator; live after deferred frees settle\n\n");
+    printf("| profile | members | points | live bytes | bytes per point | peak during build per point | "
+           "per point after +1 member (incremental) | allocations | bytes left after chring_free |\n"
+           "|---|---|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < sizeof rings / sizeof rings[0]; i++) {
+        long long before, built, peak, after_add, after_free, nalloc;
+        size_t points, points_add;
+        chring_t *r;
+        char name[16];
+        const chring_snap_t *s;
+
+        before = settled();
+        atomic_store(&peak_bytes, before);
+        atomic_store(&allocations, 0);
+        r = bench_ring(rings[i].profile, rings[i].members);
+        peak = atomic_load(&peak_bytes);
+        nalloc = atomic_load(&allocations);
+        built = settled();
+        s = chring_snap_hold(r);
+        points = chring_snap_points(s);
+        chring_snap_put(r, s);
+
+        bench_member_name(name, sizeof name, rings[i].members);
+        bench_require(chring_add(r, name, 1, NULL) == 0, "add");
+        after_add = settled();
+        s = chring_snap_hold(r);
+        points_add = chring_snap_points(s);
+        chring_snap_put(r, s);
+
+        chring_free(&r);
+        after_free = settled();
+        leaked_total += after_free - before;
+
+        double per_point = (double)(built - before) / (double)points;
+        if (rings[i].profile == CHRING_PROFILE_HASH64 && rings[i].members == 1000)
+            hash64_1000 = per_point;
+        printf("| %s | %u | %zu | %lld | %.1f | %.1f | %.1f | %lld | %lld |\n",
+               chring_profile_name(rings[i].profile), rings[i].members, points, built - before, per_point,
+               (double)(peak - before) / (double)points, (double)(after_add - before) / (double)points_add,
+               nalloc, after_free - before);
+        fprintf(csv, "%s,%u,%zu,%lld,%.2f,%.2f,%.2f,%lld,%lld\n", chring_profile_name(rings[i].profile),
+                rings[i].members, points, built - before, per_point, (double)(peak - before) / (double)points,
+                (double)(after_add - before) / (double)points_add, nalloc, after_free - before);
+    }
+    fclose(csv);
+    printf("\ntarget: <= 24 bytes per point at 1000 x 160 (hash64): measured %.1f\n", hash64_1000);
+    if (leaked_total != 0)
+        printf("WARNING: %lld bytes were not given back after chring_free\n", leaked_total);
+    chring_set_allocator(NULL);
+    printf("\n# CSV: %s/memory.csv\n", o.out_dir);
+    return 0;
+}

@@ -1,0 +1,15 @@
+#!/bin/sh
+# Draws DIR/lookup.svg from DIR/lookup_plot.csv (chring-bench-lookup's output) with gnuplot.
+#   bench/plot.sh [DIR]        (default: the current directory)
+# Exits 77 (skipped, for meson) when gnuplot or the CSV is missing.
+dir="${1:-.}"
+here="$(cd "$(dirname "$0")" && pwd)"
+if ! command -v gnuplot >/dev/null 2>&1; then
+    echo "plot: gnuplot is not installed (Debian: gnuplot-nox); skipped"
+    exit 77
+fi
+if [ ! -f "$dir/lookup_plot.csv" ]; then
+    echo "plot: $dir/lookup_plot.csv not found: run chring-bench-lookup --out $dir first"
+    exit 77
+fi
+gnuplot -e "csv='$dir/lookup_plot.csv'; out='$dir/lookup.svg'" "$here/plot.gp" && echo "plot: wrote $dir/lookup.svg"
