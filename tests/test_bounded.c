@@ -1,0 +1,302 @@
+/* Bounded loads with caller-supplied loads (SPEC §3, §10): chring_snap_lookup_bounded.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "chring_test.h"
+
+/* Loads indexed by the member's udata (1-based index stored as a pointer-sized integer). */
+struct loads {
+    uint64_t value[64];
+    unsigned calls;
+};
+
+static size_t member_index(const chring_member_t *m)
+{
+    return (size_t)(uintptr_t)chring_member_udata(m) - 1;
+}
+
+static uint64_t load_of(const chring_member_t *m, void *ctx)
+{
+    struct loads *loads = ctx;
+    loads->calls++;
+    return loads->value[member_index(m)];
+}
+
+/* Loads for the worked example, by name. */
+struct named_loads {
+    uint64_t a, b, c;
+};
+
+static uint64_t named_load(const chring_member_t *m, void *ctx)
+{
+    const struct named_loads *loads = ctx;
+    const char *name = chring_member_name(m);
+    return name[0] == 'a' ? loads->a : name[0] == 'b' ? loads->b : loads->c;
+}
+
+Test(bounded, worked_example_spills_k1_to_b_and_keeps_k3_on_c)
+{
+    chring_t *r = worked_ring("abc", 1.25);
+    struct named_loads loads = {2, 0, 1};
+    const chring_snap_t *s = chring_snap_enter(r);
+    /* m = 3, n = 3, cap = ceil(1.25 * 4 / 3) = 2: a (2) is full, b (0) is not. */
+    const chring_member_t *m = chring_snap_lookup_bounded(s, "k1", 2, 1.25, named_load, &loads);
+    cr_assert_not_null(m, "k1 placed");
+    cr_assert_str_eq(chring_member_name(m), "b", "k1 spills from a to b");
+    m = chring_snap_lookup_bounded(s, "k3", 2, 1.25, named_load, &loads);
+    cr_assert_str_eq(chring_member_name(m), "c", "k3 stays on c (1 < 2)");
+    /* k2 (55) is owned by a#1 at 60; a is full, the walk goes on to b#1 at 80. */
+    m = chring_snap_lookup_bounded(s, "k2", 2, 1.25, named_load, &loads);
+    cr_assert_str_eq(chring_member_name(m), "b", "k2 spills to b");
+    /* With b full as well (loads 2, 2, 1: m = 5, cap = ceil(1.25 * 6 / 3) = 3): nobody is full. */
+    loads.b = 2;
+    m = chring_snap_lookup_bounded(s, "k1", 2, 1.25, named_load, &loads);
+    cr_assert_str_eq(chring_member_name(m), "a", "cap grew to 3, a is below it");
+    /* Loads 3, 3, 0: m = 6, cap = ceil(1.25 * 7 / 3) = 3: a and b are full, k1 walks to c. */
+    loads = (struct named_loads){3, 3, 0};
+    m = chring_snap_lookup_bounded(s, "k1", 2, 1.25, named_load, &loads);
+    cr_assert_str_eq(chring_member_name(m), "c", "k1 walks past a and b to c");
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
+Test(bounded, worked_example_with_c_one)
+{
+    /* c = 1, loads a=1, b=0, c=0: m = 1, cap = ceil(2 / 3) = 1: a is full, k4 wraps to a#0 and
+     * spills to b#0. */
+    chring_t *r = worked_ring("abc", 1.25);
+    struct named_loads loads = {1, 0, 0};
+    const chring_snap_t *s = chring_snap_enter(r);
+    const chring_member_t *m = chring_snap_lookup_bounded(s, "k4", 2, 1.0, named_load, &loads);
+    cr_assert_str_eq(chring_member_name(m), "b", "k4 spills from a to b");
+    m = chring_snap_lookup_bounded(s, "k5", 2, 1.0, named_load, &loads);
+    cr_assert_str_eq(chring_member_name(m), "b", "k5's owner b is not full");
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
+static chring_t *indexed_ring(int members, uint32_t vnodes)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = vnodes;
+    chring_t *r = ring_create(&cfg);
+    char name[32];
+    for (int i = 0; i < members; i++) {
+        snprintf(name, sizeof name, "server-%d", i);
+        add_or_fail(r, name, 1, (void *)(uintptr_t)(i + 1));
+    }
+    return r;
+}
+
+enum key_pattern { DISTINCT_KEYS, ONE_HOT_KEY, THREE_HOT_KEYS };
+
+/* Places `count` keys one by one with bounded lookups, incrementing the chosen member's load.
+ * Checks every placement against the rule: the first member clockwise (the order of
+ * chring_snap_lookup_n) whose load is below cap = chring_capacity(m, n, c). */
+static void place_keys(chring_t *r, int members, enum key_pattern pattern, int count, double c)
+{
+    struct loads loads;
+    memset(&loads, 0, sizeof loads);
+    const chring_snap_t *s = chring_snap_enter(r);
+    uint64_t placed = 0;
+    char key[32];
+    for (int k = 0; k < count; k++) {
+        switch (pattern) {
+        case DISTINCT_KEYS:
+            key_name(key, sizeof key, k);
+            break;
+        case ONE_HOT_KEY:
+            snprintf(key, sizeof key, "hot");
+            break;
+        case THREE_HOT_KEYS:
+            snprintf(key, sizeof key, "hot-%d", k % 3);
+            break;
+        }
+        size_t len = strlen(key);
+        uint64_t cap = chring_capacity(placed, (uint64_t)members, c);
+        const chring_member_t *walk[64];
+        size_t walked = chring_snap_lookup_n(s, key, len, walk, (size_t)members);
+        cr_assert_eq(walked, (size_t)members, "lookup_n");
+        const chring_member_t *expect = NULL;
+        for (size_t i = 0; i < walked && !expect; i++)
+            if (loads.value[member_index(walk[i])] < cap)
+                expect = walk[i];
+        cr_assert_not_null(expect, "some member is below cap");
+        const chring_member_t *got = chring_snap_lookup_bounded(s, key, len, c, load_of, &loads);
+        cr_assert_not_null(got, "placement %d", k);
+        cr_assert_lt(loads.value[member_index(got)], cap,
+                     "placement %d chose %s at load %llu, cap %llu", k, chring_member_name(got),
+                     (unsigned long long)loads.value[member_index(got)], (unsigned long long)cap);
+        cr_assert_eq(got, expect, "placement %d: %s instead of the first member below cap, %s", k,
+                     chring_member_name(got), chring_member_name(expect));
+        loads.value[member_index(got)]++;
+        placed++;
+    }
+    chring_snap_exit(r, s);
+    uint64_t bound = (uint64_t)ceil(fmax(c, 1.0) * count / members);
+    for (int j = 0; j < members; j++)
+        cr_assert_leq(loads.value[j], bound, "member %d has %llu > ceil(cK/n) = %llu", j,
+                      (unsigned long long)loads.value[j], (unsigned long long)bound);
+}
+
+static void place_all_patterns(double c)
+{
+    chring_t *r = indexed_ring(8, 40);
+    place_keys(r, 8, DISTINCT_KEYS, 1000, c);
+    place_keys(r, 8, ONE_HOT_KEY, 1000, c);
+    place_keys(r, 8, THREE_HOT_KEYS, 999, c);
+    chring_free(&r);
+}
+
+Test(bounded, never_exceeds_capacity_c_1)
+{
+    place_all_patterns(1.0);
+}
+
+Test(bounded, never_exceeds_capacity_c_1_25)
+{
+    place_all_patterns(1.25);
+}
+
+Test(bounded, never_exceeds_capacity_c_2)
+{
+    place_all_patterns(2.0);
+}
+
+Test(bounded, never_exceeds_capacity_odd_member_count)
+{
+    chring_t *r = indexed_ring(7, 160);
+    place_keys(r, 7, ONE_HOT_KEY, 500, 1.25);
+    place_keys(r, 7, DISTINCT_KEYS, 500, 1.1);
+    chring_free(&r);
+}
+
+Test(bounded, equals_plain_lookup_when_unloaded)
+{
+    chring_t *r = indexed_ring(8, 160);
+    struct loads loads;
+    memset(&loads, 0, sizeof loads);
+    const chring_snap_t *s = chring_snap_enter(r);
+    char key[32];
+    const double cs[] = {1.0, 1.25, 2.0};
+    for (int i = 0; i < 3000; i++) {
+        key_name(key, sizeof key, i);
+        const chring_member_t *plain = chring_snap_lookup(s, key, strlen(key));
+        for (int j = 0; j < 3; j++)
+            cr_assert_eq(chring_snap_lookup_bounded(s, key, strlen(key), cs[j], load_of, &loads),
+                         plain, "key-%d c=%g", i, cs[j]);
+    }
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
+/* Runs the hot-key placement for two factors and requires identical choices. */
+static void assert_places_like(double c, double reference)
+{
+    chring_t *r = indexed_ring(8, 40);
+    struct loads la, lb;
+    memset(&la, 0, sizeof la);
+    memset(&lb, 0, sizeof lb);
+    const chring_snap_t *s = chring_snap_enter(r);
+    char key[32];
+    for (int k = 0; k < 800; k++) {
+        if (k % 2)
+            snprintf(key, sizeof key, "hot");
+        else
+            key_name(key, sizeof key, k);
+        const chring_member_t *a = chring_snap_lookup_bounded(s, key, strlen(key), c, load_of, &la);
+        const chring_member_t *b =
+            chring_snap_lookup_bounded(s, key, strlen(key), reference, load_of, &lb);
+        cr_assert_not_null(a, "placed");
+        cr_assert_eq(a, b, "placement %d differs for c = %g and c = %g", k, c, reference);
+        la.value[member_index(a)]++;
+        lb.value[member_index(b)]++;
+    }
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
+Test(bounded, c_below_one_places_exactly_like_one)
+{
+    assert_places_like(0.5, 1.0);
+    assert_places_like(0.0, 1.0);
+    assert_places_like(-3.0, 1.0);
+}
+
+Test(bounded, nan_and_infinite_c_place_like_one)
+{
+    assert_places_like(NAN, 1.0);
+    assert_places_like(INFINITY, 1.0);
+    assert_places_like(-INFINITY, 1.0);
+}
+
+Test(bounded, c_one_is_not_c_two)
+{
+    /* The factor matters: on a hot key c = 1 and c = 2 must diverge (guards against a
+     * library that ignores c, which would also pass the "acts as 1" tests). */
+    chring_t *r = indexed_ring(4, 40);
+    struct loads l1, l2;
+    memset(&l1, 0, sizeof l1);
+    memset(&l2, 0, sizeof l2);
+    const chring_snap_t *s = chring_snap_enter(r);
+    int differ = 0;
+    for (int k = 0; k < 100; k++) {
+        const chring_member_t *a = chring_snap_lookup_bounded(s, "hot", 3, 1.0, load_of, &l1);
+        const chring_member_t *b = chring_snap_lookup_bounded(s, "hot", 3, 2.0, load_of, &l2);
+        differ += a != b;
+        l1.value[member_index(a)]++;
+        l2.value[member_index(b)]++;
+    }
+    chring_snap_exit(r, s);
+    cr_assert_gt(differ, 0, "c = 1 and c = 2 placed a hot key identically");
+    chring_free(&r);
+}
+
+Test(bounded, weighted_capacity_governs_the_walk)
+{
+    /* Members a (weight 3) and b (weight 1), a hot key, c = 1: each member's capacity is
+     * chring_capacity_weighted(m, w, 4, 1), so after 400 placements a has 300 and b 100. */
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = 20;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, "a", 3, (void *)(uintptr_t)1);
+    add_or_fail(r, "b", 1, (void *)(uintptr_t)2);
+    struct loads loads;
+    memset(&loads, 0, sizeof loads);
+    const chring_snap_t *s = chring_snap_enter(r);
+    uint64_t placed = 0;
+    for (int k = 0; k < 400; k++) {
+        const chring_member_t *walk[2];
+        cr_assert_eq(chring_snap_lookup_n(s, "hot", 3, walk, 2), 2u, "two members");
+        const chring_member_t *expect = NULL;
+        for (size_t i = 0; i < 2 && !expect; i++) {
+            uint64_t w = chring_snap_weight(s, walk[i]);
+            if (loads.value[member_index(walk[i])] < chring_capacity_weighted(placed, w, 4, 1.0))
+                expect = walk[i];
+        }
+        const chring_member_t *got = chring_snap_lookup_bounded(s, "hot", 3, 1.0, load_of, &loads);
+        cr_assert_eq(got, expect, "placement %d", k);
+        loads.value[member_index(got)]++;
+        placed++;
+    }
+    chring_snap_exit(r, s);
+    cr_assert_eq(loads.value[0], 300u, "weight 3 of 4");
+    cr_assert_eq(loads.value[1], 100u, "weight 1 of 4");
+    chring_free(&r);
+}
+
+Test(bounded, null_arguments_return_null)
+{
+    chring_t *r = indexed_ring(3, 10);
+    struct loads loads;
+    memset(&loads, 0, sizeof loads);
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_assert_null(chring_snap_lookup_bounded(NULL, "k", 1, 1.25, load_of, &loads), "NULL s");
+    cr_assert_null(chring_snap_lookup_bounded(s, "k", 1, 1.25, NULL, &loads), "NULL load");
+    cr_assert_null(chring_snap_lookup_bounded(s, NULL, 1, 1.25, load_of, &loads), "NULL key");
+    cr_assert_not_null(chring_snap_lookup_bounded(s, NULL, 0, 1.25, load_of, &loads), "len 0");
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
