@@ -232,6 +232,23 @@ static void mode_digests(const char *out_path, int maxn)
         }
         digests_of(out, members, n);
     }
+    /* Random weighted memberships (fixed seed): 1 to 60 members of weight 1 to 10, sometimes
+     * one heavy member of weight up to 200. */
+    uint32_t seed = 20261130u;
+    for (int round = 0; round < 150; round++) {
+        seed = seed * 1664525u + 1013904223u;
+        int n = (int)(seed >> 8) % 60 + 1;
+        for (int i = 0; i < n; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            uint32_t w = (seed >> 8) % 10 + 1;
+            if (i == 0 && round % 5 == 0)
+                w = (seed >> 12) % 200 + 1;
+            char spec[64];
+            snprintf(spec, sizeof spec, "10.2.%d.%d=%u", i / 250, i % 250 + 1, w);
+            parse_member(spec, &members[i]);
+        }
+        digests_of(out, members, n);
+    }
     fclose(out);
 }
 
