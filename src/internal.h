@@ -160,27 +160,52 @@ chring_snap_t *chring__snap_build(const chring_snap_t *shape, chring_member_t *c
 void chring__snap_unref(chring_snap_t *s);
 void chring__member_unref_snap(chring_member_t *m);
 void chring__member_destroy(chring_member_t *m);
-uint64_t chring__snap_key_pos(const chring_snap_t *s, const void *key, size_t len);
 
-/* lookup.c: index of the first point at or after the shifted position h64 (wrapping to 0). */
+/* The hot path's key hash: hash64 inlined (FNV-1a 64 then SplitMix64, byte order as the spec
+ * says), the other profiles through their functions.  Returns the position shifted to 64 bits. */
+static inline uint64_t chring__key_pos(const chring_snap_t *s, const void *key, size_t len)
+{
+    if (CHRING_LIKELY(s->profile == CHRING_PROFILE_HASH64)) {
+        const unsigned char *p = key;
+        uint64_t h = UINT64_C(14695981039346656037);
+        for (size_t i = 0; i < len; i++) {
+            h ^= p[i];
+            h *= UINT64_C(1099511628211);
+        }
+        h ^= h >> 30;
+        h *= UINT64_C(0xbf58476d1ce4e5b9);
+        h ^= h >> 27;
+        h *= UINT64_C(0x94d049bb133111eb);
+        h ^= h >> 31;
+        return h;
+    }
+    return chring__profile_hash(s->profile, s->hash, s->hash_ctx, s->bits, key, len) << s->shift;
+}
+
+/* lookup.c: index of the first point at or after the shifted position h64 (wrapping to 0).
+ * pos[npoints] is a sentinel UINT64_MAX, so the scan needs no bound: every point of a later
+ * bucket is above h64, and the sentinel is never below it.  The first two steps are branch-free
+ * (a bucket holds about 0.5 points on average, so a loop's exit would be mispredicted often). */
 static inline size_t chring__find(const chring_snap_t *s, uint64_t h64)
 {
     size_t b = (size_t)(h64 >> (64 - s->index_bits));
     size_t i = s->index[b];
-    size_t end = s->index[b + 1];
-    if (CHRING_UNLIKELY(end - i > 16)) {
+    const uint64_t *pos = s->pos;
+    if (CHRING_UNLIKELY(s->index[b + 1] - i > 16)) {
         /* A crowded bucket (a coarse custom hash): binary search for the first pos >= h64. */
-        size_t lo = i, hi = end;
+        size_t lo = i, hi = s->index[b + 1];
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            if (s->pos[mid] < h64)
+            if (pos[mid] < h64)
                 lo = mid + 1;
             else
                 hi = mid;
         }
         i = lo;
     } else {
-        while (i < end && s->pos[i] < h64)
+        i += pos[i] < h64;
+        i += pos[i] < h64;
+        while (pos[i] < h64)
             i++;
     }
     return i == s->npoints ? 0 : i;

@@ -74,7 +74,7 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
     }
     const double c = r->balance;
     const uint64_t total = chring__leases(r);
-    size_t i = chring__find(s, chring__snap_key_pos(s, key, len));
+    size_t i = chring__find(s, chring__key_pos(s, key, len));
     const uint32_t owner = s->owner[i];
 
     uint32_t chosen = UINT32_MAX, last = UINT32_MAX, least = owner;

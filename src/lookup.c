@@ -47,7 +47,7 @@ const chring_member_t *chring_snap_lookup(const chring_snap_t *s, const void *ke
 {
     if (s == NULL || s->npoints == 0 || (key == NULL && len > 0))
         return NULL;
-    return s->members[s->owner[chring__find(s, chring__snap_key_pos(s, key, len))]];
+    return s->members[s->owner[chring__find(s, chring__key_pos(s, key, len))]];
 }
 
 size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
@@ -57,7 +57,7 @@ size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
         return 0;
     size_t want = n < s->nmembers ? n : s->nmembers;
     size_t got = 0;
-    size_t i = chring__find(s, chring__snap_key_pos(s, key, len));
+    size_t i = chring__find(s, chring__key_pos(s, key, len));
     for (size_t step = 0; step < s->npoints && got < want; step++) {
         const chring_member_t *m = s->members[s->owner[i]];
         bool seen = false;
@@ -84,7 +84,7 @@ const chring_member_t *chring_snap_lookup_bounded(const chring_snap_t *s, const 
     for (size_t j = 0; j < s->nmembers; j++)
         total += load(s->members[j], ctx);
 
-    size_t i = chring__find(s, chring__snap_key_pos(s, key, len));
+    size_t i = chring__find(s, chring__key_pos(s, key, len));
     uint32_t last = UINT32_MAX;
     const chring_member_t *least = NULL;
     uint64_t least_load = UINT64_MAX;

@@ -92,20 +92,15 @@ static void radix_sort(size_t n, uint64_t *pos, uint32_t *owner, uint64_t *tpos,
     }
 }
 
-static unsigned ceil_log2(size_t n)
-{
-    unsigned k = 0;
-    while (k < 63 && ((size_t)1 << k) < n)
-        k++;
-    return k;
-}
-
-/* Bits of the prefix index for n points: about one bucket per point (measured: two buckets per
- * point cost 4 more bytes per point for little gain at 1000 x 160), at least 1, at most the
- * profile's width and 24 (a 64 MiB index would leave every cache). */
+/* Bits of the prefix index for n points: the largest k with 2^k <= 3n, so 1.5 to 3 buckets per
+ * point: 6 to 12 bytes per point of index, which keeps a 1000 x 160 ring within 24 bytes per
+ * point with its 12 bytes of position and owner; at least 1, at most the profile's width and
+ * 24 (a 64 MiB index would leave every cache). */
 static unsigned index_bits_for(size_t n, unsigned width)
 {
-    unsigned k = ceil_log2(n);
+    unsigned k = 0;
+    while (k < 63 && ((size_t)2 << k) <= 3 * n)
+        k++;
     if (k < 1)
         k = 1;
     if (k > width)
@@ -118,6 +113,7 @@ static unsigned index_bits_for(size_t n, unsigned width)
 /* Builds index[b] = first point whose top k bits are >= b, with a histogram and a prefix sum. */
 static void build_index(chring_snap_t *s)
 {
+    s->pos[s->npoints] = UINT64_MAX; /* the search's sentinel */
     size_t buckets = (size_t)1 << s->index_bits;
     uint32_t *index = s->index;
     memset(index, 0, (buckets + 1) * sizeof *index);
@@ -159,7 +155,7 @@ static struct layout layout_for(size_t nmembers, size_t npoints, unsigned index_
     l.members_off = at;
     at += nmembers * sizeof(chring_member_t *);
     l.pos_off = at = align_up(at, 16);
-    at += npoints * sizeof(uint64_t);
+    at += (npoints + 1) * sizeof(uint64_t); /* + the sentinel */
     l.weights_off = at;
     at += nmembers * sizeof(uint32_t);
     l.mpoints_off = at;
@@ -476,10 +472,6 @@ void chring__snap_unref(chring_snap_t *s)
     chring__free(s);
 }
 
-uint64_t chring__snap_key_pos(const chring_snap_t *s, const void *key, size_t len)
-{
-    return chring__profile_hash(s->profile, s->hash, s->hash_ctx, s->bits, key, len) << s->shift;
-}
 
 /* ---- accessors ---------------------------------------------------------------------------- */
 
