@@ -409,7 +409,7 @@ static const char *const ketama_libmemcached_maps[] = {
     "ketama_n47.tsv", "ketama_weighted.tsv", "ketama_ports.tsv", "ketama_zero.tsv",
 };
 static const char *const nginx_maps[] = {
-    "nginx_n2.tsv", "nginx_n3.tsv", "nginx_n5.tsv", "nginx_n8.tsv", "nginx_n8_minus4.tsv",
+    "nginx_n2.tsv", "nginx_n3.tsv", "nginx_n5.tsv", "nginx_n8.tsv", "nginx_n8_minus4.tsv", "nginx_n8_down4.tsv",
     "nginx_weighted.tsv", "nginx_unix.tsv", "nginx_noport.tsv", "nginx_port80.tsv",
 };
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))

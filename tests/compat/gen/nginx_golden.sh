@@ -33,6 +33,7 @@ n3|127.0.0.1:28081;127.0.0.1:28082;127.0.0.1:28083
 n5|127.0.0.1:28081;127.0.0.1:28082;127.0.0.1:28083;127.0.0.1:28084;127.0.0.1:28085
 n8|127.0.0.1:28081;127.0.0.1:28082;127.0.0.1:28083;127.0.0.1:28084;127.0.0.1:28085;127.0.0.1:28086;127.0.0.1:28087;127.0.0.1:28088
 n8_minus4|127.0.0.1:28081;127.0.0.1:28082;127.0.0.1:28083;127.0.0.1:28085;127.0.0.1:28086;127.0.0.1:28087;127.0.0.1:28088
+n8_down4|127.0.0.1:28081;127.0.0.1:28082;127.0.0.1:28083;127.0.0.1:28084 down;127.0.0.1:28085;127.0.0.1:28086;127.0.0.1:28087;127.0.0.1:28088
 weighted|127.0.0.1:28081;127.0.0.1:28082 weight=2;127.0.0.1:28083;127.0.0.1:28084 weight=3
 unix|unix:$dir/a.sock;UNIX:$dir/b.sock;127.0.0.1:28081"
 if [ "$port80" = 1 ]; then
@@ -98,9 +99,11 @@ echo "$memberships" | while IFS='|' read -r name members; do
     {
         echo "# generator: tests/compat/gen/nginx_golden.sh ($version, upstream u_$name { hash \$arg_k consistent; ... })"
         echo "# profile: nginx"
+        # A member marked "down" keeps its points in nginx but is skipped at lookup; it is not a
+        # member of the equivalent chring ring (removing it is the same thing).
         echo "$members" | tr ';' '\n' | while read -r server opts; do
             w=1
-            case "$opts" in weight=*) w=${opts#weight=} ;; esac
+            case "$opts" in weight=*) w=${opts#weight=} ;; down) printf '# down (not a member): %s\n' "$server"; continue ;; esac
             printf '#member\t%s\t%s\n' "$server" "$w"
         done
     } > "$out"
