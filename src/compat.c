@@ -187,8 +187,10 @@ void chring__nginx_points(const char *name, size_t len, uint32_t npoints, uint32
 
     uint32_t prev = 0;
     for (uint32_t k = 0; k < npoints; k++) {
-        unsigned char prev_bytes[4] = {(unsigned char)(prev & 0xff), (unsigned char)(prev >> 8 & 0xff),
-                                       (unsigned char)(prev >> 16 & 0xff), (unsigned char)(prev >> 24)};
+        unsigned char prev_bytes[4] = { (unsigned char)(prev & 0xff),
+                                        (unsigned char)(prev >> 8 & 0xff),
+                                        (unsigned char)(prev >> 16 & 0xff),
+                                        (unsigned char)(prev >> 24) };
         uint32_t point = (uint32_t)crc32_update(base, prev_bytes, sizeof prev_bytes);
         out[k] = point;
         prev = point;

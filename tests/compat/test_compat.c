@@ -154,7 +154,7 @@ static void ref_build(struct ref_ring *ring, const struct golden *g, int nginx)
         else
             chring__ketama_points(name, strlen(name), count[m] / 4, pos);
         for (uint32_t i = 0; i < count[m]; i++)
-            ring->points[at++] = (struct ref_point){pos[i], name};
+            ring->points[at++] = (struct ref_point){ pos[i], name };
     }
     free(pos);
     qsort(ring->points, total, sizeof *ring->points, ref_cmp);
@@ -172,8 +172,8 @@ static void ref_build(struct ref_ring *ring, const struct golden *g, int nginx)
 
 static const char *ref_lookup(const struct ref_ring *ring, const char *key)
 {
-    uint32_t h = ring->nginx ? chring__nginx_hash(key, strlen(key))
-                             : chring__ketama_hash(key, strlen(key));
+    uint32_t h =
+        ring->nginx ? chring__nginx_hash(key, strlen(key)) : chring__ketama_hash(key, strlen(key));
     size_t lo = 0, hi = ring->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -228,7 +228,7 @@ Test(compat_internal, ketama_digests_match_libmemcached)
     char path[1024];
     FILE *f = open_data("ketama_digests.tsv", path, sizeof path);
     char line[MAX_LINE];
-    unsigned lines = 0, equal_seen[101] = {0};
+    unsigned lines = 0, equal_seen[101] = { 0 };
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#')
             continue;
@@ -236,7 +236,8 @@ Test(compat_internal, ketama_digests_match_libmemcached)
         cr_assert(sscanf(line, "%llu %llu %llu %llu", &members, &total, &weight, &digests) == 4,
                   "%s: bad line '%s'", path, line);
         uint32_t got = chring__ketama_digests((uint32_t)weight, total, (size_t)members);
-        cr_expect_eq(got, digests, "members %llu, total weight %llu, weight %llu: libmemcached %llu, chring %u",
+        cr_expect_eq(got, digests,
+                     "members %llu, total weight %llu, weight %llu: libmemcached %llu, chring %u",
                      members, total, weight, digests, got);
         if (total == members && weight == 1 && members <= 100)
             equal_seen[members] = 1;
@@ -251,7 +252,7 @@ Test(compat_internal, ketama_digests_match_libmemcached)
 Test(compat_internal, ketama_digests_known_cases)
 {
     /* Equal weights: 40 digests, except where single precision rounds below 40. */
-    static const unsigned thirty_nine[] = {25, 47, 50, 55, 61, 71, 94, 100};
+    static const unsigned thirty_nine[] = { 25, 47, 50, 55, 61, 71, 94, 100 };
     for (unsigned n = 1; n <= 100; n++) {
         uint32_t expect = 40;
         for (size_t i = 0; i < sizeof thirty_nine / sizeof thirty_nine[0]; i++)
@@ -283,7 +284,7 @@ Test(compat_internal, hashring_digest_formula_differs_where_spec_says)
     char path[1024];
     FILE *f = open_data("hashring_digests.tsv", path, sizeof path);
     char line[MAX_LINE];
-    int differs[101] = {0};
+    int differs[101] = { 0 };
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#')
             continue;
@@ -369,8 +370,8 @@ static void expect_split(const char *name, const char *host, const char *port)
     uint32_t got[320], want[320];
     chring__nginx_points(name, strlen(name), 320, got);
     nginx_chain(host, port, 320, want);
-    cr_expect_arr_eq(got, want, sizeof want, "'%s' should split as HOST '%s' PORT '%s'", name,
-                     host, port);
+    cr_expect_arr_eq(got, want, sizeof want, "'%s' should split as HOST '%s' PORT '%s'", name, host,
+                     port);
 }
 
 Test(compat_internal, nginx_split)
@@ -405,12 +406,14 @@ Test(compat_internal, nginx_chain_grows_by_weight)
 }
 
 static const char *const ketama_libmemcached_maps[] = {
-    "ketama_n3.tsv", "ketama_n7.tsv", "ketama_n8.tsv", "ketama_n8_minus4.tsv", "ketama_n25.tsv",
-    "ketama_n47.tsv", "ketama_weighted.tsv", "ketama_ports.tsv", "ketama_zero.tsv",
+    "ketama_n3.tsv",        "ketama_n7.tsv",    "ketama_n8.tsv",
+    "ketama_n8_minus4.tsv", "ketama_n25.tsv",   "ketama_n47.tsv",
+    "ketama_weighted.tsv",  "ketama_ports.tsv", "ketama_zero.tsv",
 };
 static const char *const nginx_maps[] = {
-    "nginx_n2.tsv", "nginx_n3.tsv", "nginx_n5.tsv", "nginx_n8.tsv", "nginx_n8_minus4.tsv", "nginx_n8_down4.tsv",
-    "nginx_weighted.tsv", "nginx_unix.tsv", "nginx_noport.tsv", "nginx_port80.tsv",
+    "nginx_n2.tsv",        "nginx_n3.tsv",       "nginx_n5.tsv",       "nginx_n8.tsv",
+    "nginx_n8_minus4.tsv", "nginx_n8_down4.tsv", "nginx_weighted.tsv", "nginx_unix.tsv",
+    "nginx_noport.tsv",    "nginx_port80.tsv",
 };
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 

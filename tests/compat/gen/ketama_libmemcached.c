@@ -106,8 +106,9 @@ static const struct memcached_continuum_item_st *continuum(memcached_st *memc, u
 
 static void header(FILE *out, const char *what, const struct member *members, int n)
 {
-    fprintf(out, "# generator: tests/compat/gen/ketama_libmemcached.c %s (libmemcached %s, "
-                 "MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED)\n",
+    fprintf(out,
+            "# generator: tests/compat/gen/ketama_libmemcached.c %s (libmemcached %s, "
+            "MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED)\n",
             what, LIBMEMCACHED_VERSION_STRING);
     fprintf(out, "# profile: ketama\n");
     for (int i = 0; i < n; i++)
@@ -204,8 +205,9 @@ static void mode_digests(const char *out_path, int maxn)
     FILE *out = fopen(out_path, "w");
     if (!out)
         die("open");
-    fprintf(out, "# generator: tests/compat/gen/ketama_libmemcached.c digests %d (libmemcached %s, "
-                 "MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED)\n",
+    fprintf(out,
+            "# generator: tests/compat/gen/ketama_libmemcached.c digests %d (libmemcached %s, "
+            "MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED)\n",
             maxn, LIBMEMCACHED_VERSION_STRING);
     fprintf(out, "# members\ttotal_weight\tweight\tdigests (one line per distinct weight, "
                  "counted in libmemcached's continuum)\n");
@@ -219,8 +221,9 @@ static void mode_digests(const char *out_path, int maxn)
     }
     /* Weighted memberships: point counts depend on the whole membership. */
     static const uint32_t weighted[][8] = {
-        {1, 2, 0}, {1, 1, 1, 2, 0}, {3, 1, 1, 1, 1, 0}, {5, 1, 0}, {1, 2, 3, 4, 5, 6, 7, 0},
-        {10, 1, 1, 0}, {100, 1, 0}, {2, 2, 2, 2, 2, 2, 3, 0},
+        { 1, 2, 0 },   { 1, 1, 1, 2, 0 },          { 3, 1, 1, 1, 1, 0 },
+        { 5, 1, 0 },   { 1, 2, 3, 4, 5, 6, 7, 0 }, { 10, 1, 1, 0 },
+        { 100, 1, 0 }, { 2, 2, 2, 2, 2, 2, 3, 0 },
     };
     for (size_t w = 0; w < sizeof weighted / sizeof weighted[0]; w++) {
         int n = 0;
@@ -261,9 +264,10 @@ int main(int argc, char **argv)
     else if (argc == 4 && strcmp(argv[1], "digests") == 0)
         mode_digests(argv[2], atoi(argv[3]));
     else {
-        fprintf(stderr, "usage: %s map OUT KEYS host[:port][=weight]...\n"
-                        "       %s continuum OUT host[:port][=weight]...\n"
-                        "       %s digests OUT MAXN\n",
+        fprintf(stderr,
+                "usage: %s map OUT KEYS host[:port][=weight]...\n"
+                "       %s continuum OUT host[:port][=weight]...\n"
+                "       %s digests OUT MAXN\n",
                 argv[0], argv[0], argv[0]);
         return 2;
     }
