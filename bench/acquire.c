@@ -49,7 +49,15 @@ typedef struct worker {
     size_t first_key;
     uint64_t ops;
     uint64_t wall_ns;
+    uint64_t cpu_ns;
 } worker_t;
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static void *worker_main(void *arg)
 {
@@ -57,7 +65,7 @@ static void *worker_main(void *arg)
     shared_t *sh = wk->sh;
     chring_t *r = sh->ring;
     size_t k = wk->first_key;
-    uint64_t ops = 0, acc = 0, t0;
+    uint64_t ops = 0, acc = 0, t0, c0;
     chring_lease_t window[WINDOW];
     unsigned slot = 0;
 
@@ -70,6 +78,7 @@ static void *worker_main(void *arg)
     while (!atomic_load_explicit(&sh->go, memory_order_acquire))
         ;
     t0 = bench_now_ns();
+    c0 = thread_cpu_ns();
     while (!atomic_load_explicit(&sh->stop, memory_order_relaxed)) {
         for (int i = 0; i < 256; i++) {
             const unsigned char *key = sh->keys + k * 16;
@@ -101,6 +110,7 @@ static void *worker_main(void *arg)
         }
         ops += 256;
     }
+    wk->cpu_ns = thread_cpu_ns() - c0;
     wk->wall_ns = bench_now_ns() - t0;
     wk->ops = ops;
     for (unsigned i = 0; i < WINDOW; i++)
@@ -109,11 +119,12 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* ns per operation per thread, averaged over the threads. */
-static double run_once(shared_t *sh, enum kind kind, int threads, double ms)
+/* ns per operation per thread (wall time), averaged over the threads; *cpu_ns the same in thread
+ * CPU time, which leaves out the time a thread waited for a core. */
+static double run_once(shared_t *sh, enum kind kind, int threads, double ms, double *cpu_ns)
 {
     worker_t wk[64];
-    double ns = 0;
+    double ns = 0, cpu = 0;
 
     sh->kind = kind;
     atomic_store(&sh->ready, 0);
@@ -136,7 +147,9 @@ static double run_once(shared_t *sh, enum kind kind, int threads, double ms)
     for (int t = 0; t < threads; t++) {
         pthread_join(wk[t].tid, NULL);
         ns += (double)wk[t].wall_ns / (double)wk[t].ops;
+        cpu += (double)wk[t].cpu_ns / (double)wk[t].ops;
     }
+    *cpu_ns = cpu / threads;
     return ns / threads;
 }
 
@@ -144,7 +157,9 @@ typedef struct config {
     enum kind kind;
     int threads;
     double *samples;
+    double *cpu_samples;
     double ns;
+    double cpu_ns;
     double spill_rate;
     double saturated_rate;
 } config_t;
@@ -177,14 +192,17 @@ int main(int argc, char **argv)
     cfg[ncfg++] = (config_t){.kind = K_ACQUIRE_HOT, .threads = 2};
     cfg[ncfg++] = (config_t){.kind = K_ACQUIRE_WINDOW, .threads = 2};
     for (int i = 0; i < ncfg; i++)
+    {
         cfg[i].samples = calloc((size_t)o.reps, sizeof(double));
+        cfg[i].cpu_samples = calloc((size_t)o.reps, sizeof(double));
+    }
 
     fprintf(stderr, "acquire: %d configurations x %d reps x %.0f ms...\n", ncfg, o.reps, ms);
     for (int rep = 0; rep < o.reps; rep++)
         for (int i = 0; i < ncfg; i++) {
             chring_stats_t a, b;
             chring_stats(sh.ring, &a);
-            cfg[i].samples[rep] = run_once(&sh, cfg[i].kind, cfg[i].threads, ms);
+            cfg[i].samples[rep] = run_once(&sh, cfg[i].kind, cfg[i].threads, ms, &cfg[i].cpu_samples[rep]);
             chring_stats(sh.ring, &b);
             if (rep == 0 && b.acquires > a.acquires) {
                 cfg[i].spill_rate = (double)(b.spills - a.spills) / (double)(b.acquires - a.acquires);
@@ -199,19 +217,27 @@ int main(int argc, char **argv)
                       (unsigned long long)st.leases);
     }
 
-    csv = bench_csv_open(&o, "acquire.csv", "variant,threads,ns_per_op,ratio_to_lookup,spill_rate,saturated_rate");
-    printf("| operation | threads | ns per op per thread | x plain lookup (same threads) | spills | saturated |\n"
-           "|---|---|---|---|---|---|\n");
+    csv = bench_csv_open(&o, "acquire.csv",
+                         "variant,threads,ns_per_op,ratio_to_lookup,cpu_ns_per_op,cpu_ratio_to_lookup,spill_rate,saturated_rate");
+    printf("| operation | threads | ns per op per thread (wall) | x plain lookup | CPU ns per op | x plain lookup (CPU) | spills | saturated |\n"
+           "|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < ncfg; i++) {
-        double lookup_ns = 0;
         cfg[i].ns = bench_median(cfg[i].samples, (size_t)o.reps);
+        cfg[i].cpu_ns = bench_median(cfg[i].cpu_samples, (size_t)o.reps);
+    }
+    for (int i = 0; i < ncfg; i++) {
+        double lookup_ns = 0, lookup_cpu = 0;
         for (int j = 0; j < ncfg; j++)
-            if (cfg[j].kind == K_LOOKUP && cfg[j].threads == cfg[i].threads)
+            if (cfg[j].kind == K_LOOKUP && cfg[j].threads == cfg[i].threads) {
                 lookup_ns = cfg[j].ns;
-        printf("| %s | %d | %.1f | %.2f | %.1f%% | %.2f%% |\n", kind_desc[cfg[i].kind], cfg[i].threads,
-               cfg[i].ns, cfg[i].ns / lookup_ns, 100 * cfg[i].spill_rate, 100 * cfg[i].saturated_rate);
-        fprintf(csv, "%s,%d,%.2f,%.3f,%.4f,%.4f\n", kind_names[cfg[i].kind], cfg[i].threads, cfg[i].ns,
-                cfg[i].ns / lookup_ns, cfg[i].spill_rate, cfg[i].saturated_rate);
+                lookup_cpu = cfg[j].cpu_ns;
+            }
+        printf("| %s | %d | %.1f | %.2f | %.1f | %.2f | %.1f%% | %.2f%% |\n", kind_desc[cfg[i].kind],
+               cfg[i].threads, cfg[i].ns, cfg[i].ns / lookup_ns, cfg[i].cpu_ns, cfg[i].cpu_ns / lookup_cpu,
+               100 * cfg[i].spill_rate, 100 * cfg[i].saturated_rate);
+        fprintf(csv, "%s,%d,%.2f,%.3f,%.2f,%.3f,%.4f,%.4f\n", kind_names[cfg[i].kind], cfg[i].threads,
+                cfg[i].ns, cfg[i].ns / lookup_ns, cfg[i].cpu_ns, cfg[i].cpu_ns / lookup_cpu,
+                cfg[i].spill_rate, cfg[i].saturated_rate);
     }
     fclose(csv);
     printf("\ntarget: acquire + release <= 3 x a plain lookup (1 thread: %.2f; 2 threads distinct keys: %.2f;"
@@ -220,8 +246,10 @@ int main(int argc, char **argv)
     printf("\n# CSV: %s/acquire.csv; load average now %.2f\n", o.out_dir, bench_loadavg());
 
     chring_free(&sh.ring);
-    for (int i = 0; i < ncfg; i++)
+    for (int i = 0; i < ncfg; i++) {
         free(cfg[i].samples);
+        free(cfg[i].cpu_samples);
+    }
     free((void *)sh.keys);
     return 0;
 }

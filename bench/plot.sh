@@ -1,5 +1,6 @@
 #!/bin/sh
-# Draws DIR/lookup.svg from DIR/lookup_plot.csv (chring-bench-lookup's output) with gnuplot.
+# Draws DIR/lookup.png and DIR/lookup.svg from DIR/lookup_plot.csv (chring-bench-lookup's output)
+# with gnuplot.
 #   bench/plot.sh [DIR]        (default: the current directory)
 # Exits 77 (skipped, for meson) when gnuplot or the CSV is missing.
 dir="${1:-.}"
@@ -12,4 +13,7 @@ if [ ! -f "$dir/lookup_plot.csv" ]; then
     echo "plot: $dir/lookup_plot.csv not found: run chring-bench-lookup --out $dir first"
     exit 77
 fi
-gnuplot -e "csv='$dir/lookup_plot.csv'; out='$dir/lookup.svg'" "$here/plot.gp" && echo "plot: wrote $dir/lookup.svg"
+for ext in png svg; do
+    gnuplot -e "csv='$dir/lookup_plot.csv'; out='$dir/lookup.$ext'" "$here/plot.gp" || exit 1
+    echo "plot: wrote $dir/lookup.$ext"
+done
