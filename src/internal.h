@@ -143,8 +143,8 @@ void chring__free_aligned(void *p);
 /* hash.c / profile.c */
 uint64_t chring__profile_hash(chring_profile_t profile, chring_hash_fn fn, void *ctx, unsigned bits,
                               const void *key, size_t len);
-/* Points member (name, weight) has under the profile; 0 if the count would exceed
- * CHRING_POINTS_MAX (ketama: depends on the membership size and total weight). */
+/* Points a member of this weight has under the profile before collision rules (ketama: depends
+ * on the membership size and total weight; may be 0).  Callers check CHRING_POINTS_MAX. */
 uint64_t chring__profile_points(const chring_snap_t *shape, uint32_t weight, size_t members,
                                 uint64_t total_weight);
 /* Writes the positions (in profile width, unshifted) of points [0, count) of a member. */

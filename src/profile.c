@@ -64,7 +64,7 @@ uint64_t chring__profile_points(const chring_snap_t *shape, uint32_t weight, siz
         break;
     default: points = (uint64_t)shape->vnodes * weight; break;
     }
-    return points > CHRING_POINTS_MAX ? 0 : points;
+    return points;
 }
 
 /* Appends the decimal digits of i at buf; returns how many. */

@@ -257,7 +257,8 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
         if (changes[k].weight == 0 && mode == MODE_SYNC)
             return -EINVAL;
         if (changes[k].weight != 0 && shape0->profile != CHRING_PROFILE_KETAMA &&
-            chring__profile_points(shape0, changes[k].weight, 1, changes[k].weight) == 0)
+            chring__profile_points(shape0, changes[k].weight, 1, changes[k].weight) >
+                CHRING_POINTS_MAX)
             return -E2BIG;
     }
 

@@ -357,7 +357,7 @@ chring_snap_t *chring__snap_build(const chring_snap_t *shape, chring_member_t *c
     uint64_t raw_points = 0;
     for (size_t j = 0; j < nmembers; j++) {
         uint64_t p = chring__profile_points(shape, weights[j], nmembers, total_weight);
-        if (p == 0 && shape->profile != CHRING_PROFILE_KETAMA) {
+        if (p > CHRING_POINTS_MAX) {
             *err = -E2BIG;
             return NULL;
         }
