@@ -642,3 +642,120 @@ Test(compat_api, hash_is_the_profiles)
     chring_free(&k);
     chring_free(&n);
 }
+
+/* ------------------------------------------------------------------------------------------- *
+ * Ties: two members with a point at the same position.  chring gives the position to the
+ * smaller name, whatever the join order (ketama itself uses insertion order there; nginx keeps
+ * whichever its unstable qsort put first).  No golden map can show this, so the test finds a
+ * colliding pair of names among generated candidates, then a key whose position falls on the arc
+ * ending at the shared point.
+ * ------------------------------------------------------------------------------------------- */
+
+struct cand_point {
+    uint32_t pos;
+    uint32_t cand;
+};
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct cand_point *x = a, *y = b;
+    if (x->pos != y->pos)
+        return x->pos < y->pos ? -1 : 1;
+    return x->cand < y->cand ? -1 : x->cand > y->cand;
+}
+
+#define TIE_CANDIDATES 3000
+
+static void cand_name(char *buf, size_t cap, uint32_t i)
+{
+    snprintf(buf, cap, "10.9.%u.%u:11311", i / 250, i % 250);
+}
+
+/* Finds two candidate names sharing a point in a 2-member ring of the profile (160 points each);
+ * writes them and the shared position.  Returns 0 if none was found. */
+static int find_tie(int nginx, char *a, char *b, size_t cap, uint32_t *tied)
+{
+    size_t total = (size_t)TIE_CANDIDATES * 160;
+    struct cand_point *all = malloc(total * sizeof *all);
+    uint32_t pos[160];
+    cr_assert(all != NULL);
+    for (uint32_t i = 0; i < TIE_CANDIDATES; i++) {
+        char name[64];
+        cand_name(name, sizeof name, i);
+        if (nginx)
+            chring__nginx_points(name, strlen(name), 160, pos);
+        else
+            chring__ketama_points(name, strlen(name), chring__ketama_digests(1, 2, 2), pos);
+        for (uint32_t k = 0; k < 160; k++)
+            all[(size_t)i * 160 + k] = (struct cand_point){ pos[k], i };
+    }
+    qsort(all, total, sizeof *all, cand_cmp);
+    int found = 0;
+    for (size_t i = 1; i < total && !found; i++) {
+        if (all[i].pos == all[i - 1].pos && all[i].cand != all[i - 1].cand) {
+            cand_name(a, cap, all[i - 1].cand);
+            cand_name(b, cap, all[i].cand);
+            *tied = all[i].pos;
+            found = 1;
+        }
+    }
+    free(all);
+    return found;
+}
+
+static void check_tie(chring_profile_t profile)
+{
+    int nginx = profile == CHRING_PROFILE_NGINX;
+    char a[64], b[64];
+    uint32_t tied;
+    cr_assert(find_tie(nginx, a, b, sizeof a, &tied), "no colliding pair among %d candidates",
+              TIE_CANDIDATES);
+    /* The predecessor of the shared position on the 2-member ring. */
+    struct golden *g = calloc(1, sizeof *g);
+    cr_assert(g != NULL);
+    snprintf(g->path, sizeof g->path, "tie %s/%s", a, b);
+    memcpy(g->member[0], a, strlen(a) + 1);
+    memcpy(g->member[1], b, strlen(b) + 1);
+    g->weight[0] = g->weight[1] = 1;
+    g->members = 2;
+    struct ref_ring ring;
+    ref_build(&ring, g, nginx);
+    uint32_t before = 0;
+    for (size_t i = 0; i < ring.n; i++)
+        if (ring.points[i].pos < tied)
+            before = ring.points[i].pos;
+    cr_assert_gt(tied, before, "the shared point should not be the smallest");
+    /* A key on the arc (before, tied]. */
+    char key[64];
+    int have_key = 0;
+    for (uint32_t j = 0; j < 2000000 && !have_key; j++) {
+        snprintf(key, sizeof key, "tie-key-%u", j);
+        uint32_t h =
+            nginx ? chring__nginx_hash(key, strlen(key)) : chring__ketama_hash(key, strlen(key));
+        have_key = h > before && h <= tied;
+    }
+    cr_assert(have_key, "no key found on the arc ending at %u", tied);
+    const char *smaller = strcmp(a, b) < 0 ? a : b;
+    cr_expect_str_eq(ref_lookup(&ring, key), smaller);
+    for (int reverse = 0; reverse < 2; reverse++) {
+        chring_t *r = ring_new(profile, 160);
+        ring_add_all(r, g, reverse);
+        char owner[CHRING_NAME_MAX + 1];
+        cr_assert_geq(chring_lookup_name(r, key, strlen(key), owner, sizeof owner), 0);
+        cr_expect_str_eq(owner, smaller, "%s and %s share position %u; key %s (join order %s)", a,
+                         b, tied, key, reverse ? "reversed" : "as listed");
+        chring_free(&r);
+    }
+    free(ring.points);
+    free(g);
+}
+
+Test(compat_api, ketama_tie_goes_to_smaller_name)
+{
+    check_tie(CHRING_PROFILE_KETAMA);
+}
+
+Test(compat_api, nginx_tie_goes_to_smaller_name)
+{
+    check_tie(CHRING_PROFILE_NGINX);
+}
