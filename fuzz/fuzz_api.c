@@ -1,0 +1,1469 @@
+/* libFuzzer target: the public API of chring against the reference model (fuzz/model.c).
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * The input is decoded into a ring configuration and a sequence of API operations (the format is
+ * described in docs/fuzz.md).  Every operation runs on the library and on the model; after it the
+ * two must agree exactly (owners, replica lists, bounded choices, acquire choices, error codes,
+ * versions, points in ring order, shares, moved fractions, loads and statistics) or the target
+ * prints what differs and aborts.  The retire callback checks that every member object is retired
+ * exactly once, only after nothing references it any more, and never for an add that failed.
+ *
+ * Environment: FUZZ_API_TRACE=1 prints every operation as it runs (for replaying a finding).
+ */
+#include <chring.h>
+
+#include "model.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- input decoding ------------------------------------------------------------------------ */
+
+typedef struct input {
+    const uint8_t *p;
+    size_t n;
+} input_t;
+
+static int more(const input_t *in)
+{
+    return in->n > 0;
+}
+
+static uint8_t take8(input_t *in)
+{
+    if (in->n == 0)
+        return 0;
+    in->n--;
+    return *in->p++;
+}
+
+static uint64_t take64(input_t *in)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | take8(in);
+    return v;
+}
+
+/* ---- failure reporting --------------------------------------------------------------------- */
+
+static char trace[8192];
+static size_t trace_len;
+static int trace_print;
+static unsigned op_no;
+
+static void note(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof line)
+        n = sizeof line - 1;
+    if (trace_print)
+        fprintf(stderr, "op %u: %s\n", op_no, line);
+    if (trace_len + (size_t)n + 16 >= sizeof trace) {
+        /* Keep the most recent half. */
+        memmove(trace, trace + sizeof trace / 2, trace_len - sizeof trace / 2);
+        trace_len -= sizeof trace / 2;
+    }
+    trace_len += (size_t)snprintf(trace + trace_len, sizeof trace - trace_len, "op %u: %s\n",
+                                  op_no, line);
+}
+
+__attribute__((noreturn, format(printf, 1, 2))) static void fail(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "\n==== fuzz_api: library and model disagree ====\nrecent operations:\n%.*s",
+            (int)trace_len, trace);
+    fprintf(stderr, "at op %u: ", op_no);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    abort();
+}
+
+/* Printable rendering of a name or key for messages. */
+static const char *show(const void *data, size_t len)
+{
+    static char buf[4][96];
+    static int which;
+    char *out = buf[which++ & 3];
+    const unsigned char *p = data;
+    size_t o = 0;
+    out[o++] = '"';
+    for (size_t i = 0; i < len && o < 80; i++) {
+        if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '"' && p[i] != '\\')
+            out[o++] = (char)p[i];
+        else
+            o += (size_t)snprintf(out + o, 96 - o, "\\x%02x", p[i]);
+    }
+    if (len > 0 && o >= 80)
+        o += (size_t)snprintf(out + o, 96 - o, "...(%zu)", len);
+    out[o++] = '"';
+    out[o] = 0;
+    return out;
+}
+
+/* ---- member objects and the retire callback ------------------------------------------------ */
+
+/* One object per add call that may create a member; udata of the member is &objs[id].  The
+ * reference fields are read by the retire callback, which may run on liburcu's call_rcu thread:
+ * they are accessed atomically, and a field that releases a reference is updated before the
+ * library call that may retire the member. */
+typedef struct obj {
+    char name[MODEL_NAME_MAX + 1];
+    size_t len;
+    int added;   /* became a member (a successful call added it) */
+    int live;    /* in the current membership */
+    int leases;  /* outstanding leases */
+    int holds;   /* held snapshots listing it */
+    int readers; /* the open read section lists it */
+    int retired; /* retire calls seen */
+    uint64_t load, acquires, primary, spilled_in;
+} obj_t;
+
+#define MAX_OBJS 1024
+static obj_t objs[MAX_OBJS];
+static int nobjs;
+static uintptr_t generation; /* retire_ctx of the current ring */
+
+static int ld(const int *p)
+{
+    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+}
+
+static void add_to(int *p, int d)
+{
+    __atomic_add_fetch(p, d, __ATOMIC_SEQ_CST);
+}
+
+static void on_retire(void *udata, void *ctx)
+{
+    if ((uintptr_t)ctx != __atomic_load_n(&generation, __ATOMIC_SEQ_CST))
+        fail("retire called with the context of a ring already freed (ctx %p)", ctx);
+    obj_t *o = udata;
+    if (o < objs || o >= objs + MAX_OBJS)
+        fail("retire called with a udata that is no member's: %p", udata);
+    int times = __atomic_add_fetch(&o->retired, 1, __ATOMIC_SEQ_CST);
+    if (times > 1)
+        fail("member %s (object %d) retired %d times", show(o->name, o->len), (int)(o - objs),
+             times);
+    if (!ld(&o->added))
+        fail("retire called for %s (object %d), whose add never succeeded", show(o->name, o->len),
+             (int)(o - objs));
+    if (ld(&o->live) || ld(&o->leases) || ld(&o->holds) || ld(&o->readers))
+        fail("member %s (object %d) retired while still referenced: live=%d leases=%d "
+             "held-snapshots=%d read-section=%d",
+             show(o->name, o->len), (int)(o - objs), ld(&o->live), ld(&o->leases), ld(&o->holds),
+             ld(&o->readers));
+}
+
+/* ---- OOM injection ------------------------------------------------------------------------- */
+
+static int fail_countdown; /* >0: the countdown-th allocation from now fails */
+static int failed_allocs;
+
+static void *fuzz_alloc(size_t size, void *ctx)
+{
+    (void)ctx;
+    int c = __atomic_load_n(&fail_countdown, __ATOMIC_SEQ_CST);
+    if (c > 0 && __atomic_sub_fetch(&fail_countdown, 1, __ATOMIC_SEQ_CST) == 0) {
+        __atomic_add_fetch(&failed_allocs, 1, __ATOMIC_SEQ_CST);
+        return NULL;
+    }
+    return malloc(size);
+}
+
+static void fuzz_free(void *ptr, void *ctx)
+{
+    (void)ctx;
+    free(ptr);
+}
+
+/* ---- the run's state ----------------------------------------------------------------------- */
+
+typedef struct custom_ctx {
+    unsigned buckets; /* distinct values: few, so positions collide */
+    unsigned bits;
+    int garbage; /* set bits above the width, which the library must ignore */
+} custom_ctx_t;
+
+static uint64_t custom_hash(const void *data, size_t len, void *ctx)
+{
+    const custom_ctx_t *c = ctx;
+    uint64_t v = model_fnv1a32(data, len) % c->buckets;
+    uint64_t span = c->bits == 64 ? UINT64_MAX : (UINT64_C(1) << c->bits) - 1;
+    v *= span / c->buckets;
+    if (c->garbage && c->bits < 64)
+        v |= model_fnv1a64(data, len) << c->bits;
+    return v;
+}
+
+static custom_ctx_t custom;
+static model_cfg_t mcfg;
+static double balance;
+static chring_t *ring;
+
+/* The model's membership in join order, and its snapshot. */
+#define MAX_MEMBERS 64
+static model_member_t members[MAX_MEMBERS];
+static size_t nmembers;
+static model_snap_t cur;
+static uint64_t version;
+static uint64_t acquires, spills, saturated_events;
+
+#define LEASES 32
+static chring_lease_t leases[LEASES];
+static int lease_obj[LEASES]; /* -1: empty */
+
+#define HELD 6
+static const chring_snap_t *held[HELD];
+static model_snap_t held_model[HELD];
+static uint64_t held_version[HELD];
+
+static void rebuild(void)
+{
+    model_snap_free(&cur);
+    if (model_build(&cur, &mcfg, members, nmembers) != 0)
+        abort();
+}
+
+/* ---- names, keys, weights ------------------------------------------------------------------ */
+
+typedef struct bytes {
+    char b[300];
+    size_t len;
+} bytes_t;
+
+#define POOL_MAX 24
+static bytes_t pool[POOL_MAX];
+static size_t pool_n, pool_next;
+
+static void pool_reset(void)
+{
+    static const char *const seeds[] = {"a",        "b",     "c",    "node-1", "node-2",
+                                        "node 3",   "\xff\xfe", "engine-0", "x#1", "1-a",
+                                        "ab",       "a\x01"};
+    pool_n = 0;
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        pool[pool_n].len = strlen(seeds[i]);
+        memcpy(pool[pool_n].b, seeds[i], pool[pool_n].len + 1);
+        pool_n++;
+    }
+    /* The longest valid name, one byte too long, and empty. */
+    memset(pool[pool_n].b, 'n', 255);
+    pool[pool_n].b[255] = 0;
+    pool[pool_n++].len = 255;
+    memset(pool[pool_n].b, 'n', 256);
+    pool[pool_n].b[256] = 0;
+    pool[pool_n++].len = 256;
+    pool[pool_n].b[0] = 0;
+    pool[pool_n++].len = 0;
+    pool_next = pool_n;
+}
+
+/* A member name: mostly from the pool (so names recur), sometimes literal bytes (cut at the first
+ * NUL: a C string cannot hold one), which then join the pool. */
+static const bytes_t *take_name(input_t *in)
+{
+    uint8_t s = take8(in);
+    if (s < 0xc0)
+        return &pool[s % pool_n];
+    static bytes_t lit;
+    size_t len = take8(in);
+    if (s & 1)
+        len = 250 + len % 10; /* around the 255-byte limit */
+    size_t got = 0;
+    while (got < len && more(in)) {
+        uint8_t c = take8(in);
+        if (c == 0)
+            break;
+        lit.b[got++] = (char)c;
+    }
+    if (s & 1) /* pad long names so they reach the limit even at the end of the input */
+        while (got < len)
+            lit.b[got++] = 'L';
+    lit.b[got] = 0;
+    lit.len = got;
+    if (pool_n < POOL_MAX) {
+        pool[pool_n++] = lit;
+    } else {
+        pool[pool_next] = lit;
+        pool_next = pool_next + 1 < POOL_MAX ? pool_next + 1 : 15;
+    }
+    return &lit;
+}
+
+static bytes_t key_buf;
+
+/* A key: "key<n>" mostly, or literal bytes (NUL allowed: keys have a length). */
+static const bytes_t *take_key(input_t *in, int *null_ptr)
+{
+    uint8_t s = take8(in);
+    *null_ptr = 0;
+    if (s < 0xc0) {
+        key_buf.len = (size_t)snprintf(key_buf.b, sizeof key_buf.b, "key%u", (unsigned)s);
+    } else if (s == 0xff) {
+        key_buf.len = 0;
+        *null_ptr = 1; /* a zero-length key may be NULL */
+    } else {
+        size_t len = take8(in) % 64;
+        size_t got = 0;
+        while (got < len && more(in))
+            key_buf.b[got++] = (char)take8(in);
+        key_buf.len = got;
+    }
+    return &key_buf;
+}
+
+static const void *key_ptr(const bytes_t *k, int null_ptr)
+{
+    return null_ptr ? NULL : k->b;
+}
+
+/* Weights: small ones mostly, 0, and values whose point count passes CHRING_POINTS_MAX, reaches
+ * exactly 2^32 (wraps to 0 in 32-bit arithmetic) or wraps to a small count. */
+static uint32_t take_weight(input_t *in)
+{
+    uint8_t s = take8(in);
+    uint32_t v = mcfg.vnodes;
+    if (s < 200)
+        return 1 + s % 6;
+    switch ((s - 200) % 12) {
+    case 0: return 0;
+    case 1: return 7;
+    case 2: return 16;
+    case 3: return (uint32_t)(MODEL_POINTS_MAX / v + 1);
+    case 4: return UINT32_C(0x80000000);
+    case 5: return UINT32_MAX;
+    case 6: return (uint32_t)((UINT64_C(1) << 32) / v);
+    case 7: return (uint32_t)((UINT64_C(1) << 32) / v + 1);
+    case 8: return UINT32_C(0x10000000);
+    case 9: return MODEL_POINTS_MAX + 1;
+    case 10: return 33;
+    default: return 0;
+    }
+}
+
+static const double balances[] = {1.25, 1.0, 1.5, 2.0, 0.5, NAN, INFINITY, -INFINITY,
+                                  -1.0, 1e300, 1.1, 3.0, 0.0, DBL_MIN, 1.0 + DBL_EPSILON, 7.75};
+
+static double take_balance(input_t *in)
+{
+    return balances[take8(in) % (sizeof balances / sizeof balances[0])];
+}
+
+/* ---- identifying library members with model members ---------------------------------------- */
+
+static int obj_of(const chring_member_t *m)
+{
+    obj_t *o = chring_member_udata(m);
+    if (o < objs || o >= objs + nobjs)
+        fail("member %p has udata %p, which is no object of this run", (const void *)m,
+             (void *)o);
+    return (int)(o - objs);
+}
+
+/* m must be the member object `obj` (udata) named `name`. */
+static void expect_member(const chring_member_t *m, const model_member_t *want, const char *what)
+{
+    if (!want) {
+        if (m)
+            fail("%s: library returned member %s, model expects none", what,
+                 show(chring_member_name(m), strlen(chring_member_name(m))));
+        return;
+    }
+    if (!m)
+        fail("%s: library returned no member, model expects %s", what,
+             show(want->name, want->len));
+    const char *name = chring_member_name(m);
+    if (!name || strlen(name) != want->len || memcmp(name, want->name, want->len) != 0)
+        fail("%s: library returned %s, model expects %s", what,
+             name ? show(name, strlen(name)) : "(null name)", show(want->name, want->len));
+    if (obj_of(m) != want->obj)
+        fail("%s: member %s is object %d, model expects object %d (udata replaced?)", what,
+             show(want->name, want->len), obj_of(m), want->obj);
+}
+
+/* ---- read sections ------------------------------------------------------------------------- */
+
+static const chring_snap_t *enter(void)
+{
+    for (size_t j = 0; j < cur.nmembers; j++)
+        add_to(&objs[cur.members[j].obj].readers, 1);
+    return chring_snap_enter(ring);
+}
+
+static void leave(const chring_snap_t *s)
+{
+    chring_snap_exit(ring, s);
+    for (size_t j = 0; j < cur.nmembers; j++)
+        add_to(&objs[cur.members[j].obj].readers, -1);
+}
+
+/* ---- full consistency check ---------------------------------------------------------------- */
+
+static int close_enough(double a, double b)
+{
+    return fabs(a - b) <= 1e-9;
+}
+
+static void check_snapshot(const chring_snap_t *s, const model_snap_t *m, uint64_t ver,
+                           const char *which)
+{
+    if (chring_snap_check(s) != 0)
+        fail("%s: chring_snap_check fails", which);
+    if (chring_snap_version(s) != ver)
+        fail("%s: version %llu, model %llu", which, (unsigned long long)chring_snap_version(s),
+             (unsigned long long)ver);
+    if (chring_snap_len(s) != m->nmembers)
+        fail("%s: %zu members, model %zu", which, chring_snap_len(s), m->nmembers);
+    if (chring_snap_points(s) != m->npoints)
+        fail("%s: %zu points, model %zu", which, chring_snap_points(s), m->npoints);
+    if (chring_snap_hash_bits(s) != m->cfg.bits)
+        fail("%s: hash width %u, model %u", which, chring_snap_hash_bits(s), m->cfg.bits);
+    for (size_t i = 0; i < m->npoints; i++) {
+        uint64_t pos = 0;
+        const chring_member_t *pm = NULL;
+        int rc = chring_snap_point(s, i, &pos, &pm);
+        if (rc != 0)
+            fail("%s: chring_snap_point(%zu) = %d", which, i, rc);
+        const model_point_t *p = &m->points[i];
+        if (pos != p->pos)
+            fail("%s: point %zu at %llu, model %llu (member %s index %u)", which, i,
+                 (unsigned long long)pos, (unsigned long long)p->pos,
+                 show(m->members[p->member].name, m->members[p->member].len), p->index);
+        expect_member(pm, &m->members[p->member], "chring_snap_point");
+    }
+    if (chring_snap_point(s, m->npoints, NULL, NULL) != -ERANGE)
+        fail("%s: chring_snap_point past the end is not -ERANGE", which);
+    double share_sum = 0;
+    static double shares[MAX_MEMBERS];
+    model_shares(m, shares);
+    for (size_t i = 0; i < m->nmembers; i++) {
+        const model_member_t *want = &m->members[m->by_name[i]];
+        const chring_member_t *lm = chring_snap_member(s, i);
+        expect_member(lm, want, "chring_snap_member (sorted by name)");
+        if (chring_member_check(lm) != 0)
+            fail("%s: chring_member_check(%s) fails", which, show(want->name, want->len));
+        if (chring_snap_find(s, want->name) != lm)
+            fail("%s: chring_snap_find(%s) is not chring_snap_member", which,
+                 show(want->name, want->len));
+        if (chring_snap_weight(s, lm) != want->weight)
+            fail("%s: snapshot weight of %s is %u, model %u", which, show(want->name, want->len),
+                 chring_snap_weight(s, lm), want->weight);
+        if (chring_snap_member_points(s, lm) != m->member_points[m->by_name[i]])
+            fail("%s: %s has %zu points, model %zu", which, show(want->name, want->len),
+                 chring_snap_member_points(s, lm), m->member_points[m->by_name[i]]);
+        double share = chring_member_share(s, lm), want_share = shares[m->by_name[i]];
+        if (!close_enough(share, want_share))
+            fail("%s: share of %s is %.17g, model %.17g", which, show(want->name, want->len),
+                 share, want_share);
+        share_sum += share;
+        const obj_t *o = &objs[want->obj];
+        if (chring_member_load(lm) != o->load)
+            fail("%s: load of %s is %llu, model %llu", which, show(want->name, want->len),
+                 (unsigned long long)chring_member_load(lm), (unsigned long long)o->load);
+        chring_member_stats_t st;
+        chring_member_stats(lm, &st);
+        if (st.load != o->load || st.acquires != o->acquires || st.primary != o->primary ||
+            st.spilled_in != o->spilled_in)
+            fail("%s: stats of %s: load %llu acquires %llu primary %llu spilled_in %llu; model "
+                 "%llu %llu %llu %llu",
+                 which, show(want->name, want->len), (unsigned long long)st.load,
+                 (unsigned long long)st.acquires, (unsigned long long)st.primary,
+                 (unsigned long long)st.spilled_in, (unsigned long long)o->load,
+                 (unsigned long long)o->acquires, (unsigned long long)o->primary,
+                 (unsigned long long)o->spilled_in);
+    }
+    if (chring_snap_member(s, m->nmembers) != NULL)
+        fail("%s: chring_snap_member past the end is not NULL", which);
+    if (m->nmembers > 0 && !close_enough(share_sum, 1.0))
+        fail("%s: shares sum to %.17g", which, share_sum);
+}
+
+static uint64_t model_leases(void)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < LEASES; i++)
+        n += lease_obj[i] >= 0;
+    return n;
+}
+
+static void check_all(void)
+{
+    const chring_snap_t *s = enter();
+    check_snapshot(s, &cur, version, "current snapshot");
+    if (chring_len(ring) != nmembers)
+        fail("chring_len %zu, model %zu", chring_len(ring), nmembers);
+    /* Current weights and capacities of the live members. */
+    for (size_t j = 0; j < cur.nmembers; j++) {
+        const model_member_t *want = &cur.members[j];
+        const chring_member_t *lm = chring_snap_find(s, want->name);
+        expect_member(lm, want, "chring_snap_find");
+        if (chring_member_weight(lm) != want->weight)
+            fail("current weight of %s is %u, model %u", show(want->name, want->len),
+                 chring_member_weight(lm), want->weight);
+        double cap = model_capacity(balance, model_leases(), want->weight, cur.total_weight);
+        uint64_t got = chring_member_capacity(ring, s, lm);
+        if (cap < 0x1p63 ? (double)got != cap : got < (UINT64_C(1) << 63))
+            fail("chring_member_capacity(%s) = %llu, model %.17g", show(want->name, want->len),
+                 (unsigned long long)got, cap);
+    }
+    leave(s);
+
+    chring_stats_t st;
+    chring_stats(ring, &st);
+    uint64_t nleases = model_leases();
+    if (st.version != version || st.publishes != version || st.members != nmembers ||
+        st.points != cur.npoints || st.leases != nleases || st.acquires != acquires ||
+        st.spills != spills || st.saturated != saturated_events)
+        fail("chring_stats: version %llu publishes %llu members %llu points %llu leases %llu "
+             "acquires %llu spills %llu saturated %llu; model %llu %llu %zu %zu %llu %llu %llu "
+             "%llu",
+             (unsigned long long)st.version, (unsigned long long)st.publishes,
+             (unsigned long long)st.members, (unsigned long long)st.points,
+             (unsigned long long)st.leases, (unsigned long long)st.acquires,
+             (unsigned long long)st.spills, (unsigned long long)st.saturated,
+             (unsigned long long)version, (unsigned long long)version, nmembers, cur.npoints,
+             (unsigned long long)nleases, (unsigned long long)acquires, (unsigned long long)spills,
+             (unsigned long long)saturated_events);
+    if (chring_leases(ring) != nleases)
+        fail("chring_leases %llu, model %llu", (unsigned long long)chring_leases(ring),
+             (unsigned long long)nleases);
+
+    /* Leases keep their members valid, removed ones included. */
+    uint64_t load_sum = 0;
+    for (int i = 0; i < LEASES; i++) {
+        if (lease_obj[i] < 0)
+            continue;
+        const obj_t *o = &objs[lease_obj[i]];
+        const chring_member_t *lm = leases[i].member;
+        if (!lm || chring_member_check(lm) != 0 || obj_of(lm) != lease_obj[i])
+            fail("lease %d does not hold its member %s", i, show(o->name, o->len));
+        if (chring_member_load(lm) != o->load)
+            fail("load of %s (through lease %d, live=%d) is %llu, model %llu",
+                 show(o->name, o->len), i, o->live, (unsigned long long)chring_member_load(lm),
+                 (unsigned long long)o->load);
+    }
+    for (int id = 0; id < nobjs; id++)
+        if (objs[id].added && (objs[id].live || objs[id].leases))
+            load_sum += objs[id].load;
+    if (load_sum != nleases)
+        fail("model: loads sum to %llu, leases %llu", (unsigned long long)load_sum,
+             (unsigned long long)nleases);
+
+    /* Held snapshots stay exactly as they were. */
+    for (int h = 0; h < HELD; h++)
+        if (held[h])
+            check_snapshot(held[h], &held_model[h], held_version[h], "held snapshot");
+}
+
+/* ---- writer operations --------------------------------------------------------------------- */
+
+enum { E_INVAL = 1, E_NAMETOOLONG = 2, E_NOENT = 4, E_2BIG = 8 };
+
+static unsigned name_errors(const bytes_t *n)
+{
+    if (n->len == 0)
+        return E_INVAL;
+    if (n->len > MODEL_NAME_MAX)
+        return E_NAMETOOLONG;
+    return 0;
+}
+
+static unsigned weight_errors(uint32_t w)
+{
+    if (w == 0)
+        return E_INVAL;
+    if ((uint64_t)mcfg.vnodes * w > MODEL_POINTS_MAX)
+        return E_2BIG;
+    return 0;
+}
+
+static long member_index(const char *name, size_t len)
+{
+    for (size_t j = 0; j < nmembers; j++)
+        if (model_name_cmp(members[j].name, members[j].len, name, len) == 0)
+            return (long)j;
+    return -1;
+}
+
+static int new_obj(const bytes_t *name)
+{
+    if (nobjs >= MAX_OBJS)
+        return -1;
+    obj_t *o = &objs[nobjs];
+    memset(o, 0, sizeof *o);
+    size_t len = name->len <= MODEL_NAME_MAX ? name->len : MODEL_NAME_MAX;
+    memcpy(o->name, name->b, len);
+    o->len = len;
+    return nobjs++;
+}
+
+static const char *err_name(int rc)
+{
+    switch (-rc) {
+    case 0: return "0";
+    case EINVAL: return "-EINVAL";
+    case ENAMETOOLONG: return "-ENAMETOOLONG";
+    case ENOENT: return "-ENOENT";
+    case E2BIG: return "-E2BIG";
+    case ENOMEM: return "-ENOMEM";
+    case ENOSPC: return "-ENOSPC";
+    case ERANGE: return "-ERANGE";
+    case EEXIST: return "-EEXIST";
+    default: return "(other)";
+    }
+}
+
+static unsigned err_bit(int rc)
+{
+    switch (-rc) {
+    case EINVAL: return E_INVAL;
+    case ENAMETOOLONG: return E_NAMETOOLONG;
+    case ENOENT: return E_NOENT;
+    case E2BIG: return E_2BIG;
+    default: return 0x100;
+    }
+}
+
+/* The planned outcome of a writer call: which errors are acceptable (any of them, in whatever
+ * order the library checks), and on success the new membership. */
+typedef struct plan {
+    unsigned errors;
+    model_member_t next[MAX_MEMBERS];
+    size_t nnext;
+    int overflow; /* more members than the target tracks: skip the call */
+    int created[9];
+    size_t ncreated;
+} plan_t;
+
+static int oom_armed;
+
+/* Runs a writer call planned by p: pre-marks the members it removes, calls, checks the result
+ * code and applies or reverts. */
+static void run_writer(plan_t *p, const char *what, int (*call)(void *), void *arg)
+{
+    int changed = 0;
+    if (!p->errors) {
+        changed = p->nnext != nmembers;
+        for (size_t j = 0; !changed && j < nmembers; j++)
+            changed = members[j].weight != p->next[j].weight ||
+                      members[j].obj != p->next[j].obj;
+    }
+    /* Members about to leave stop counting as live before the call: the library may retire
+     * them on another thread as soon as it publishes. */
+    int gone[MAX_MEMBERS];
+    size_t ngone = 0;
+    if (!p->errors) {
+        for (size_t j = 0; j < nmembers; j++) {
+            int kept = 0;
+            for (size_t k = 0; k < p->nnext; k++)
+                kept |= p->next[k].obj == members[j].obj;
+            if (!kept) {
+                gone[ngone++] = members[j].obj;
+                add_to(&objs[members[j].obj].live, -1);
+            }
+        }
+    }
+    if (oom_armed)
+        __atomic_store_n(&fail_countdown, oom_armed, __ATOMIC_SEQ_CST);
+    int before_failed = ld(&failed_allocs);
+    int rc = call(arg);
+    __atomic_store_n(&fail_countdown, 0, __ATOMIC_SEQ_CST);
+    int oom_hit = ld(&failed_allocs) != before_failed;
+    oom_armed = 0;
+    note("  -> %s (model: %s%s)", err_name(rc), p->errors ? "an error" : "success",
+         oom_hit ? ", an allocation failed" : "");
+    int ok;
+    if (p->errors)
+        ok = rc < 0 && (err_bit(rc) & p->errors);
+    else
+        ok = rc == 0 || (rc == -ENOMEM && oom_hit);
+    if (!ok)
+        fail("%s returned %s; model expects %s (acceptable error bits 0x%x)", what, err_name(rc),
+             p->errors ? "one of the errors" : "0", p->errors);
+    if (rc != 0) {
+        for (size_t g = 0; g < ngone; g++)
+            add_to(&objs[gone[g]].live, 1);
+        return;
+    }
+    for (size_t c = 0; c < p->ncreated; c++) {
+        int id = p->created[c];
+        for (size_t k = 0; k < p->nnext; k++)
+            if (p->next[k].obj == id) {
+                add_to(&objs[id].added, 1);
+                add_to(&objs[id].live, 1);
+            }
+    }
+    memcpy(members, p->next, p->nnext * sizeof *members);
+    nmembers = p->nnext;
+    if (changed)
+        version++;
+    rebuild();
+}
+
+/* Plans setting `name` to weight w (0: removal) on p->next; `obj` is the object a new member
+ * would be.  Returns 0, or the error bits of this change. */
+static unsigned plan_change(plan_t *p, const bytes_t *name, uint32_t w, int obj, int sync)
+{
+    unsigned e = name_errors(name);
+    long j = -1;
+    for (size_t k = 0; !e && k < p->nnext; k++)
+        if (model_name_cmp(p->next[k].name, p->next[k].len, name->b, name->len) == 0)
+            j = (long)k;
+    if (w == 0) {
+        if (sync)
+            return e | E_INVAL;
+        if (j < 0)
+            return e | E_NOENT;
+        if (e)
+            return e;
+        memmove(&p->next[j], &p->next[j + 1], (p->nnext - (size_t)j - 1) * sizeof p->next[0]);
+        p->nnext--;
+        return 0;
+    }
+    e |= weight_errors(w);
+    if (e)
+        return e;
+    if (j >= 0) {
+        p->next[j].weight = w;
+        return 0;
+    }
+    if (p->nnext >= MAX_MEMBERS || obj < 0) {
+        p->overflow = 1;
+        return 0;
+    }
+    model_member_t *m = &p->next[p->nnext++];
+    memset(m, 0, sizeof *m);
+    memcpy(m->name, name->b, name->len);
+    m->len = name->len;
+    m->weight = w;
+    m->obj = obj;
+    p->created[p->ncreated++] = obj;
+    return 0;
+}
+
+static void plan_start(plan_t *p)
+{
+    memset(p, 0, offsetof(plan_t, next));
+    memcpy(p->next, members, nmembers * sizeof *members);
+    p->nnext = nmembers;
+    p->overflow = 0;
+    p->ncreated = 0;
+}
+
+static unsigned plan_total(const plan_t *p)
+{
+    uint64_t total = 0;
+    for (size_t k = 0; k < p->nnext; k++)
+        total += (uint64_t)mcfg.vnodes * p->next[k].weight;
+    return total > MODEL_RING_POINTS_MAX ? E_2BIG : 0;
+}
+
+struct add_args {
+    const char *name;
+    uint32_t weight;
+    void *udata;
+};
+
+static int call_add(void *a)
+{
+    struct add_args *x = a;
+    return chring_add(ring, x->name, x->weight, x->udata);
+}
+
+static int call_remove(void *a)
+{
+    struct add_args *x = a;
+    return chring_remove(ring, x->name);
+}
+
+static int call_set_weight(void *a)
+{
+    struct add_args *x = a;
+    return chring_set_weight(ring, x->name, x->weight);
+}
+
+struct batch_args {
+    chring_change_t changes[8];
+    size_t n;
+    int null_array;
+};
+
+static int call_update(void *a)
+{
+    struct batch_args *x = a;
+    return chring_update(ring, x->null_array ? NULL : x->changes, x->n);
+}
+
+static int call_sync(void *a)
+{
+    struct batch_args *x = a;
+    return chring_sync(ring, x->null_array ? NULL : x->changes, x->n);
+}
+
+static void op_add(input_t *in)
+{
+    const bytes_t *name = take_name(in);
+    uint32_t w = take_weight(in);
+    int obj = new_obj(name);
+    if (obj < 0)
+        return;
+    plan_t p;
+    plan_start(&p);
+    unsigned e = weight_errors(w) | name_errors(name);
+    if (!e)
+        e = plan_change(&p, name, w, obj, 0);
+    p.errors = e | (e ? 0 : plan_total(&p));
+    if (p.overflow)
+        return;
+    note("add %s weight %u", show(name->b, name->len), w);
+    struct add_args a = {name->b, w, &objs[obj]};
+    run_writer(&p, "chring_add", call_add, &a);
+}
+
+static void op_remove(input_t *in)
+{
+    const bytes_t *name = take_name(in);
+    plan_t p;
+    plan_start(&p);
+    p.errors = plan_change(&p, name, 0, -1, 0);
+    note("remove %s", show(name->b, name->len));
+    struct add_args a = {name->b, 0, NULL};
+    run_writer(&p, "chring_remove", call_remove, &a);
+}
+
+static void op_set_weight(input_t *in)
+{
+    const bytes_t *name = take_name(in);
+    uint32_t w = take_weight(in);
+    plan_t p;
+    plan_start(&p);
+    unsigned e = name_errors(name) | weight_errors(w);
+    if (!name_errors(name) && member_index(name->b, name->len) < 0)
+        e |= E_NOENT;
+    if (!e)
+        e = plan_change(&p, name, w, -1, 0);
+    p.errors = e | (e ? 0 : plan_total(&p));
+    note("set_weight %s %u", show(name->b, name->len), w);
+    struct add_args a = {name->b, w, NULL};
+    run_writer(&p, "chring_set_weight", call_set_weight, &a);
+}
+
+/* update (sync = 0) or sync (sync = 1) of up to 8 changes. */
+static void op_batch(input_t *in, int sync)
+{
+    static bytes_t names[8];
+    struct batch_args a;
+    memset(&a, 0, sizeof a);
+    uint8_t hdr = take8(in);
+    a.n = hdr % 9;
+    a.null_array = a.n == 0 && (hdr & 0x80);
+    plan_t p;
+    plan_start(&p);
+    unsigned e = 0;
+    note("%s of %zu%s:", sync ? "sync" : "update", a.n, a.null_array ? " (NULL array)" : "");
+    for (size_t i = 0; i < a.n; i++) {
+        names[i] = *take_name(in);
+        uint32_t w = take_weight(in);
+        if (!sync && w > 0 && (take8(in) & 1) == 0)
+            w = 0; /* updates remove often */
+        int obj = new_obj(&names[i]);
+        if (obj < 0)
+            return;
+        a.changes[i].name = names[i].b;
+        a.changes[i].weight = w;
+        a.changes[i].udata = &objs[obj];
+        note("  %s weight %u", show(names[i].b, names[i].len), w);
+        for (size_t k = 0; k < i; k++)
+            if (model_name_cmp(names[k].b, names[k].len, names[i].b, names[i].len) == 0)
+                e |= E_INVAL;
+    }
+    if (sync) {
+        /* The new set: members named in the batch keep their object and join order; the others
+         * leave; new ones join in array order. */
+        plan_t q;
+        plan_start(&q);
+        q.nnext = 0;
+        for (size_t j = 0; j < nmembers; j++)
+            for (size_t i = 0; i < a.n; i++)
+                if (model_name_cmp(members[j].name, members[j].len, names[i].b, names[i].len) ==
+                    0)
+                    q.next[q.nnext++] = members[j];
+        for (size_t i = 0; i < a.n; i++)
+            e |= plan_change(&q, &names[i], a.changes[i].weight, (int)((obj_t *)a.changes[i].udata - objs), 1);
+        p = q;
+    } else {
+        for (size_t i = 0; i < a.n; i++)
+            e |= plan_change(&p, &names[i], a.changes[i].weight,
+                             (int)((obj_t *)a.changes[i].udata - objs), 0);
+    }
+    p.errors = e | (e ? 0 : plan_total(&p));
+    if (p.overflow)
+        return;
+    run_writer(&p, sync ? "chring_sync" : "chring_update", sync ? call_sync : call_update, &a);
+}
+
+/* ---- reader operations --------------------------------------------------------------------- */
+
+/* A snapshot to read: the current one (in a read section) or a held one. */
+typedef struct target {
+    const chring_snap_t *s;
+    const model_snap_t *m;
+    int is_current;
+} target_t;
+
+static target_t take_target(input_t *in)
+{
+    uint8_t t = take8(in);
+    target_t x = {NULL, &cur, 1};
+    if ((t & 3) == 3 && held[(t >> 2) % HELD]) {
+        x.s = held[(t >> 2) % HELD];
+        x.m = &held_model[(t >> 2) % HELD];
+        x.is_current = 0;
+    } else {
+        x.s = enter();
+    }
+    return x;
+}
+
+static void drop_target(target_t *x)
+{
+    if (x->is_current)
+        leave(x->s);
+}
+
+static const model_member_t *model_owner(const model_snap_t *m, uint64_t h)
+{
+    long p = model_owner_point(m, h);
+    return p < 0 ? NULL : &m->members[m->points[p].member];
+}
+
+static void op_lookup(input_t *in)
+{
+    target_t t = take_target(in);
+    int null_ptr;
+    const bytes_t *k = take_key(in, &null_ptr);
+    uint8_t extra = take8(in);
+    note("lookup %s on %s snapshot", show(k->b, k->len), t.is_current ? "the current" : "a held");
+    uint64_t h = model_hash(&t.m->cfg, k->b, k->len);
+    uint64_t lh = chring_snap_hash(t.s, key_ptr(k, null_ptr), k->len);
+    if (lh != h)
+        fail("chring_snap_hash(%s) = %llu, model %llu", show(k->b, k->len),
+             (unsigned long long)lh, (unsigned long long)h);
+    const model_member_t *want = model_owner(t.m, h);
+    expect_member(chring_snap_lookup(t.s, key_ptr(k, null_ptr), k->len), want,
+                  "chring_snap_lookup");
+    /* Bits above the profile's width are ignored. */
+    uint64_t noisy = h;
+    if (t.m->cfg.bits < 64)
+        noisy |= (UINT64_C(0x9e3779b97f4a7c15) * (extra + 1u)) << t.m->cfg.bits;
+    expect_member(chring_snap_lookup_hash(t.s, noisy), want, "chring_snap_lookup_hash");
+    drop_target(&t);
+
+    char buf[300];
+    size_t cap = extra % 2 ? sizeof buf : (size_t)take8(in) % 260;
+    int rc = chring_lookup_name(ring, key_ptr(k, null_ptr), k->len, buf, cap);
+    const model_member_t *now = model_owner(&cur, model_hash(&cur.cfg, k->b, k->len));
+    int expect = !now ? -ENOENT : cap < now->len + 1 ? -ENOSPC : (int)now->len;
+    if (rc != expect)
+        fail("chring_lookup_name(%s, cap %zu) = %d, model %d", show(k->b, k->len), cap, rc,
+             expect);
+    if (rc >= 0 && (memcmp(buf, now->name, now->len) != 0 || buf[now->len] != 0))
+        fail("chring_lookup_name(%s) wrote %s, model %s", show(k->b, k->len), show(buf, now->len),
+             show(now->name, now->len));
+}
+
+static void op_lookup_n(input_t *in)
+{
+    target_t t = take_target(in);
+    int null_ptr;
+    const bytes_t *k = take_key(in, &null_ptr);
+    size_t n = take8(in) % 10;
+    note("lookup_n %s n=%zu", show(k->b, k->len), n);
+    const chring_member_t *out[10];
+    uint32_t want[10];
+    size_t got = chring_snap_lookup_n(t.s, key_ptr(k, null_ptr), k->len, out, n);
+    size_t wn = model_lookup_n(t.m, model_hash(&t.m->cfg, k->b, k->len), want, n);
+    if (got != wn)
+        fail("chring_snap_lookup_n(%s, %zu) = %zu members, model %zu", show(k->b, k->len), n, got,
+             wn);
+    for (size_t i = 0; i < got; i++)
+        expect_member(out[i], &t.m->members[want[i]], "chring_snap_lookup_n");
+    drop_target(&t);
+}
+
+static const uint64_t load_values[] = {0, 1, 2, 3, 5, 10, 1000, UINT64_C(1) << 40};
+
+typedef struct loads_ctx {
+    const model_snap_t *m;
+    const uint64_t *loads;
+    unsigned calls;
+} loads_ctx_t;
+
+static uint64_t load_cb(const chring_member_t *m, void *ctx)
+{
+    loads_ctx_t *c = ctx;
+    const char *name = chring_member_name(m);
+    long j = model_find(c->m, name, strlen(name));
+    if (j < 0)
+        fail("the load callback got %s, which is not in the snapshot", show(name, strlen(name)));
+    c->calls++;
+    return c->loads[j];
+}
+
+static void op_bounded(input_t *in)
+{
+    target_t t = take_target(in);
+    int null_ptr;
+    const bytes_t *k = take_key(in, &null_ptr);
+    double c = take_balance(in);
+    uint64_t loads[MAX_MEMBERS], m = 0;
+    for (size_t i = 0; i < t.m->nmembers; i++) {
+        loads[t.m->by_name[i]] = load_values[take8(in) % 8];
+        m += loads[t.m->by_name[i]];
+    }
+    note("bounded %s c=%g m=%llu", show(k->b, k->len), c, (unsigned long long)m);
+    loads_ctx_t ctx = {t.m, loads, 0};
+    const chring_member_t *got =
+        chring_snap_lookup_bounded(t.s, key_ptr(k, null_ptr), k->len, c, load_cb, &ctx);
+    long owner;
+    int sat;
+    long j = model_walk(t.m, model_hash(&t.m->cfg, k->b, k->len), c, m, loads, &owner, &sat);
+    if (sat) {
+        /* No member below its capacity: only double rounding gets here; any member will do. */
+        if (!got)
+            fail("chring_snap_lookup_bounded(%s) returned NULL on a non-empty ring",
+                 show(k->b, k->len));
+    } else {
+        expect_member(got, j < 0 ? NULL : &t.m->members[j], "chring_snap_lookup_bounded");
+    }
+    if (chring_snap_lookup_bounded(t.s, key_ptr(k, null_ptr), k->len, c, NULL, NULL) != NULL)
+        fail("chring_snap_lookup_bounded with a NULL load function did not return NULL");
+    drop_target(&t);
+}
+
+static void op_release_slot(int slot, int twice)
+{
+    int id = lease_obj[slot];
+    if (id >= 0) {
+        /* The reference goes before the call: the release may retire the member. */
+        objs[id].load--;
+        add_to(&objs[id].leases, -1);
+        lease_obj[slot] = -1;
+    }
+    note("release lease %d (%s)%s", slot, id >= 0 ? show(objs[id].name, objs[id].len) : "cleared",
+         twice ? " twice" : "");
+    chring_release(ring, &leases[slot]);
+    if (leases[slot].member != NULL)
+        fail("chring_release did not clear the lease");
+    if (twice)
+        chring_release(ring, &leases[slot]);
+}
+
+static void op_acquire(input_t *in)
+{
+    int slot = take8(in) % LEASES;
+    int null_ptr;
+    const bytes_t *k = take_key(in, &null_ptr);
+    if (lease_obj[slot] >= 0)
+        op_release_slot(slot, 0);
+    note("acquire %s into lease %d", show(k->b, k->len), slot);
+    uint64_t loads[MAX_MEMBERS];
+    for (size_t j = 0; j < cur.nmembers; j++)
+        loads[j] = objs[cur.members[j].obj].load;
+    long owner;
+    int sat;
+    long j = model_walk(&cur, model_hash(&cur.cfg, k->b, k->len), balance, model_leases(), loads,
+                        &owner, &sat);
+    int rc = chring_acquire(ring, key_ptr(k, null_ptr), k->len, &leases[slot]);
+    if (j < 0) {
+        if (rc != -ENOENT || leases[slot].member != NULL)
+            fail("chring_acquire on an empty ring = %s, member %p; expected -ENOENT, NULL",
+                 err_name(rc), (void *)leases[slot].member);
+        return;
+    }
+    if (rc != 0)
+        fail("chring_acquire(%s) = %s", show(k->b, k->len), err_name(rc));
+    int id;
+    if (sat) {
+        id = obj_of(leases[slot].member); /* rounding only: accept the library's choice */
+        saturated_events++;
+    } else {
+        expect_member(leases[slot].member, &cur.members[j], "chring_acquire");
+        id = cur.members[j].obj;
+    }
+    lease_obj[slot] = id;
+    add_to(&objs[id].leases, 1);
+    objs[id].load++;
+    objs[id].acquires++;
+    acquires++;
+    if (id == cur.members[owner].obj) {
+        objs[id].primary++;
+    } else {
+        objs[id].spilled_in++;
+        spills++;
+    }
+}
+
+static void op_release(input_t *in)
+{
+    uint8_t s = take8(in);
+    int slot = s % LEASES;
+    if ((s >> 5) == 7) {
+        chring_lease_t zero;
+        memset(&zero, 0, sizeof zero);
+        note("release a zeroed lease");
+        chring_release(ring, &zero);
+        return;
+    }
+    op_release_slot(slot, (s >> 5) == 6);
+}
+
+static void op_put_slot(int slot)
+{
+    if (!held[slot])
+        return;
+    note("put held snapshot %d", slot);
+    for (size_t j = 0; j < held_model[slot].nmembers; j++)
+        add_to(&objs[held_model[slot].members[j].obj].holds, -1);
+    chring_snap_put(ring, held[slot]);
+    held[slot] = NULL;
+    model_snap_free(&held_model[slot]);
+}
+
+static void op_hold(input_t *in)
+{
+    int slot = take8(in) % HELD;
+    op_put_slot(slot);
+    note("hold snapshot into %d (version %llu)", slot, (unsigned long long)version);
+    held[slot] = chring_snap_hold(ring);
+    if (model_build(&held_model[slot], &mcfg, members, nmembers) != 0)
+        abort();
+    for (size_t j = 0; j < nmembers; j++)
+        add_to(&objs[members[j].obj].holds, 1);
+    held_version[slot] = version;
+    check_snapshot(held[slot], &held_model[slot], version, "newly held snapshot");
+}
+
+static void op_put(input_t *in)
+{
+    op_put_slot(take8(in) % HELD);
+}
+
+static void op_moved(input_t *in)
+{
+    target_t a = take_target(in);
+    uint8_t s = take8(in);
+    const chring_snap_t *b = NULL;
+    const model_snap_t *bm = NULL;
+    const chring_snap_t *opened = NULL;
+    if (held[s % HELD] && (s & 0x80)) {
+        b = held[s % HELD];
+        bm = &held_model[s % HELD];
+    } else if (!a.is_current) {
+        opened = b = enter();
+        bm = &cur;
+    } else {
+        b = a.s;
+        bm = a.m;
+    }
+    double got = chring_snap_moved(a.s, b), want = model_moved(a.m, bm);
+    note("moved = %.17g (model %.17g)", got, want);
+    if (!close_enough(got, want))
+        fail("chring_snap_moved = %.17g, model %.17g (%zu and %zu points)", got, want,
+             a.m->npoints, bm->npoints);
+    if (s & 0x40) {
+        double back = chring_snap_moved(b, a.s);
+        if (!close_enough(back, want))
+            fail("chring_snap_moved is not symmetric: %.17g and %.17g", got, back);
+    }
+    if (!isnan(chring_snap_moved(a.s, NULL)))
+        fail("chring_snap_moved(s, NULL) is not NaN");
+    if (opened)
+        leave(opened);
+    drop_target(&a);
+}
+
+static uint64_t take_count(input_t *in)
+{
+    uint8_t s = take8(in);
+    switch (s % 4) {
+    case 0: return s >> 2;
+    case 1: return take8(in) * 1000u + (s >> 2);
+    case 2: return take64(in) >> (s >> 2);
+    default: return take64(in) & ((UINT64_C(1) << 53) - 1);
+    }
+}
+
+static void op_capacity(input_t *in)
+{
+    uint64_t total = take_count(in), n = take_count(in), w = take_count(in), tw = take_count(in);
+    double c = take_balance(in);
+    note("capacity total=%llu n=%llu w=%llu W=%llu c=%g", (unsigned long long)total,
+         (unsigned long long)n, (unsigned long long)w, (unsigned long long)tw, c);
+    uint64_t got = chring_capacity(total, n, c);
+    uint64_t gotw = chring_capacity_weighted(total, w, tw, c);
+    if (total >= (UINT64_C(1) << 53) || w >= (UINT64_C(1) << 53) || tw >= (UINT64_C(1) << 53))
+        return; /* only "no crash, no undefined behaviour" is checked up there */
+    double want = model_capacity_plain(c, total, n), wantw = model_capacity(c, total, w, tw);
+    if (want < 0x1p63 ? (double)got != want : got < (UINT64_C(1) << 63))
+        fail("chring_capacity(%llu, %llu, %g) = %llu, model %.17g", (unsigned long long)total,
+             (unsigned long long)n, c, (unsigned long long)got, want);
+    if (wantw < 0x1p63 ? (double)gotw != wantw : gotw < (UINT64_C(1) << 63))
+        fail("chring_capacity_weighted(%llu, %llu, %llu, %g) = %llu, model %.17g",
+             (unsigned long long)total, (unsigned long long)w, (unsigned long long)tw, c,
+             (unsigned long long)gotw, wantw);
+}
+
+static void op_hash(input_t *in)
+{
+    int null_ptr;
+    const bytes_t *k = take_key(in, &null_ptr);
+    const void *p = key_ptr(k, null_ptr);
+    uint32_t seed = (uint32_t)take64(in);
+    uint64_t z = take64(in);
+    note("hash functions on %s", show(k->b, k->len));
+    if (chring_fnv1a64(p, k->len) != model_fnv1a64(k->b, k->len))
+        fail("chring_fnv1a64(%s) differs", show(k->b, k->len));
+    if (chring_fnv1a32(p, k->len) != model_fnv1a32(k->b, k->len))
+        fail("chring_fnv1a32(%s) differs", show(k->b, k->len));
+    if (chring_hash64(p, k->len) != model_mix64(model_fnv1a64(k->b, k->len)))
+        fail("chring_hash64(%s) differs", show(k->b, k->len));
+    if (chring_mix64(z) != model_mix64(z))
+        fail("chring_mix64(%llu) differs", (unsigned long long)z);
+    if (chring_murmur3_32(p, k->len, seed) != model_murmur3_32(k->b, k->len, seed))
+        fail("chring_murmur3_32(%s, seed %u) = %u, model %u", show(k->b, k->len), seed,
+             chring_murmur3_32(p, k->len, seed), model_murmur3_32(k->b, k->len, seed));
+    const bytes_t *name = take_name(in);
+    uint32_t i = (uint32_t)take64(in);
+    size_t cap = take8(in) % 2 ? (size_t)take8(in) + name->len / 2 : 300;
+    char buf[300], want[300];
+    size_t wl = model_label(want, name->b, name->len, i);
+    int rc = chring_vnode_label(buf, cap, name->b, i);
+    int expect = cap < wl + 1 ? -ENOSPC : (int)wl;
+    if (rc != expect)
+        fail("chring_vnode_label(%s, %u, cap %zu) = %d, model %d", show(name->b, name->len), i,
+             cap, rc, expect);
+    if (rc >= 0 && (memcmp(buf, want, wl) != 0 || buf[wl] != 0))
+        fail("chring_vnode_label(%s, %u) wrote %s, model %s", show(name->b, name->len), i,
+             show(buf, wl), show(want, wl));
+}
+
+/* Arguments the API must refuse without harm (SPEC §6). */
+static void op_bad(input_t *in)
+{
+    uint8_t s = take8(in);
+    chring_lease_t lease;
+    memset(&lease, 0, sizeof lease);
+    char buf[8];
+    note("bad argument %u", s % 16);
+    int rc = 0, expect = -EINVAL;
+    switch (s % 16) {
+    case 0: rc = chring_add(ring, NULL, 1, NULL); break;
+    case 1: rc = chring_remove(ring, NULL); break;
+    case 2: rc = chring_set_weight(ring, NULL, 1); break;
+    case 3: rc = chring_add(NULL, "a", 1, NULL); break;
+    case 4: rc = chring_update(ring, NULL, 1); break;
+    case 5: rc = chring_sync(ring, NULL, 2); break;
+    case 6: rc = chring_lookup_name(ring, "k", 1, NULL, 0); break;
+    case 7: rc = chring_lookup_name(ring, NULL, 1, buf, sizeof buf); break;
+    case 8: rc = chring_acquire(ring, NULL, 1, &lease); break;
+    case 9: rc = chring_acquire(ring, "k", 1, NULL); break;
+    case 10: rc = chring_snap_point(NULL, 0, NULL, NULL); break;
+    case 11: rc = chring_vnode_label(NULL, 8, "a", 1); break;
+    case 12: rc = chring_update(ring, NULL, 0); expect = 0; break;
+    case 13: {
+        const chring_snap_t *s2 = enter();
+        if (chring_snap_lookup(s2, NULL, 1) != NULL || chring_snap_lookup_n(s2, "k", 1, NULL, 3))
+            fail("a NULL key or output array was not refused");
+        if (chring_member_share(s2, NULL) != 0 || chring_snap_weight(s2, NULL) != 0)
+            fail("a NULL member was not refused");
+        leave(s2);
+        expect = 0;
+        break;
+    }
+    case 14:
+        if (chring_member_weight(NULL) || chring_member_load(NULL) || chring_snap_version(NULL) ||
+            chring_len(NULL) || chring_snap_points(NULL) || chring_snap_len(NULL))
+            fail("NULL accessors did not return 0/NULL");
+        expect = 0;
+        break;
+    default: {
+        chring_t *tmp = NULL;
+        chring_config_t cfg;
+        chring_config_default(&cfg);
+        cfg.vnodes = 0;
+        rc = chring_new(&tmp, &cfg);
+        if (tmp)
+            fail("chring_new with vnodes 0 created a ring");
+        break;
+    }
+    }
+    if (rc == -ENOENT && nmembers == 0 && (s % 16 == 7 || s % 16 == 8))
+        rc = expect; /* an empty ring may be noticed first */
+    if (rc != expect)
+        fail("bad argument case %u returned %s, expected %s", s % 16, err_name(rc),
+             err_name(expect));
+    if (lease.member)
+        fail("a refused acquire filled the lease");
+}
+
+static void op_oom(input_t *in)
+{
+    oom_armed = 1 + take8(in) % 6;
+    note("the next writer call's allocation %d fails", oom_armed);
+}
+
+/* ---- the driver ---------------------------------------------------------------------------- */
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    if (model_selftest() != 0)
+        abort();
+    static const chring_allocator_t allocator = {fuzz_alloc, fuzz_free, NULL};
+    if (chring_set_allocator(&allocator) != 0)
+        abort();
+    const char *t = getenv("FUZZ_API_TRACE");
+    trace_print = t && *t && *t != '0';
+    return 0;
+}
+
+static void start(const uint8_t *hdr)
+{
+    static const model_profile_t profiles[] = {MODEL_HASH64, MODEL_MURMUR32, MODEL_FNV32,
+                                               MODEL_FNV16, MODEL_CUSTOM};
+    static const chring_profile_t lib_profiles[] = {CHRING_PROFILE_HASH64, CHRING_PROFILE_MURMUR32,
+                                                    CHRING_PROFILE_FNV32, CHRING_PROFILE_FNV16,
+                                                    CHRING_PROFILE_CUSTOM};
+    static const unsigned widths[] = {64, 32, 32, 16, 0};
+    static const unsigned custom_widths[] = {64, 32, 16};
+    size_t p = hdr[0] % 5;
+    memset(&mcfg, 0, sizeof mcfg);
+    mcfg.profile = profiles[p];
+    mcfg.bits = widths[p];
+    mcfg.vnodes = 1 + hdr[1] % 8;
+    balance = balances[hdr[2] % (sizeof balances / sizeof balances[0])];
+    custom.bits = custom_widths[hdr[3] % 3];
+    custom.garbage = (hdr[3] >> 2) & 1;
+    custom.buckets = 1 + hdr[4] % 32;
+    if (mcfg.profile == MODEL_CUSTOM) {
+        mcfg.bits = custom.bits;
+        mcfg.hash = custom_hash;
+        mcfg.hash_ctx = &custom;
+    }
+
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.profile = lib_profiles[p];
+    cfg.vnodes = mcfg.vnodes;
+    cfg.balance = balance;
+    if (mcfg.profile == MODEL_CUSTOM) {
+        cfg.hash = custom_hash;
+        cfg.hash_ctx = &custom;
+        cfg.hash_bits = custom.bits;
+    }
+    cfg.retire = on_retire;
+    uintptr_t gen = __atomic_add_fetch(&generation, 1, __ATOMIC_SEQ_CST);
+    cfg.retire_ctx = (void *)gen;
+
+    trace_len = 0;
+    op_no = 0;
+    note("new ring: profile %s, vnodes %u, balance %g, custom bits %u buckets %u garbage %d",
+         chring_profile_name(cfg.profile), mcfg.vnodes, balance, custom.bits, custom.buckets,
+         custom.garbage);
+    int rc = chring_new(&ring, &cfg);
+    if (rc != 0 || !ring)
+        fail("chring_new = %s", err_name(rc));
+    nmembers = 0;
+    version = acquires = spills = saturated_events = 0;
+    nobjs = 0;
+    memset(leases, 0, sizeof leases);
+    for (int i = 0; i < LEASES; i++)
+        lease_obj[i] = -1;
+    memset(held, 0, sizeof held);
+    pool_reset();
+    oom_armed = 0;
+    rebuild();
+}
+
+static void finish(void)
+{
+    op_no++;
+    note("release every lease, put every held snapshot, chring_free");
+    for (int i = 0; i < LEASES; i++)
+        if (lease_obj[i] >= 0)
+            op_release_slot(i, 0);
+    for (int h = 0; h < HELD; h++)
+        op_put_slot(h);
+    for (size_t j = 0; j < nmembers; j++)
+        add_to(&objs[members[j].obj].live, -1);
+    chring_free(&ring);
+    if (ring != NULL)
+        fail("chring_free did not clear the pointer");
+    for (int id = 0; id < nobjs; id++) {
+        int want = objs[id].added ? 1 : 0;
+        if (ld(&objs[id].retired) != want)
+            fail("after chring_free, %s (object %d, %s) was retired %d times, expected %d",
+                 show(objs[id].name, objs[id].len), id,
+                 objs[id].added ? "a member once" : "never added", ld(&objs[id].retired), want);
+    }
+    model_snap_free(&cur);
+    nmembers = 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 5)
+        return 0;
+    start(data);
+    input_t in = {data + 5, size - 5};
+    check_all();
+    while (more(&in) && op_no < 256) {
+        op_no++;
+        uint8_t op = take8(&in);
+        switch (op % 16) {
+        case 0: case 1: op_add(&in); break;
+        case 2: op_remove(&in); break;
+        case 3: op_set_weight(&in); break;
+        case 4: op_batch(&in, 0); break;
+        case 5: op_batch(&in, 1); break;
+        case 6: op_lookup(&in); break;
+        case 7: op_lookup_n(&in); break;
+        case 8: op_bounded(&in); break;
+        case 9: case 10: op_acquire(&in); break;
+        case 11: op_release(&in); break;
+        case 12: if (op & 0x10) op_put(&in); else op_hold(&in); break;
+        case 13: op_moved(&in); break;
+        case 14:
+            if (op & 0x10) op_oom(&in);
+            else if (op & 0x20) op_capacity(&in);
+            else if (op & 0x40) op_hash(&in);
+            else op_bad(&in);
+            break;
+        default: op_add(&in); break;
+        }
+        check_all();
+    }
+    finish();
+    return 0;
+}

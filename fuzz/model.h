@@ -1,0 +1,108 @@
+/* A reference model of chring for the fuzz targets: small, slow and obviously correct.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * The model re-derives everything from SPEC.md and shares no code with the library: its own
+ * FNV-1a, Mix64 and MurmurHash3, its own label formatting, a sorted array of points rebuilt from
+ * scratch after every change, plain binary and linear search, its own capacity arithmetic
+ * (SPEC §3) and exact moved/share fractions computed with 128-bit integers.  A model that
+ * shared the library's code would agree with the library's bugs.
+ *
+ * Profiles covered: hash64, murmur32, fnv32, fnv16 and custom (any function, 64/32/16 bits).
+ * xxh3, ketama and nginx are left to the compatibility tests (they need an XXH3, MD5 or CRC-32
+ * that the model would have to re-write).
+ */
+#ifndef CHRING_FUZZ_MODEL_H
+#define CHRING_FUZZ_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MODEL_NAME_MAX 255u
+#define MODEL_POINTS_MAX (1u << 24)
+#define MODEL_RING_POINTS_MAX (1u << 31)
+
+typedef enum { MODEL_HASH64, MODEL_MURMUR32, MODEL_FNV32, MODEL_FNV16, MODEL_CUSTOM } model_profile_t;
+
+typedef uint64_t (*model_hash_fn)(const void *data, size_t len, void *ctx);
+
+typedef struct model_cfg {
+    model_profile_t profile;
+    unsigned bits;      /* 64, 32 or 16 */
+    uint32_t vnodes;    /* points per unit of weight */
+    model_hash_fn hash; /* MODEL_CUSTOM only */
+    void *hash_ctx;
+} model_cfg_t;
+
+typedef struct model_member {
+    char name[MODEL_NAME_MAX + 1]; /* NUL-terminated copy; len bytes without NUL */
+    size_t len;
+    uint32_t weight;
+    int obj; /* the caller's identity of the member object (one per successful add) */
+} model_member_t;
+
+typedef struct model_point {
+    uint64_t pos;
+    uint32_t member; /* index into the snapshot's members (join order) */
+    uint32_t index;  /* the point's index within its member */
+} model_point_t;
+
+typedef struct model_snap {
+    model_cfg_t cfg;
+    model_member_t *members; /* join order */
+    size_t nmembers;
+    uint32_t *by_name; /* member indices sorted by name */
+    model_point_t *points; /* ring order */
+    size_t npoints;
+    size_t *member_points; /* points placed per member */
+    uint64_t total_weight;
+} model_snap_t;
+
+/* Hashes, written from SPEC §2 alone. */
+uint64_t model_fnv1a64(const void *data, size_t len);
+uint32_t model_fnv1a32(const void *data, size_t len);
+uint64_t model_mix64(uint64_t z);
+uint32_t model_murmur3_32(const void *data, size_t len, uint32_t seed);
+/* The profile's hash of b, in the profile's width. */
+uint64_t model_hash(const model_cfg_t *cfg, const void *data, size_t len);
+/* Writes "<name>#<i>" (no NUL) into buf (at least len + 11 bytes); returns its length. */
+size_t model_label(char *buf, const char *name, size_t len, uint32_t i);
+
+/* memcmp order, shorter first on a common prefix. */
+int model_name_cmp(const char *a, size_t alen, const char *b, size_t blen);
+
+/* Builds a snapshot of these members (join order) from scratch; copies them.  Returns 0 or -1
+ * (out of memory). */
+int model_build(model_snap_t *out, const model_cfg_t *cfg, const model_member_t *members, size_t n);
+void model_snap_free(model_snap_t *s);
+/* Index (join order) of the member of that name, or -1. */
+long model_find(const model_snap_t *s, const char *name, size_t len);
+/* The point that owns hash h (first position >= h, wrapping), or -1 on an empty snapshot. */
+long model_owner_point(const model_snap_t *s, uint64_t h);
+/* Up to n distinct member indices met clockwise from h's owner; returns how many. */
+size_t model_lookup_n(const model_snap_t *s, uint64_t h, uint32_t *out, size_t n);
+/* The member's exact arc share (count of owned positions / 2^bits). */
+double model_share(const model_snap_t *s, size_t member);
+/* Every member's share at once (out[j] for member j, join order). */
+void model_shares(const model_snap_t *s, double *out);
+/* The exact fraction of positions whose owner's name differs between a and b. */
+double model_moved(const model_snap_t *a, const model_snap_t *b);
+
+/* c as SPEC §3 uses it: below 1, NaN or infinite acts as 1. */
+double model_balance(double c);
+/* ceil(c * (m + 1) * w / W) in IEEE double, left to right, as a double; 0 when W == 0. */
+double model_capacity(double c, uint64_t m, uint64_t w, uint64_t total_weight);
+/* ceil(c * (m + 1) / n); 0 when n == 0. */
+double model_capacity_plain(double c, uint64_t m, uint64_t n);
+/* The bounded walk of SPEC §3 from h's owner: loads[i] is member i's load, m the total used in
+ * the capacity.  Returns the chosen member index (or -1 on an empty snapshot); *owner gets the
+ * owner's index; *saturated is set when no member was below its capacity (the least loaded
+ * member seen first is returned then). */
+long model_walk(const model_snap_t *s, uint64_t h, double c, uint64_t m, const uint64_t *loads,
+                long *owner, int *saturated);
+
+/* Checks the model's hashes and placement against the reference values of SPEC §10.  Returns 0,
+ * or -1 with a message on stderr. */
+int model_selftest(void);
+
+#endif /* CHRING_FUZZ_MODEL_H */
