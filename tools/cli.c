@@ -637,8 +637,8 @@ static void cmd_moved(chring_cli_t *cli, FILE *out)
 
 /* Parses "<name> <number>" with nothing after; returns NULL or the reason of an ERR answer. */
 static const char *parse_name_number(chring_cli_t *cli, const char *line, size_t len, size_t pos,
-                                     const char *usage, uint64_t min, uint64_t max,
-                                     cli_member_t **member, uint64_t *value)
+                                     const char *usage, const char *bad, uint64_t min,
+                                     uint64_t max, cli_member_t **member, uint64_t *value)
 {
     span_t name, num;
     if (!next_token(line, len, &pos, &name) || !next_token(line, len, &pos, &num) ||
@@ -649,7 +649,7 @@ static const char *parse_name_number(chring_cli_t *cli, const char *line, size_t
     if (memchr(name.ptr, '\0', name.len))
         return "name contains a NUL byte";
     if (!parse_u64(num, max, value) || *value < min)
-        return "bad number";
+        return bad;
     char cname[CHRING_NAME_MAX + 1];
     memcpy(cname, name.ptr, name.len);
     cname[name.len] = '\0';
@@ -663,8 +663,9 @@ static void cmd_weight(chring_cli_t *cli, const char *line, size_t len, size_t p
 {
     cli_member_t *cm;
     uint64_t weight;
-    const char *reason = parse_name_number(cli, line, len, pos, "usage: WEIGHT <name> <weight>", 1,
-                                           UINT32_MAX, &cm, &weight);
+    const char *reason = parse_name_number(cli, line, len, pos, "usage: WEIGHT <name> <weight>",
+                                           "bad weight (1 to 4294967295)", 1, UINT32_MAX, &cm,
+                                           &weight);
     if (reason) {
         answer_err(out, reason);
         return;
@@ -680,8 +681,9 @@ static void cmd_load(chring_cli_t *cli, const char *line, size_t len, size_t pos
 {
     cli_member_t *cm;
     uint64_t load;
-    const char *reason = parse_name_number(cli, line, len, pos, "usage: LOAD <name> <load>", 0,
-                                           UINT32_MAX, &cm, &load);
+    const char *reason = parse_name_number(cli, line, len, pos, "usage: LOAD <name> <load>",
+                                           "bad load (0 to 4294967295)", 0, UINT32_MAX, &cm,
+                                           &load);
     if (reason) {
         answer_err(out, reason);
         return;
@@ -728,7 +730,7 @@ static void cmd_replicas(chring_cli_t *cli, span_t arg, FILE *out)
     span_t key = {arg.ptr, sep - 1};
     uint64_t n;
     if (!parse_u64(num, UINT32_MAX, &n) || n == 0) {
-        answer_err(out, "bad number");
+        answer_err(out, "bad count (1 to 4294967295)");
         return;
     }
     const chring_snap_t *s = chring_snap_enter(cli->ring);
@@ -804,7 +806,7 @@ static void cmd_release(chring_cli_t *cli, const char *line, size_t len, size_t 
         return;
     }
     if (!parse_u64(tok, UINT64_MAX, &number) || number == 0) {
-        answer_err(out, "bad number");
+        answer_err(out, "bad lease number");
         return;
     }
     size_t lo = 0, hi = cli->leases_len;
@@ -964,7 +966,7 @@ void chring_cli_exec(chring_cli_t *cli, const char *line, size_t len, FILE *out)
         if (!next_token(line, len, &pos, &tok) || !rest_is_blank(line, len, pos))
             answer_err(out, "usage: SNAP <n>");
         else if (!parse_u64(tok, CHRING_CLI_SNAP_MAX, &count))
-            answer_err(out, "bad number (SNAP takes 0 to 1000000 keys)");
+            answer_err(out, "bad count (0 to 1000000)");
         else
             cmd_snap(cli, count, out);
     } else if (word_is(cmd, "WEIGHT")) {
