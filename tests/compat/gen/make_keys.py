@@ -3,6 +3,7 @@
 
 A mix of short counters, memcached-style keys and pseudo-random strings of 1 to 24 characters.
 """
+import os
 import random
 
 rng = random.Random(20261130)
@@ -16,5 +17,5 @@ while len(keys) < 2000:
     if key not in seen:
         seen.add(key)
         keys.append(key)
-with open('keys.txt', 'w') as f:
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'keys.txt'), 'w') as f:
     f.write('\n'.join(keys) + '\n')
