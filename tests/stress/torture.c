@@ -252,6 +252,7 @@ enum { EPOCH_CHURN = 0, EPOCH_HOT = 1 };
 typedef struct hot_entry {
     const chring_member_t *member;
     uint64_t bound;
+    uint32_t weight;
 } hot_entry_t;
 
 static chring_t *ring;
@@ -264,7 +265,8 @@ static int epoch_kind;          /* written by the coordinator while all threads 
 static uint64_t hot_saturated_start;
 static hot_entry_t hot_table[NSLOTS];
 static size_t hot_table_len;
-static uint64_t hot_m_bound;
+static uint64_t hot_m_bound, hot_total_weight;
+static uint64_t max_m_seen; /* largest chring_leases() the writer read in hot epochs */
 
 /* ---------------------------------------------------------------------------------------------
  * Checks readers run on everything they meet
@@ -456,12 +458,28 @@ static held_lease_t *lease_slot(thread_t *t)
  *   - right after an acquire on j: the counter may also hold tentative increments of the other
  *     T - 1 threads, so load_j <= B_j + S + (T - 1).
  */
-static uint64_t hot_bound(const chring_member_t *m)
+static const hot_entry_t *hot_entry(const chring_member_t *m)
 {
     for (size_t i = 0; i < hot_table_len; i++)
         if (hot_table[i].member == m)
-            return hot_table[i].bound;
+            return &hot_table[i];
     fail("hot epoch: acquire chose member %p that is not in the frozen snapshot", (const void *)m);
+}
+
+static uint64_t hot_bound(const chring_member_t *m)
+{
+    return hot_entry(m)->bound;
+}
+
+/* The terms of a hot bound, for failure messages. */
+static const char *hot_terms(const chring_member_t *m, char *buf, size_t cap)
+{
+    const hot_entry_t *e = hot_entry(m);
+    snprintf(buf, cap, "B = capacity_weighted(M = %" PRIu64 ", w = %u, W = %" PRIu64 ", c = %.2f)"
+             " = %" PRIu64 "; %d readers x %d leases; chring_leases now %" PRIu64, hot_m_bound,
+             e->weight, hot_total_weight, BALANCE, e->bound, nthreads, K_HOT,
+             chring_leases(ring));
+    return buf;
 }
 
 static uint64_t saturated_now(void)
@@ -616,9 +634,11 @@ static void reader_hot_step(thread_t *t)
     if (load > bound + (uint64_t)(nthreads - 1)) /* read the stats only when needed */
         sat = saturated_now() - hot_saturated_start;
     uint64_t limit = bound + sat + (uint64_t)(nthreads - 1);
-    CHECK(load <= limit, "hot epoch: member %s has load %" PRIu64 " right after an acquire, above "
-                         "its bound %" PRIu64 " + %" PRIu64 " saturated + %d in flight",
-          h->udata->name, load, bound, sat, nthreads - 1);
+    char terms[256];
+    CHECK(load <= limit, "hot epoch: member %.40s has load %" PRIu64 " right after an acquire, "
+                         "above its bound %" PRIu64 " + %" PRIu64 " saturated + %d in flight (%s)",
+          h->udata->name, load, bound, sat, nthreads - 1,
+          hot_terms(h->lease.member, terms, sizeof terms));
     if (load > bound && load - bound > t->max_hot_load_over)
         t->max_hot_load_over = load - bound;
 
@@ -957,6 +977,16 @@ static void writer_quiet_step(const chring_snap_t **prev)
     }
     *prev = cur;
     w_moved_checks++;
+    /* m as the library computes it (chring_leases sums the same shards acquire reads): at most
+     * the T * K_HOT leases outstanding or being acquired, plus the T operations in flight. */
+    for (int i = 0; i < 200; i++) {
+        uint64_t m = chring_leases(ring);
+        if (m > max_m_seen)
+            max_m_seen = m;
+        CHECK(m <= hot_m_bound, "hot epoch: chring_leases read %" PRIu64 " while at most %" PRIu64
+                                " leases were outstanding or in flight (%d readers x %d leases, "
+                                "+%d in flight)", m, hot_m_bound, nthreads, K_HOT, nthreads);
+    }
     chring_stats_t st;
     chring_stats(ring, &st);
     CHECK(st.members == present_count, "stats.members %" PRIu64 " != %u", st.members,
@@ -1026,9 +1056,11 @@ static void checkpoint(void)
               ms.primary, ms.spilled_in);
         if (epoch_kind == EPOCH_HOT) {
             uint64_t bound = hot_bound(held[a]);
+            char terms[256];
             CHECK(load <= bound + sat, "checkpoint %" PRIu64 " (hot): member %.40s holds %" PRIu64
                                        " leases, above its bound %" PRIu64 " + %" PRIu64
-                                       " saturated", checkpoints, u->name, load, bound, sat);
+                                       " saturated (%s)", checkpoints, u->name, load, bound, sat,
+                  hot_terms(held[a], terms, sizeof terms));
         }
         sum += load;
         a = b;
@@ -1061,9 +1093,11 @@ static void prepare_hot(void)
     hot_table_len = chring_snap_len(s);
     for (size_t i = 0; i < hot_table_len; i++)
         total_weight += chring_snap_weight(s, chring_snap_member(s, i));
+    hot_total_weight = total_weight;
     for (size_t i = 0; i < hot_table_len; i++) {
         const chring_member_t *m = chring_snap_member(s, i);
         hot_table[i].member = m;
+        hot_table[i].weight = chring_snap_weight(s, m);
         hot_table[i].bound = chring_capacity_weighted(hot_m_bound, chring_snap_weight(s, m),
                                                       total_weight, BALANCE);
     }
@@ -1239,8 +1273,10 @@ int main(int argc, char **argv)
            lookups, (double)lookups / elapsed, bounded, bchecked, lookup_n, nested, mchecks, names);
     printf("  leases: %" PRIu64 " acquires (%.0f/s; %" PRIu64 " on the hot key), %" PRIu64
            " releases, %" PRIu64 " spills, %" PRIu64 " saturated; hot-key load above bound "
-           "(in-flight slack) at most %" PRIu64 "\n",
-           acquires, (double)acquires / elapsed, hot, releases, st.spills, st.saturated, over);
+           "(in-flight slack) at most %" PRIu64 "; hot m read at most %" PRIu64 " (bound %"
+           PRIu64 ")\n",
+           acquires, (double)acquires / elapsed, hot, releases, st.spills, st.saturated, over,
+           max_m_seen, (uint64_t)nthreads * (K_HOT + 1));
     printf("  snapshots: %" PRIu64 " held by readers, %" PRIu64 " held by the writer\n", holds,
            w_moved_checks);
     printf("  writer: %" PRIu64 " steps, %" PRIu64 " publishes (%.0f/s): %" PRIu64 " adds, %" PRIu64
