@@ -1,0 +1,307 @@
+/* Out of memory at every allocation (SPEC §4, §6): a counting allocator installed with
+ * chring_set_allocator fails the k-th allocation of an operation, for k = 1, 2, ... until the
+ * operation succeeds.  After each failure: -ENOMEM, nothing published, membership and every
+ * key's owner unchanged.  At the end, after chring_free, every allocation has been freed.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "chring_test.h"
+
+/* Counters are updated atomically: liburcu's call_rcu thread may free snapshots. */
+struct counting {
+    long allocs;   /* successful allocations */
+    long frees;    /* frees of non-NULL pointers */
+    long calls;    /* allocation calls since the last arm */
+    long fail_at;  /* the armed call number that fails; 0: none */
+    long failures; /* allocations failed on purpose */
+};
+
+static struct counting counter;
+
+static void *counting_alloc(size_t size, void *ctx)
+{
+    struct counting *c = ctx;
+    long call = __atomic_add_fetch(&c->calls, 1, __ATOMIC_SEQ_CST);
+    if (call == __atomic_load_n(&c->fail_at, __ATOMIC_SEQ_CST)) {
+        __atomic_add_fetch(&c->failures, 1, __ATOMIC_SEQ_CST);
+        return NULL;
+    }
+    void *p = malloc(size ? size : 1);
+    if (p)
+        __atomic_add_fetch(&c->allocs, 1, __ATOMIC_SEQ_CST);
+    return p;
+}
+
+static void counting_free(void *ptr, void *ctx)
+{
+    struct counting *c = ctx;
+    if (!ptr)
+        return;
+    __atomic_add_fetch(&c->frees, 1, __ATOMIC_SEQ_CST);
+    free(ptr);
+}
+
+static void install(void)
+{
+    memset(&counter, 0, sizeof counter);
+    chring_allocator_t a = {counting_alloc, counting_free, &counter};
+    cr_assert_eq(chring_set_allocator(&a), 0, "install the counting allocator");
+}
+
+static void arm(long k)
+{
+    __atomic_store_n(&counter.calls, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&counter.fail_at, k, __ATOMIC_SEQ_CST);
+}
+
+static void disarm(void)
+{
+    __atomic_store_n(&counter.fail_at, 0, __ATOMIC_SEQ_CST);
+}
+
+static void uninstall_and_check_balance(void)
+{
+    long allocs = __atomic_load_n(&counter.allocs, __ATOMIC_SEQ_CST);
+    long frees = __atomic_load_n(&counter.frees, __ATOMIC_SEQ_CST);
+    cr_assert_gt(allocs, 0, "the library used the installed allocator");
+    cr_assert_eq(allocs, frees, "%ld allocations, %ld frees: a leak", allocs, frees);
+    cr_assert_eq(chring_set_allocator(NULL), 0, "restore malloc/free");
+}
+
+/* Membership and placement before an operation, to compare after each failure. */
+struct state {
+    uint64_t version;
+    size_t members;
+    size_t points;
+    char **owners;
+    char names[16][32];
+    uint32_t weights[16];
+};
+
+#define STATE_KEYS 1000
+
+static void state_take(chring_t *r, struct state *st)
+{
+    const chring_snap_t *s = chring_snap_enter(r);
+    st->version = chring_snap_version(s);
+    st->members = chring_snap_len(s);
+    st->points = chring_snap_points(s);
+    cr_assert_leq(st->members, 16u, "fixture too large");
+    for (size_t i = 0; i < st->members; i++) {
+        const chring_member_t *m = chring_snap_member(s, i);
+        snprintf(st->names[i], sizeof st->names[i], "%s", chring_member_name(m));
+        st->weights[i] = chring_snap_weight(s, m);
+    }
+    chring_snap_exit(r, s);
+    st->owners = owners_copy(r, STATE_KEYS);
+}
+
+static void state_assert_same(chring_t *r, const struct state *st, const char *what, long k)
+{
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_assert_eq(chring_snap_version(s), st->version, "%s failing at %ld published", what, k);
+    cr_assert_eq(chring_snap_len(s), st->members, "%s failing at %ld: members", what, k);
+    cr_assert_eq(chring_snap_points(s), st->points, "%s failing at %ld: points", what, k);
+    cr_assert_eq(chring_snap_check(s), 0, "%s failing at %ld: snapshot damaged", what, k);
+    for (size_t i = 0; i < st->members; i++) {
+        const chring_member_t *m = chring_snap_member(s, i);
+        cr_assert_str_eq(chring_member_name(m), st->names[i], "%s failing at %ld", what, k);
+        cr_assert_eq(chring_snap_weight(s, m), st->weights[i], "%s failing at %ld", what, k);
+        cr_assert_eq(chring_member_weight(m), st->weights[i], "%s failing at %ld: weight", what,
+                     k);
+    }
+    chring_snap_exit(r, s);
+    char **now = owners_copy(r, STATE_KEYS);
+    for (int i = 0; i < STATE_KEYS; i++)
+        cr_assert(str_eq_null(now[i], st->owners[i]), "%s failing at %ld moved key-%d", what, k,
+                  i);
+    owners_free(now, STATE_KEYS);
+}
+
+static void state_free(struct state *st)
+{
+    owners_free(st->owners, STATE_KEYS);
+}
+
+typedef int (*operation)(chring_t *r);
+
+/* Runs op with the k-th allocation failing, k = 1, 2, ..., until it succeeds. */
+static void fail_each_allocation(chring_t *r, operation op, const char *what)
+{
+    struct state st;
+    state_take(r, &st);
+    long k;
+    int rc = -1;
+    for (k = 1; k < 10000; k++) {
+        arm(k);
+        rc = op(r);
+        disarm();
+        if (rc == 0)
+            break;
+        cr_assert_eq(rc, -ENOMEM, "%s failing at allocation %ld returned %d", what, k, rc);
+        state_assert_same(r, &st, what, k);
+    }
+    cr_assert_eq(rc, 0, "%s never succeeded", what);
+    cr_assert_gt(k, 1, "%s made no allocation through the allocator", what);
+    cr_assert_eq(ring_version(r), st.version + 1, "%s published once after success", what);
+    state_free(&st);
+}
+
+static chring_t *fixture(void)
+{
+    install();
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = 32;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, "alpha", 1, NULL);
+    add_or_fail(r, "beta", 2, NULL);
+    add_or_fail(r, "gamma", 1, NULL);
+    return r;
+}
+
+static int op_add(chring_t *r)
+{
+    return chring_add(r, "delta", 2, NULL);
+}
+
+static int op_remove(chring_t *r)
+{
+    return chring_remove(r, "beta");
+}
+
+static int op_set_weight(chring_t *r)
+{
+    return chring_set_weight(r, "alpha", 3);
+}
+
+static int op_update(chring_t *r)
+{
+    chring_change_t batch[] = {{"delta", 1, NULL}, {"gamma", 0, NULL}, {"beta", 1, NULL}};
+    return chring_update(r, batch, 3);
+}
+
+static int op_sync(chring_t *r)
+{
+    chring_change_t feed[] = {{"epsilon", 1, NULL}, {"alpha", 2, NULL}, {"zeta", 1, NULL}};
+    return chring_sync(r, feed, 3);
+}
+
+static int op_remove_last(chring_t *r)
+{
+    chring_change_t feed[] = {{"alpha", 1, NULL}};
+    int rc = chring_sync(r, feed, 1);
+    if (rc)
+        return rc;
+    return 0;
+}
+
+Test(alloc, new_fails_cleanly_at_each_allocation)
+{
+    install();
+    long k;
+    chring_t *r = NULL;
+    for (k = 1; k < 10000; k++) {
+        arm(k);
+        int rc = chring_new(&r, NULL);
+        disarm();
+        if (rc == 0)
+            break;
+        cr_assert_eq(rc, -ENOMEM, "chring_new failing at %ld returned %d", k, rc);
+        cr_assert_eq(__atomic_load_n(&counter.allocs, __ATOMIC_SEQ_CST),
+                     __atomic_load_n(&counter.frees, __ATOMIC_SEQ_CST),
+                     "chring_new failing at %ld leaked", k);
+    }
+    cr_assert_not_null(r, "chring_new never succeeded");
+    cr_assert_gt(k, 1, "chring_new allocated nothing through the allocator");
+    cr_assert_eq(ring_version(r), 0u, "a new ring");
+    add_or_fail(r, "a", 1, NULL);
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+Test(alloc, add_fails_cleanly_at_each_allocation)
+{
+    chring_t *r = fixture();
+    fail_each_allocation(r, op_add, "add");
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+Test(alloc, add_to_empty_ring_fails_cleanly)
+{
+    install();
+    chring_t *r = ring_create(NULL);
+    fail_each_allocation(r, op_add, "first add");
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+Test(alloc, remove_fails_cleanly_at_each_allocation)
+{
+    chring_t *r = fixture();
+    fail_each_allocation(r, op_remove, "remove");
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+Test(alloc, set_weight_fails_cleanly_at_each_allocation)
+{
+    chring_t *r = fixture();
+    fail_each_allocation(r, op_set_weight, "set_weight");
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+Test(alloc, update_fails_cleanly_at_each_allocation)
+{
+    chring_t *r = fixture();
+    fail_each_allocation(r, op_update, "update");
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+Test(alloc, sync_fails_cleanly_at_each_allocation)
+{
+    chring_t *r = fixture();
+    fail_each_allocation(r, op_sync, "sync");
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+Test(alloc, sync_to_one_member_fails_cleanly)
+{
+    chring_t *r = fixture();
+    fail_each_allocation(r, op_remove_last, "sync to one");
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+Test(alloc, failures_with_held_snapshot_and_lease_leak_nothing)
+{
+    chring_t *r = fixture();
+    const chring_snap_t *held = chring_snap_hold(r);
+    chring_lease_t lease;
+    cr_assert_eq(chring_acquire(r, "key", 3, &lease), 0, "acquire");
+    fail_each_allocation(r, op_remove, "remove with a held snapshot");
+    fail_each_allocation(r, op_add, "add with a held snapshot");
+    cr_assert_eq(chring_snap_check(held), 0, "the held snapshot survived");
+    chring_release(r, &lease);
+    chring_snap_put(r, held);
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+Test(alloc, many_publishes_balance)
+{
+    chring_t *r = fixture();
+    char name[32];
+    for (int i = 0; i < 50; i++) {
+        snprintf(name, sizeof name, "m%d", i);
+        add_or_fail(r, name, 1 + (uint32_t)(i % 3), NULL);
+        if (i % 2)
+            cr_assert_eq(chring_remove(r, name), 0, "remove");
+    }
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
