@@ -759,3 +759,86 @@ Test(compat_api, nginx_tie_goes_to_smaller_name)
 {
     check_tie(CHRING_PROFILE_NGINX);
 }
+
+/* ------------------------------------------------------------------------------------------- *
+ * Bad input specific to the compatibility profiles (SPEC §2.1, §6).
+ * ------------------------------------------------------------------------------------------- */
+
+static void check_vnodes_ignored(chring_profile_t profile, uint32_t vnodes)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.profile = profile;
+    cfg.vnodes = vnodes;
+    chring_t *r = NULL;
+    int rc = chring_new(&r, &cfg);
+    cr_expect_eq(rc, 0, "profile %d, vnodes %u: %s", (int)profile, vnodes, chring_strerror(rc));
+    if (rc != 0)
+        return;
+    cr_expect_eq(chring_add(r, "10.0.1.1", 1, NULL), 0);
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_expect_eq(chring_snap_points(s), 160u, "profile %d, vnodes %u", (int)profile, vnodes);
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
+Test(compat_api, vnodes_ignored)
+{
+    static const uint32_t values[] = { 1, 7, 160, UINT32_MAX };
+    for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
+        check_vnodes_ignored(CHRING_PROFILE_KETAMA, values[v]);
+        check_vnodes_ignored(CHRING_PROFILE_NGINX, values[v]);
+    }
+}
+
+Test(compat_api, vnodes_zero_accepted)
+{
+    /* SPEC §2.1: "any vnodes value is accepted and ignored" for ketama and nginx.  (The general
+     * rule of §6, vnodes 0 is -EINVAL, concerns the profiles that use vnodes.) */
+    check_vnodes_ignored(CHRING_PROFILE_KETAMA, 0);
+    check_vnodes_ignored(CHRING_PROFILE_NGINX, 0);
+}
+
+static uint32_t weight_of(chring_t *r, const char *name)
+{
+    uint32_t weight = 0;
+    const chring_snap_t *s = chring_snap_enter(r);
+    for (size_t i = 0; i < chring_snap_len(s); i++) {
+        const chring_member_t *m = chring_snap_member(s, i);
+        if (strcmp(chring_member_name(m), name) == 0)
+            weight = chring_member_weight(m);
+    }
+    chring_snap_exit(r, s);
+    return weight;
+}
+
+Test(compat_api, nginx_point_count_limits)
+{
+    /* 160 * weight above CHRING_POINTS_MAX is -E2BIG, also where 160 * weight wraps a uint32. */
+    chring_t *r = ring_new(CHRING_PROFILE_NGINX, 160);
+    uint32_t over = CHRING_POINTS_MAX / 160 + 1;
+    cr_expect_eq(chring_add(r, "a:1", over, NULL), -E2BIG);
+    cr_expect_eq(chring_add(r, "a:1", 26843546u, NULL), -E2BIG); /* 160 * w = 2^32 + 64 */
+    cr_expect_eq(chring_add(r, "a:1", UINT32_MAX, NULL), -E2BIG);
+    cr_expect_eq(chring_len(r), 0u);
+    cr_assert_eq(chring_add(r, "a:1", 1, NULL), 0);
+    cr_expect_eq(chring_set_weight(r, "a:1", 26843546u), -E2BIG);
+    cr_expect_eq(weight_of(r, "a:1"), 1u);
+    chring_free(&r);
+}
+
+Test(compat_api, ketama_large_weights)
+{
+    /* Weights near UINT32_MAX: the total needs 64 bits; counts stay libmemcached's formula. */
+    chring_t *r = ring_new(CHRING_PROFILE_KETAMA, 160);
+    cr_assert_eq(chring_add(r, "a", UINT32_MAX, NULL), 0);
+    cr_assert_eq(chring_add(r, "b", UINT32_MAX, NULL), 0);
+    cr_assert_eq(chring_add(r, "c", 1, NULL), 0);
+    uint64_t total = 2ull * UINT32_MAX + 1;
+    size_t expect = 4u * (chring__ketama_digests(UINT32_MAX, total, 3) * 2u +
+                          chring__ketama_digests(1, total, 3));
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_expect_eq(chring_snap_points(s), expect);
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
