@@ -1,0 +1,632 @@
+#!/usr/bin/env python3
+"""chring-lb end-to-end tests against real nginx backends.
+
+    lb_test.py NAME      NAME: unloaded, nginx-compat, hotkey, sighup, backend-down, malformed,
+                         weights-prefix (or "all")
+
+Environment: CHRING_LB, CHRING_LB_EXPECT (the built programs), NGINX.  Each test starts what it
+needs under a temporary directory, on 127.0.0.1 only, and stops it by PID.
+"""
+import json
+import math
+import os
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lbharness as h  # noqa: E402
+from lbharness import check, log  # noqa: E402
+
+RNG = random.Random(int(os.environ.get("LB_SEED", "8")))
+
+
+def keys_for(n, prefix="/k/"):
+    return ["%s%d-%08x" % (prefix, i, RNG.getrandbits(32)) for i in range(n)]
+
+
+def backends(env, n, **kw):
+    return [h.Backend(env, i, **kw).start() for i in range(n)]
+
+
+def port_map(bs):
+    return {b.port: b.member for b in bs}
+
+
+# ------------------------------------------------------------------------------------------------
+def unloaded(env):
+    """1,000 distinct keys one at a time: each answered by the backend chring names for it."""
+    bs = backends(env, 4)
+    args = []
+    for b in bs:
+        args += ["--backend", b.member]
+    lb = h.Balancer(env, args).start()
+    keys = keys_for(1000)
+    want = h.expect([b.member for b in bs], keys)
+    pm = port_map(bs)
+    c = h.Client(lb.port)
+    wrong = 0
+    for k, w in zip(keys, want):
+        st, body, _ = c.get(k)
+        check(st == 200, "%s answered %d" % (k, st))
+        got = pm.get(h.port_of(body))
+        if got != w:
+            wrong += 1
+            if wrong <= 5:
+                log("key %s: balancer sent it to %s, chring names %s" % (k, got, w))
+    check(wrong == 0, "%d of 1000 keys routed elsewhere than chring_lookup_name says" % wrong)
+    st = lb.wait_idle()
+    check(st["ring"]["spills"] == 0, "spills without load: %s" % st["ring"])
+    check(st["ring"]["acquires"] == 1000, "acquires %d != 1000" % st["ring"]["acquires"])
+    per = {m["name"]: m["primary"] for m in st["members"]}
+    for b in bs:
+        check(per[b.member] == want.count(b.member), "primary count of %s" % b.member)
+    log("1000/1000 keys on their chring owner; per member:", per)
+    # the same through header and query keys
+    lb.stop()
+    for kind, mk in (("header:X-Route", lambda k: ("/", {"X-Route": k})),
+                     ("query:k", lambda k: ("/any?x=1&k=" + k, {}))):
+        lb = h.Balancer(env, args + ["--key", kind], name="lb-" + kind.split(":")[0]).start()
+        c = h.Client(lb.port)
+        sub = keys[:200]
+        for k, w in zip(sub, want[:200]):
+            path, hdr = mk(k)
+            st, body, _ = c.get(path, headers=hdr)
+            check(st == 200 and pm.get(h.port_of(body)) == w, "--key %s: key %s -> %s, want %s" %
+                  (kind, k, body, w))
+        lb.wait_idle()
+        lb.stop()
+        log("--key %s: 200/200 keys on their owner" % kind)
+
+
+# ------------------------------------------------------------------------------------------------
+def nginx_compat(env):
+    """--profile nginx --key query:k routes exactly as nginx's `hash $arg_k consistent;`."""
+    bs = backends(env, 4)
+    front = h.NginxHashFront(env, bs).start()
+    args = ["--profile", "nginx", "--key", "query:k"]
+    for b in bs:
+        args += ["--backend", b.member]
+    lb = h.Balancer(env, args).start()
+    raw = keys_for(1000, prefix="")
+    # a few awkward ones: empty, long, escapes, case of the argument name
+    raw[:6] = ["", "a" * 300, "%41%42", "with+plus", "x.y-z_~", "UPPER"]
+    want = h.expect([b.member for b in bs], raw, profile="nginx")
+    pm = port_map(bs)
+    cl, cf = h.Client(lb.port), h.Client(front.port)
+    diff_front = diff_oracle = 0
+    for k, w in zip(raw, want):
+        path = "/p?z=0&k=%s&k=ignored" % k
+        s1, b1, _ = cl.get(path)
+        s2, b2, _ = cf.get(path)
+        check(s1 == 200 and s2 == 200, "key %r: balancer %d, nginx %d" % (k, s1, s2))
+        p1, p2 = pm.get(h.port_of(b1)), pm.get(h.port_of(b2))
+        if p1 != p2:
+            diff_front += 1
+            if diff_front <= 5:
+                log("key %r: chring-lb -> %s, nginx -> %s" % (k, p1, p2))
+        if p1 != w:
+            diff_oracle += 1
+    check(diff_front == 0, "%d of 1000 keys routed differently from nginx hash consistent" % diff_front)
+    check(diff_oracle == 0, "%d of 1000 keys differ from chring-lb-expect --profile nginx" % diff_oracle)
+    # argument names match case-insensitively in nginx ($arg_k finds K=...)
+    s1, b1, _ = cl.get("/p?K=" + raw[10])
+    s2, b2, _ = cf.get("/p?K=" + raw[10])
+    check(b1 == b2, "?K= (upper case name): balancer %r, nginx %r" % (b1, b2))
+    lb.wait_idle()
+    lb.stop()
+    log("1000/1000 keys routed as nginx `hash $arg_k consistent` routes them")
+
+
+# ------------------------------------------------------------------------------------------------
+def max_overlap(intervals):
+    ev = []
+    for s, e in intervals:
+        ev.append((s, 1))
+        ev.append((e, -1))
+    ev.sort(key=lambda x: (x[0], x[1]))  # an end at the same instant as a start comes first
+    cur = best = 0
+    for _, d in ev:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def hotkey(env):
+    """One hot key from many concurrent connections: bounded loads spill it, no backend goes
+    above its capacity (balancer stats sampled, backends' access logs), every request 200."""
+    n_be, clients, rounds, c = 4, 16, 3, 1.25
+    bs = backends(env, n_be, rate="600k")
+    args = ["--balance", str(c)]
+    for b in bs:
+        args += ["--backend", b.member]
+    lb = h.Balancer(env, args).start()
+    bound = math.ceil(c * clients / n_be)  # a member's load never exceeds ceil(c*(m+1)/n), m+1 <= clients
+    results, errors = [], []
+    stop = threading.Event()
+    samples = []
+
+    def sampler():
+        while not stop.is_set():
+            try:
+                st = lb.stats()
+                samples.append(st)
+            except Exception as e:  # noqa: BLE001
+                errors.append("stats: %r" % e)
+            time.sleep(0.03)
+
+    def client(i):
+        cl = h.Client(lb.port, timeout=30)
+        for r in range(rounds):
+            try:
+                st, body, resp = cl.get("/slow/hot")
+                results.append((st, len(body), resp.getheader("X-Backend-Port")))
+            except Exception as e:  # noqa: BLE001
+                errors.append("client %d: %r" % (i, e))
+        cl.close()
+
+    smp = threading.Thread(target=sampler)
+    smp.start()
+    ths = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    t0 = time.time()
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join(60)
+    stop.set()
+    smp.join(10)
+    dt = time.time() - t0
+    check(not errors, "errors: %s" % errors[:5])
+    check(len(results) == clients * rounds, "%d answers for %d requests" % (len(results), clients * rounds))
+    bad = [r for r in results if r[0] != 200 or r[1] != h.SLOW_FILE_BYTES]
+    check(not bad, "%d requests not answered 200 with the whole body: %s" % (len(bad), bad[:3]))
+    st = lb.wait_idle()
+    spills = st["ring"]["spills"]
+    check(spills > 0, "a hot key from %d connections never spilled: %s" % (clients, st["ring"]))
+    check(sum(m["spilled_in"] for m in st["members"]) == spills, "spilled_in does not add up to spills")
+    # sampled in-flight loads
+    peak = {}
+    peak_m = 0
+    for s in samples:
+        peak_m = max(peak_m, s["ring"]["leases"])
+        for m in s["members"]:
+            peak[m["name"]] = max(peak.get(m["name"], 0), m["load"])
+            check(m["load"] <= bound, "sampled load %d of %s above the bound %d" % (m["load"], m["name"], bound))
+    # the backends' own view: overlap of request intervals in their access logs
+    log_peak = {}
+    total = 0
+    for b in bs:
+        rows = [r for r in b.access_log() if "/slow/hot" in r["request"]]
+        total += len(rows)
+        log_peak[b.member] = max_overlap([(r["start"], r["end"]) for r in rows])
+        check(log_peak[b.member] <= bound, "%s served %d /slow/hot at once (access log), bound %d" %
+              (b.member, log_peak[b.member], bound))
+    check(total == clients * rounds, "access logs hold %d requests, sent %d" % (total, clients * rounds))
+    owner = h.expect([b.member for b in bs], ["/slow/hot"])[0]
+    log("%d requests in %.1fs, %d samples, peak leases %d; spills %d, saturated %d; bound %d" %
+        (len(results), dt, len(samples), peak_m, spills, st["ring"]["saturated"], bound))
+    log("owner %s; peak sampled load per member %s; peak overlap in access logs %s" %
+        (owner, json.dumps(peak), json.dumps(log_peak)))
+    log("acquires per member: %s" % {m["name"]: (m["primary"], m["spilled_in"]) for m in st["members"]})
+    lb.stop()
+
+
+# ------------------------------------------------------------------------------------------------
+def write_members(path, members, extra=""):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("# chring-lb members\n" + extra)
+        for m in members:
+            f.write(m + "\n")
+    os.rename(tmp, path)
+
+
+def sighup(env):
+    """Remove a backend with SIGHUP under traffic: no request fails; afterwards only its keys
+    moved.  A broken file keeps the membership.  Adding it back restores the routing."""
+    bs = backends(env, 4)
+    mf = env.path("members.txt")
+    members = [b.member for b in bs]
+    write_members(mf, members)
+    lb = h.Balancer(env, ["--members", mf]).start()
+    keys = keys_for(1000)
+    before = h.expect(members, keys)
+    pm = port_map(bs)
+    results, errors = [], []
+    stop = threading.Event()
+
+    def traffic(i):
+        cl = h.Client(lb.port)
+        j = 0
+        while not stop.is_set() and j < 100000:
+            k = keys[(i * 131 + j) % len(keys)]
+            j += 1
+            try:
+                st, body, _ = cl.get(k)
+                results.append(st)
+                if st != 200:
+                    errors.append("%s -> %d" % (k, st))
+            except Exception as e:  # noqa: BLE001
+                errors.append("%s: %r" % (k, e))
+        cl.close()
+
+    ths = [threading.Thread(target=traffic, args=(i,)) for i in range(4)]
+    for t in ths:
+        t.start()
+    time.sleep(1.0)
+    victim = bs[1]
+    remaining = [m for m in members if m != victim.member]
+    write_members(mf, remaining)
+    lb.hup()
+    t_hup = time.time()
+    while time.time() - t_hup < 5:
+        if lb.stats()["ring"]["members"] == 3:
+            break
+        time.sleep(0.05)
+    time.sleep(1.0)
+    # a file with an error: membership kept
+    write_members(mf, remaining, extra="not-a-host-port\n")
+    lb.hup()
+    time.sleep(0.5)
+    stop.set()
+    for t in ths:
+        t.join(30)
+    check(not errors, "%d requests failed around the reload: %s" % (len(errors), errors[:5]))
+    st = lb.wait_idle()
+    check(st["ring"]["members"] == 3, "members after reload: %d" % st["ring"]["members"])
+    check(st["balancer"]["reloads"] == 1 and st["balancer"]["reload_errors"] == 1,
+          "reloads %d, reload errors %d" % (st["balancer"]["reloads"], st["balancer"]["reload_errors"]))
+    log("%d requests during the reload, all 200" % len(results))
+    # afterwards: only the victim's keys moved, each to the oracle's new owner
+    after = h.expect(remaining, keys)
+    cl = h.Client(lb.port)
+    moved = 0
+    for k, b4, af in zip(keys, before, after):
+        s, body, _ = cl.get(k)
+        got = pm.get(h.port_of(body))
+        check(s == 200 and got == af, "after reload %s -> %s, want %s" % (k, got, af))
+        if b4 != victim.member:
+            check(got == b4, "key %s of %s moved to %s" % (k, b4, got))
+        else:
+            moved += 1
+    check(moved == before.count(victim.member), "moved count")
+    log("after the reload: %d keys of %s moved, the other %d stayed" % (moved, victim.member, 1000 - moved))
+    # add it back
+    write_members(mf, members)
+    lb.hup()
+    time.sleep(0.3)
+    for k, b4 in list(zip(keys, before))[:300]:
+        s, body, _ = cl.get(k)
+        check(pm.get(h.port_of(body)) == b4, "after re-adding, %s not back on %s" % (k, b4))
+    st = lb.wait_idle()
+    check(st["ring"]["members"] == 4, "members after re-adding: %d" % st["ring"]["members"])
+    log("re-added %s: routing restored" % victim.member)
+    cl.close()
+    lb.stop()
+
+
+# ------------------------------------------------------------------------------------------------
+class SilentServer:
+    """Accepts connections and never answers (a hung backend)."""
+
+    def __init__(self):
+        self.port = h.free_port()
+        self.s = socket.socket()
+        self.s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.s.bind(("127.0.0.1", self.port))
+        self.s.listen(128)
+        self.member = "127.0.0.1:%d" % self.port
+        self.conns = []
+        self.stop = False
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+    def loop(self):
+        self.s.settimeout(0.2)
+        while not self.stop:
+            try:
+                c, _ = self.s.accept()
+                self.conns.append(c)
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop = True
+        self.t.join(2)
+        for c in self.conns:
+            c.close()
+        self.s.close()
+
+
+def backend_down(env):
+    """A stopped backend: its requests are retried on the key's next replica, nothing else is
+    affected.  A hung backend: the same after --backend-timeout.  Nothing left: 502."""
+    bs = backends(env, 4)
+    hung = SilentServer()
+    try:
+        members = [b.member for b in bs]
+        args = ["--backend-timeout", "1"]
+        for m in members:
+            args += ["--backend", m]
+        lb = h.Balancer(env, args).start()
+        keys = keys_for(1000)
+        reps = h.expect(members, keys, replicas=2)
+        pm = port_map(bs)
+        victim = bs[2]
+        victim.stop()
+        log("stopped", victim.member)
+        cl = h.Client(lb.port)
+        retried = 0
+        t0 = time.time()
+        for k, (own, nxt) in zip(keys, reps):
+            s, body, _ = cl.get(k)
+            got = pm.get(h.port_of(body))
+            check(s == 200, "%s answered %d with %s down" % (k, s, victim.member))
+            if own == victim.member:
+                retried += 1
+                check(got == nxt, "%s (owner %s down) went to %s, next replica is %s" % (k, own, got, nxt))
+            else:
+                check(got == own, "%s moved from %s to %s although its owner is up" % (k, own, got))
+        st = lb.wait_idle()
+        check(st["balancer"]["retries"] == retried, "retries %d, expected %d" % (st["balancer"]["retries"], retried))
+        check(st["balancer"]["bad_gateway"] == 0, "502s: %d" % st["balancer"]["bad_gateway"])
+        log("%d keys of the stopped backend retried on their next replica, %d others untouched (%.1fs)" %
+            (retried, 1000 - retried, time.time() - t0))
+        lb.stop()
+
+        # a hung backend: times out after 1 s, then the next replica answers
+        alive = [b.member for b in bs if b is not victim]
+        members2 = alive + [hung.member]
+        args = ["--backend-timeout", "1", "--verbose"]
+        for m in members2:
+            args += ["--backend", m]
+        lb = h.Balancer(env, args, name="lb-hung").start()
+        keys2 = keys_for(400)
+        reps2 = h.expect(members2, keys2, replicas=2)
+        hung_keys = [(k, nx) for k, (o, nx) in zip(keys2, reps2) if o == hung.member][:4]
+        check(hung_keys, "no key on the hung backend")
+        results = []
+
+        def one(k, nx):
+            c2 = h.Client(lb.port)
+            t = time.time()
+            s, body, _ = c2.get(k)
+            results.append((k, s, pm.get(h.port_of(body)), nx, time.time() - t))
+            c2.close()
+
+        ths = [threading.Thread(target=one, args=kn) for kn in hung_keys]
+        for t in ths:
+            t.start()
+        # meanwhile the other keys are served at once
+        quick = [(k, o) for k, (o, nx) in zip(keys2, reps2) if o != hung.member][:50]
+        cl = h.Client(lb.port)
+        tq = time.time()
+        for k, o in quick:
+            s, body, _ = cl.get(k)
+            check(s == 200 and pm.get(h.port_of(body)) == o, "%s during a hung backend" % k)
+        tq = time.time() - tq
+        for t in ths:
+            t.join(20)
+        # the first waits for the timeout and is retried; while its lease is held the others may
+        # spill (bounded loads) to the same next replica at once
+        for k, s, got, nx, dt in results:
+            check(s == 200 and got == nx, "%s on the hung backend: %d from %s, want %s" % (k, s, got, nx))
+            check(dt <= 5, "%s took %.2fs (timeout 1s)" % (k, dt))
+        check(len(results) == len(hung_keys), "hung-key answers missing")
+        check(max(r[4] for r in results) >= 0.8, "no request waited for the backend timeout")
+        st = lb.wait_idle()
+        hm = [m for m in st["members"] if m["name"] == hung.member][0]
+        check(hm["failures"] >= 1 and st["balancer"]["retries"] == hm["failures"],
+              "hung backend failures %d, retries %d" % (hm["failures"], st["balancer"]["retries"]))
+        log("hung backend: %d requests retried after %.2f-%.2fs; 50 other keys served in %.2fs meanwhile" %
+            (len(results), min(r[4] for r in results), max(r[4] for r in results), tq))
+        lb.wait_idle()
+        lb.stop()
+
+        # only dead backends: 502, quickly, no lease left
+        dead = [victim.member, "127.0.0.1:%d" % h.free_port()]
+        lb = h.Balancer(env, ["--backend", dead[0], "--backend", dead[1]], name="lb-dead").start()
+        cl = h.Client(lb.port)
+        for k in keys[:20]:
+            s, body, _ = cl.get(k)
+            check(s == 502, "%s with every backend down answered %d" % (k, s))
+        st = lb.wait_idle()
+        check(st["balancer"]["bad_gateway"] == 20, "bad_gateway %d" % st["balancer"]["bad_gateway"])
+        log("every backend down: 20/20 answered 502, leases back to 0")
+        lb.stop()
+    finally:
+        hung.close()
+
+
+# ------------------------------------------------------------------------------------------------
+def raw_exchange(port, data, read_timeout=3.0, close_after_send=False, chunks=None, delay=0.0):
+    """Sends data (or chunks with a delay between them) and returns what came back until the
+    server closes or the read times out."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    out = b""
+    try:
+        if chunks:
+            for ch in chunks:
+                s.sendall(ch)
+                time.sleep(delay)
+        if data:
+            s.sendall(data)
+        if close_after_send:
+            return b""
+        s.settimeout(read_timeout)
+        end = time.time() + read_timeout
+        while time.time() < end:
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                break
+            if not b:
+                break
+            out += b
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        s.close()
+    return out
+
+
+def status_of(resp):
+    if not resp.startswith(b"HTTP/1."):
+        return None
+    try:
+        return int(resp.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def malformed(env):
+    """Bad input from clients: 400/408/413/431/501 or a closed connection; never a crash, a leaked
+    lease or a stuck worker."""
+    bs = backends(env, 3, rate="200k")
+    args = ["--client-timeout", "2", "--max-headers", "4096", "--max-body", "65536"]
+    for b in bs:
+        args += ["--backend", b.member]
+    lb = h.Balancer(env, args).start()
+    port = lb.port
+    ok_codes = {None, 400, 408, 413, 414, 431, 501}
+    cases = [
+        ("garbage line", b"GARBAGE\r\n\r\n"),
+        ("missing version", b"GET /\r\n\r\n"),
+        ("bad version", b"GET / HTTP/9.9\r\nHost: x\r\n\r\n"),
+        ("header without colon", b"GET / HTTP/1.1\r\nHost: x\r\nNoColonHere\r\n\r\n"),
+        ("unknown method", b"FROB / HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("CONNECT", b"CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("binary", bytes(RNG.getrandbits(8) for _ in range(4096))),
+        ("NULs", b"GET /\x00\x00 HTTP/1.1\r\nHost: \x00\r\n\r\n"),
+        ("oversized header", b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n"),
+        ("many headers", b"GET / HTTP/1.1\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(2000)) + b"\r\n"),
+        ("oversized body", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 100000),
+        ("bad content-length", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n"),
+        ("bad chunk", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n"),
+        ("huge uri", b"GET /" + b"u" * 50000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"),
+    ]
+    for name, data in cases:
+        resp = raw_exchange(port, data)
+        st = status_of(resp)
+        check(st in ok_codes, "%s: answered %r" % (name, resp[:80]))
+        check(lb.alive(), "balancer died on %s" % name)
+        log("%-22s -> %s" % (name, st if st else "closed"))
+
+    # these are fine: proxied
+    for name, data in [
+        ("absolute-form", b"GET http://example.invalid/abs HTTP/1.1\r\nHost: example.invalid\r\nConnection: close\r\n\r\n"),
+        ("pipelined", b"GET /p1 HTTP/1.1\r\nHost: x\r\n\r\nGET /p2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+        ("chunked body", b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+        ("HTTP/1.0", b"GET /old HTTP/1.0\r\n\r\n"),
+        ("hop-by-hop", b"GET /hop HTTP/1.1\r\nHost: x\r\nConnection: X-Secret, close\r\nX-Secret: 1\r\nKeep-Alive: 5\r\n"
+                       b"TE: trailers\r\nUpgrade: h2c\r\nProxy-Connection: keep-alive\r\nX-End-To-End: yes\r\n\r\n"),
+    ]:
+        resp = raw_exchange(port, data, read_timeout=1.0 if name == "hop-by-hop" else 3.0)
+        if name == "hop-by-hop":
+            want = b"secret=[] ka=[] te=[] up=[] pc=[] conn=[] xff=[127.0.0.1] e2e=[yes]"
+            check(want in resp, "hop-by-hop headers reached the backend: %r" % resp[-200:])
+        check(status_of(resp) == 200, "%s: %r" % (name, resp[:120]))
+        if name == "pipelined":
+            check(resp.count(b"HTTP/1.1 200") == 2, "pipelined: %r" % resp[:300])
+        log("%-22s -> 200" % name)
+
+    # a client vanishing mid-body, mid-response, and while the backend is slow
+    for i in range(10):
+        raw_exchange(port, b"POST /vanish HTTP/1.1\r\nHost: x\r\nContent-Length: 50000\r\n\r\n" + b"y" * 1000,
+                     close_after_send=True)
+        raw_exchange(port, b"GET /slow/vanish%d HTTP/1.1\r\nHost: x\r\n\r\n" % i, read_timeout=0.2)
+    time.sleep(0.5)
+
+    # slowloris: header bytes trickled slower than --client-timeout (2 s) get the connection closed;
+    # meanwhile, other clients are served
+    lorises = []
+    for i in range(30):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(b"GET /loris HTTP/1.1\r\nHost: x\r\n")
+        lorises.append(s)
+    cl = h.Client(port)
+    t0 = time.time()
+    for i in range(50):
+        st, _, _ = cl.get("/during-loris/%d" % i)
+        check(st == 200, "request during slowloris answered %d" % st)
+    log("50 requests served in %.2fs with 30 slowloris connections open" % (time.time() - t0))
+    time.sleep(3.0)
+    closed = 0
+    for s in lorises:
+        try:
+            s.sendall(b"X-Trickle: 1\r\n")
+            s.settimeout(2)
+            b = s.recv(100)
+            if b == b"" or status_of(b) in ok_codes:
+                closed += 1
+        except OSError:
+            closed += 1
+        s.close()
+    check(closed == len(lorises), "%d of %d idle slowloris connections still open after the timeout" %
+          (len(lorises) - closed, len(lorises)))
+    log("slowloris: %d/%d connections closed by --client-timeout" % (closed, len(lorises)))
+
+    st = lb.wait_idle()
+    check(lb.alive(), "balancer died")
+    st2, body, _ = h.Client(port).get("/still-alive")
+    check(st2 == 200, "normal request after the abuse answered %d" % st2)
+    log("after all: leases %d, active %d, client_gone %d; a normal request answered 200" %
+        (st["ring"]["leases"], st["balancer"]["active"], st["balancer"]["client_gone"]))
+    lb.stop()
+
+
+# ------------------------------------------------------------------------------------------------
+def weights_prefix(env):
+    """Weights from a members file, --key header:NAME with --key-prefix N."""
+    bs = backends(env, 3)
+    mf = env.path("members.txt")
+    with open(mf, "w") as f:
+        f.write("# weights\n%s=1\n%s=2  # heavier\n\n%s=3\n" % (bs[0].member, bs[1].member, bs[2].member))
+    lb = h.Balancer(env, ["--members", mf, "--key", "header:X-Tenant", "--key-prefix", "6"]).start()
+    keys = ["t%05d/%08x" % (i, RNG.getrandbits(32)) for i in range(600)]
+    want = h.expect(["%s=%d" % (b.member, i + 1) for i, b in enumerate(bs)], [k[:6] for k in keys])
+    pm = port_map(bs)
+    cl = h.Client(lb.port)
+    for k, w in zip(keys, want):
+        s, body, _ = cl.get("/w", headers={"X-Tenant": k})
+        check(s == 200 and pm.get(h.port_of(body)) == w, "tenant %s -> %s, want %s" % (k, body, w))
+    st = lb.wait_idle()
+    shares = {m["name"]: round(m["share"], 3) for m in st["members"]}
+    counts = {b.member: want.count(b.member) for b in bs}
+    log("600 keys (6-byte prefixes) on their weighted owner; shares %s, keys %s" % (shares, counts))
+    lb.stop()
+
+
+TESTS = {
+    "unloaded": unloaded,
+    "nginx-compat": nginx_compat,
+    "hotkey": hotkey,
+    "sighup": sighup,
+    "backend-down": backend_down,
+    "malformed": malformed,
+    "weights-prefix": weights_prefix,
+}
+
+
+def main():
+    if len(sys.argv) != 2 or (sys.argv[1] not in TESTS and sys.argv[1] != "all"):
+        print("usage: lb_test.py %s|all" % "|".join(TESTS), file=sys.stderr)
+        return 2
+    for prog in (h.CHRING_LB, h.CHRING_LB_EXPECT, h.NGINX):
+        if not os.access(prog, os.X_OK):
+            print("missing %s: skipped" % prog)
+            return 77
+    names = list(TESTS) if sys.argv[1] == "all" else [sys.argv[1]]
+    rc = 0
+    for n in names:
+        rc |= h.run(TESTS[n])
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,374 @@
+"""Shared pieces of the chring-lb tests: nginx backends and fronts, the balancer, clients.
+
+Everything listens on 127.0.0.1 only, lives under one temporary directory, and is stopped by its
+PID when the test ends (also on failure).  Every wait is bounded.
+"""
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+CHRING_LB = os.environ.get("CHRING_LB", "chring-lb")
+CHRING_LB_EXPECT = os.environ.get("CHRING_LB_EXPECT", "chring-lb-expect")
+NGINX = os.environ.get("NGINX", "/usr/sbin/nginx")
+
+SLOW_FILE_BYTES = 300 * 1024
+
+
+class TestFailure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+_ports_taken = set()
+
+
+def free_port():
+    for _ in range(100):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port not in _ports_taken:
+            _ports_taken.add(port)
+            return port
+    raise TestFailure("no free port")
+
+
+def wait_port(port, timeout=10.0, proc=None):
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc is not None and proc.poll() is not None:
+            raise TestFailure("process exited with %s before listening on %d" % (proc.returncode, port))
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TestFailure("nothing listens on port %d after %.0fs" % (port, timeout))
+
+
+class Env:
+    """A temporary directory and every process started in it."""
+
+    def __init__(self, name):
+        self.dir = tempfile.mkdtemp(prefix="chring-lb-%s-" % name)
+        os.chmod(self.dir, 0o755)
+        self.procs = []  # (name, Popen)
+
+    def path(self, *p):
+        return os.path.join(self.dir, *p)
+
+    def spawn(self, name, argv, **kw):
+        out = open(self.path(name + ".out"), "wb")
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kw)
+        out.close()
+        self.procs.append((name, p))
+        return p
+
+    def stop(self, p, sig=signal.SIGTERM, timeout=10.0):
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait(5)
+        return p.returncode
+
+    def close(self):
+        for name, p in reversed(self.procs):
+            if p.poll() is None:
+                self.stop(p)
+        if os.environ.get("LB_KEEP_TMP"):
+            log("kept", self.dir)
+            return
+        subprocess.run(["rm", "-rf", self.dir], check=False)
+
+
+class Nginx:
+    """One nginx master process (1 worker) with its own prefix directory."""
+
+    def __init__(self, env, name, http_body):
+        self.env = env
+        self.name = name
+        self.d = env.path(name)
+        for sub in ("", "tmp", "www", "logs"):
+            os.makedirs(os.path.join(self.d, sub), exist_ok=True)
+            os.chmod(os.path.join(self.d, sub), 0o777)
+        self.conf = os.path.join(self.d, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(
+                """
+worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/logs/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    log_format lb '$msec $request_time $status $body_bytes_sent $server_port "$request"';
+    access_log {d}/logs/access.log lb;
+    client_body_temp_path {d}/tmp/body;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 60s;
+    default_type text/plain;
+{body}
+}}
+""".format(d=self.d, body=http_body))
+        self.proc = None
+
+    def start(self, port):
+        self.proc = self.env.spawn(self.name, [NGINX, "-p", self.d, "-e", self.d + "/logs/error.log",
+                                               "-c", self.conf])
+        wait_port(port, proc=self.proc)
+
+    def stop(self):
+        if self.proc is not None:
+            self.env.stop(self.proc, signal.SIGTERM)
+
+    def access_log(self):
+        p = os.path.join(self.d, "logs", "access.log")
+        rows = []
+        if not os.path.exists(p):
+            return rows
+        with open(p) as f:
+            for line in f:
+                parts = line.split(" ", 5)
+                if len(parts) < 6:
+                    continue
+                # integer milliseconds: nginx's $msec and $request_time have ms resolution
+                end = int(parts[0].replace(".", ""))
+                rt = int(parts[1].replace(".", ""))
+                rows.append({"start": end - rt, "end": end, "status": int(parts[2]),
+                             "bytes": int(parts[3]), "port": int(parts[4]), "request": parts[5].strip()})
+        return rows
+
+
+class Backend(Nginx):
+    """An nginx answering "$server_port\\n" for every path, and a few hundred KB at limit_rate under
+    /slow/ so that slow requests overlap."""
+
+    def __init__(self, env, idx, rate="600k"):
+        self.port = free_port()
+        name = "backend%d" % idx
+        d = env.path(name)
+        os.makedirs(os.path.join(d, "www"), exist_ok=True)
+        os.chmod(d, 0o777)
+        os.chmod(os.path.join(d, "www"), 0o777)
+        big = os.path.join(d, "www", "big.bin")
+        with open(big, "wb") as f:
+            f.write((b"0123456789abcdef" * 64) * (SLOW_FILE_BYTES // 1024))
+        os.chmod(big, 0o644)
+        body = """
+    server {{
+        listen 127.0.0.1:{port} reuseport;
+        location / {{ return 200 "$server_port\\n"; }}
+        location /hop {{
+            return 200 "$server_port secret=[$http_x_secret] ka=[$http_keep_alive] te=[$http_te] up=[$http_upgrade] pc=[$http_proxy_connection] conn=[$http_connection] xff=[$http_x_forwarded_for] e2e=[$http_x_end_to_end]\\n";
+        }}
+        location /slow/ {{
+            root {www};
+            try_files /big.bin =404;
+            limit_rate {rate};
+            add_header X-Backend-Port $server_port;
+        }}
+    }}
+""".format(port=self.port, www=os.path.join(d, "www"), rate=rate)
+        super().__init__(env, name, body)
+        self.member = "127.0.0.1:%d" % self.port
+
+    def start(self):
+        super().start(self.port)
+        return self
+
+
+class NginxHashFront(Nginx):
+    """nginx itself as the consistent-hash balancer: upstream with `hash $arg_k consistent;`."""
+
+    def __init__(self, env, backends, key="$arg_k"):
+        self.port = free_port()
+        servers = "\n".join("        server %s;" % b.member for b in backends)
+        body = """
+    upstream chring_backends {{
+        hash {key} consistent;
+{servers}
+        keepalive 32;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://chring_backends;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}
+""".format(key=key, servers=servers, port=self.port)
+        super().__init__(env, "front", body)
+
+    def start(self):
+        super().start(self.port)
+        return self
+
+
+class Balancer:
+    def __init__(self, env, args, name="lb", threads=2):
+        self.env = env
+        self.port = free_port()
+        self.name = name
+        self.argv = [CHRING_LB, "--listen", "127.0.0.1:%d" % self.port, "--threads", str(threads)] + list(args)
+        self.proc = None
+
+    def start(self):
+        log("start", " ".join(self.argv))
+        self.proc = self.env.spawn(self.name, self.argv)
+        wait_port(self.port, proc=self.proc)
+        end = time.time() + 10
+        while time.time() < end:
+            try:
+                self.stats()
+                return self
+            except (OSError, http.client.HTTPException, ValueError):
+                time.sleep(0.05)
+        raise TestFailure("balancer does not answer /_chring/stats")
+
+    def stats(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        try:
+            c.request("GET", "/_chring/stats")
+            r = c.getresponse()
+            body = r.read()
+            if r.status != 200:
+                raise TestFailure("stats answered %d" % r.status)
+            return json.loads(body)
+        finally:
+            c.close()
+
+    def wait_idle(self, timeout=10.0):
+        """Waits until no lease is outstanding; returns the stats."""
+        end = time.time() + timeout
+        st = self.stats()
+        while time.time() < end:
+            st = self.stats()
+            if st["ring"]["leases"] == 0 and st["balancer"]["active"] == 0:
+                return st
+            time.sleep(0.05)
+        raise TestFailure("leases not released: %s" % json.dumps(st["ring"]))
+
+    def hup(self):
+        os.kill(self.proc.pid, signal.SIGHUP)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def output(self):
+        with open(self.env.path(self.name + ".out"), "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def stop(self):
+        """SIGTERM, bounded wait; checks a clean exit and no sanitizer report."""
+        rc = self.env.stop(self.proc, signal.SIGTERM, timeout=20)
+        out = self.output()
+        bad = [l for l in out.splitlines() if "AddressSanitizer" in l or "runtime error" in l
+               or "LeakSanitizer" in l]
+        check(not bad, "sanitizer report from the balancer:\n" + out[-6000:])
+        check(rc == 0, "balancer exited with status %s:\n%s" % (rc, out[-3000:]))
+        return out
+
+
+def expect(members, keys, profile=None, replicas=1):
+    argv = [CHRING_LB_EXPECT]
+    if profile:
+        argv += ["--profile", profile]
+    if replicas > 1:
+        argv += ["--replicas", str(replicas)]
+    argv += list(members)
+    data = "".join(k + "\n" for k in keys)
+    out = subprocess.run(argv, input=data.encode(), stdout=subprocess.PIPE, check=True, timeout=60).stdout
+    lines = out.decode().splitlines()
+    check(len(lines) == len(keys), "oracle answered %d lines for %d keys" % (len(lines), len(keys)))
+    if replicas == 1:
+        return lines
+    return [l.split(" ") for l in lines]
+
+
+class Client:
+    """A keep-alive HTTP/1.1 client connection (reconnects when the server closes)."""
+
+    def __init__(self, port, timeout=20):
+        self.port = port
+        self.timeout = timeout
+        self.c = None
+
+    def get(self, path, headers=None, method="GET", body=None):
+        for attempt in range(2):
+            if self.c is None:
+                self.c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+            try:
+                self.c.request(method, path, body=body, headers=headers or {})
+                r = self.c.getresponse()
+                data = r.read()
+                if r.getheader("Connection", "").lower() == "close":
+                    self.close()
+                return r.status, data, r
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
+                    http.client.CannotSendRequest) as e:
+                # a keep-alive connection closed by the server between requests: retry once on a
+                # new connection (a real client does the same)
+                self.close()
+                if attempt == 1:
+                    raise
+        raise TestFailure("unreachable")
+
+    def close(self):
+        if self.c is not None:
+            self.c.close()
+            self.c = None
+
+
+def port_of(body):
+    try:
+        return int(body.decode().strip())
+    except ValueError:
+        return None
+
+
+def run(main):
+    """Runs one test function with an Env; exit status 0 = pass, 1 = fail, 77 = skip."""
+    name = main.__name__
+    env = Env(name)
+    t0 = time.time()
+    try:
+        main(env)
+    except TestFailure as e:
+        log("FAIL", name, ":", e)
+        env.close()
+        return 1
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        env.close()
+        return 1
+    log("PASS", name, "%.1fs" % (time.time() - t0))
+    env.close()
+    return 0
