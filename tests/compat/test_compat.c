@@ -406,9 +406,9 @@ Test(compat_internal, nginx_chain_grows_by_weight)
 }
 
 static const char *const ketama_libmemcached_maps[] = {
-    "ketama_n3.tsv",        "ketama_n7.tsv",    "ketama_n8.tsv",
-    "ketama_n8_minus4.tsv", "ketama_n25.tsv",   "ketama_n47.tsv",
-    "ketama_weighted.tsv",  "ketama_ports.tsv", "ketama_zero.tsv",
+    "ketama_n3.tsv",   "ketama_n7.tsv",      "ketama_n8.tsv",       "ketama_n8_minus4.tsv",
+    "ketama_n25.tsv",  "ketama_n47.tsv",     "ketama_weighted.tsv", "ketama_ports.tsv",
+    "ketama_zero.tsv", "ketama_mixed30.tsv",
 };
 static const char *const nginx_maps[] = {
     "nginx_n2.tsv",        "nginx_n3.tsv",       "nginx_n5.tsv",       "nginx_n8.tsv",

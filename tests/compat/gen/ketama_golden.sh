@@ -26,3 +26,11 @@ g="$bin/gen"
 "$g" continuum "$data/ketama_ports_continuum.tsv" 10.0.2.1:11212 10.0.2.2:11213=2 10.0.2.3:11211 cache-a.example cache-b.example:11300
 # weight 1 next to weight 100 among 2 members: 0 digests, the member owns nothing
 "$g" map "$data/ketama_zero.tsv" "$keys" 10.0.3.1=100 10.0.3.2=1
+# 30 members, weights 1 to 5, default and other ports, addresses and host names
+"$g" map "$data/ketama_mixed30.tsv" "$keys" 10.0.4.1:11211=3 10.0.4.2:11211=2 10.0.4.3:11214=4 \
+    10.0.4.4:11211=1 mc05.cache.internal:11211=1 10.0.4.6:11217=5 10.0.4.7:11211=1 10.0.4.8:11211=3 \
+    10.0.4.9:11220=5 mc10.cache.internal:11211=1 10.0.4.11:11211=5 10.0.4.12:11223=2 10.0.4.13:11211=1 \
+    10.0.4.14:11211=1 mc15.cache.internal:11226=4 10.0.4.16:11211=4 10.0.4.17:11211=1 10.0.4.18:11229=2 \
+    10.0.4.19:11211=1 mc20.cache.internal:11211=5 10.0.4.21:11232=4 10.0.4.22:11211=1 10.0.4.23:11211=5 \
+    10.0.4.24:11235=1 mc25.cache.internal:11211=2 10.0.4.26:11211=5 10.0.4.27:11238=1 10.0.4.28:11211=5 \
+    10.0.4.29:11211=5 mc30.cache.internal:11241=4
