@@ -638,6 +638,7 @@ Test(compat_api, hash_is_the_profiles)
     chring_snap_exit(k, sk);
     const chring_snap_t *sn = chring_snap_enter(n);
     cr_expect_eq(chring_snap_hash(sn, "123456789", 9), 0xcbf43926u);
+    cr_expect_eq(chring_snap_hash_bits(sn), 32u);
     chring_snap_exit(n, sn);
     chring_free(&k);
     chring_free(&n);
@@ -841,4 +842,41 @@ Test(compat_api, ketama_large_weights)
     cr_expect_eq(chring_snap_points(s), expect);
     chring_snap_exit(r, s);
     chring_free(&r);
+}
+
+Test(compat_api, ketama_ring_is_libmemcached_continuum)
+{
+    /* The snapshot's points, in ring order, are libmemcached's continuum point for point. */
+    struct golden *g = golden_load("ketama_ports.tsv");
+    chring_t *r = ring_new(CHRING_PROFILE_KETAMA, 160);
+    ring_add_all(r, g, 1);
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_expect_eq(chring_snap_hash_bits(s), 32u);
+    char path[1024];
+    FILE *f = open_data("ketama_ports_continuum.tsv", path, sizeof path);
+    char line[MAX_LINE];
+    size_t i = 0, bad = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#')
+            continue;
+        line[strcspn(line, "\r\n")] = '\0';
+        char *tab = strchr(line, '\t');
+        cr_assert(tab != NULL);
+        *tab = '\0';
+        uint64_t pos = 0;
+        const chring_member_t *m = NULL;
+        int rc = chring_snap_point(s, i, &pos, &m);
+        if (rc != 0 || pos != strtoull(line, NULL, 10) || strcmp(chring_member_name(m), tab + 1))
+            if (bad++ < 5)
+                cr_log_error("point %zu: libmemcached %s %s, chring rc %d %llu %s", i, line,
+                             tab + 1, rc, (unsigned long long)pos,
+                             rc == 0 ? chring_member_name(m) : "-");
+        i++;
+    }
+    fclose(f);
+    cr_expect_eq(bad, 0u);
+    cr_expect_eq(chring_snap_points(s), i);
+    chring_snap_exit(r, s);
+    chring_free(&r);
+    golden_free(g);
 }
