@@ -196,7 +196,7 @@ typedef struct worker {
 } worker_t;
 
 static worker_t workers[MAX_WORKERS];
-static _Atomic int cur_phase; /* 0: warm-up, 1..NPHASES */
+static _Atomic int cur_phase; /* 0: warm-up and settling after a change, 1..NPHASES */
 static _Atomic int stop;
 /* The proxy's own count of requests in flight per backend: each on its own cache line. */
 static struct {
@@ -396,8 +396,12 @@ static void run_pass(int mode)
     const chring_snap_t *prev = NULL;
     for (int p = 0; p < NPHASES; p++) {
         phase_result_t *pr = &res[mode][p];
-        if (p > 0)
-            apply_phase(r, p); /* under traffic */
+        if (p > 0) {
+            /* The change happens under traffic; the requests admitted before it drain during a
+             * settling time (peaks counted apart, as warm-up) before the phase is measured. */
+            atomic_store(&cur_phase, 0);
+            apply_phase(r, p);
+        }
         const chring_snap_t *cur = chring_snap_hold(r);
         snapshot_members(cur, pr);
         if (prev) {
@@ -408,6 +412,8 @@ static void run_pass(int mode)
 
         chring_stats_t st0, st1;
         chring_member_stats_t ms0[MAX_MEMBERS];
+        if (p > 0)
+            sleep_ms(phase_ms / 10 + 5);
         chring_stats(r, &st0);
         for (size_t i = 0; i < chring_snap_len(cur); i++) {
             const chring_member_t *m = chring_snap_member(cur, i);
@@ -468,14 +474,32 @@ static void run_pass(int mode)
  * Report
  * ------------------------------------------------------------------------------------------- */
 
+/* The most requests a worker's acquire can count as in flight: its other QUEUE - 1 slots busy, the
+ * other workers' QUEUE slots each, and (SPEC §3 lets m be off by the operations in flight) one
+ * request in flight per other worker. */
+static uint64_t max_inflight(void)
+{
+    return (uint64_t)nworkers * (QUEUE + 1) - 2;
+}
+
+/* The largest capacity any admission of the phase can compute for member k: capacity grows with
+ * m, and m never exceeds max_inflight().  With bounded loads ON no peak may go above it. */
 static uint64_t capacity_of(const phase_result_t *pr, int k)
 {
-    /* The capacity the library reported when the peak was reached; otherwise (no peak recorded)
-     * the capacity at the phase's mean number of requests in flight. */
-    if (pr->m[k].cap_at_peak)
-        return pr->m[k].cap_at_peak;
-    return chring_capacity_weighted((uint64_t)(pr->mean_inflight + 0.5), pr->m[k].weight,
-                                    pr->total_weight, BALANCE);
+    return chring_capacity_weighted(max_inflight(), pr->m[k].weight, pr->total_weight, BALANCE);
+}
+
+static double worst_off_ratio(void)
+{
+    double worst = 0;
+    for (int p = 0; p < NPHASES; p++)
+        for (int k = 0; k < MAX_MEMBERS; k++)
+            if (res[0][p].m[k].present) {
+                double x = (double)res[1][p].m[k].peak / (double)capacity_of(&res[0][p], k);
+                if (x > worst)
+                    worst = x;
+            }
+    return worst;
 }
 
 static void print_report(void)
@@ -484,12 +508,14 @@ static void print_report(void)
         const phase_result_t *b = &res[0][p], *u = &res[1][p];
         printf("\n== phase %d: %s: %u members\n", p + 1, phases[p].title, b->members);
         double bps = (double)b->requests / b->seconds, ups = (double)u->requests / u->seconds;
-        printf("  routed: bounded ON %.2f M req/s (%.0f ns per acquire+release per worker), "
-               "OFF %.2f M req/s (%.0f ns per lookup)\n",
-               bps / 1e6, 1e9 * nworkers / bps, ups / 1e6, 1e9 * nworkers / ups);
-        printf("  in flight: %.0f requests on average (ON), %.0f (OFF); mean load per unit of "
-               "weight %.1f\n", b->mean_inflight, u->mean_inflight,
-               b->mean_inflight / (double)b->total_weight);
+        printf("  routed: bounded ON %.2f M req/s (%.0f ns per request per worker), OFF %.2f M "
+               "req/s (%.0f ns): acquire+release cost %.0f ns more than a plain lookup\n",
+               bps / 1e6, 1e9 * nworkers / bps, ups / 1e6, 1e9 * nworkers / ups,
+               1e9 * nworkers / bps - 1e9 * nworkers / ups);
+        printf("  in flight: %.0f requests on average (ON), %.0f (OFF), at most %" PRIu64
+               " counted by an acquire; capacity at that m: %" PRIu64 " per unit of weight\n",
+               b->mean_inflight, u->mean_inflight, max_inflight(),
+               chring_capacity_weighted(max_inflight(), 1, b->total_weight, BALANCE));
         printf("  spill rate (ON): %.1f%% of %" PRIu64 " acquires placed off their key's owner; "
                "saturated events: %" PRIu64 "\n",
                b->acquires ? 100.0 * (double)b->spills / (double)b->acquires : 0.0, b->acquires,
@@ -500,18 +526,19 @@ static void print_report(void)
                    "(%.1f%% of requests)\n",
                    100 * b->moved_keys, 100 * b->moved_req, 100 * b->moved_snap,
                    100 * b->moved_mod, 100 * b->moved_mod_req);
-        printf("  %-11s %6s %8s %8s %10s %14s %15s %10s %10s\n", "member", "weight", "arc",
-               "requests", "capacity", "peak (ON)", "peak (OFF)", "acquires", "spilled in");
+        printf("  %-11s %6s %6s %9s %9s %10s %16s %10s %11s\n", "member", "weight", "arc",
+               "requests", "capacity", "peak ON", "peak OFF", "acquires", "spilled in");
         for (int k = 0; k < MAX_MEMBERS; k++) {
             if (!b->m[k].present)
                 continue;
             uint64_t cap = capacity_of(b, k);
-            printf("  %-11s %6u %7.1f%% %7.1f%% %10" PRIu64 " %9" PRIu64 " %4s %10" PRIu64 " %4s"
-                   " %10" PRIu64 " %10" PRIu64 "\n",
+            printf("  %-11s %6u %5.1f%% %8.1f%% %9" PRIu64 " %5" PRIu64 " %-4s %5" PRIu64
+                   " (%4.2fx cap) %10" PRIu64 " %10.1f%%\n",
                    backends[k].name, b->m[k].weight, 100 * b->m[k].arc_share,
                    100 * b->m[k].req_share, cap, b->m[k].peak, b->m[k].peak > cap ? "OVER" : "",
-                   u->m[k].peak, u->m[k].peak > cap ? "over" : "", b->m[k].acquires,
-                   b->m[k].spilled_in);
+                   u->m[k].peak, (double)u->m[k].peak / (double)cap, b->m[k].acquires,
+                   b->m[k].acquires ? 100.0 * (double)b->m[k].spilled_in / (double)b->m[k].acquires
+                                    : 0.0);
         }
     }
 }
@@ -530,17 +557,17 @@ static void write_files(void)
     char csv_path[4096], gp_path[4096], png_path[4096];
     FILE *f = open_out("chring-demo-loads.csv", csv_path, sizeof csv_path);
     fprintf(f, "phase,phase_title,member,weight,arc_share,request_share,capacity,"
-               "peak_bounded,peak_unbounded,acquires,spilled_in\n");
+               "peak_bounded,peak_unbounded,acquires,spilled_in,capacity_at_peak\n");
     for (int p = 0; p < NPHASES; p++) {
         const phase_result_t *b = &res[0][p], *u = &res[1][p];
         for (int k = 0; k < MAX_MEMBERS; k++) {
             if (!b->m[k].present)
                 continue;
             fprintf(f, "%d,\"%s\",%s,%u,%.6f,%.6f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-                       ",%" PRIu64 "\n",
+                       ",%" PRIu64 ",%" PRIu64 "\n",
                     p + 1, phases[p].title, backends[k].name, b->m[k].weight, b->m[k].arc_share,
                     b->m[k].req_share, capacity_of(b, k), b->m[k].peak, u->m[k].peak,
-                    b->m[k].acquires, b->m[k].spilled_in);
+                    b->m[k].acquires, b->m[k].spilled_in, b->m[k].cap_at_peak);
         }
     }
     if (fclose(f) != 0)
@@ -583,8 +610,8 @@ static void write_files(void)
         fprintf(f, "set title 'phase %d: %s'\n", p + 1, phases[p].title);
         fprintf(f, "plot $P%d using 2:xtic(1) title 'bounded loads ON' lc rgb '#2b6cb0', "
                    "'' using 3 title 'bounded loads OFF' lc rgb '#d9480f', "
-                   "'' using 0:4 with linespoints lw 2 pt 7 ps 1.2 dt 2 lc rgb 'black' "
-                   "title 'capacity'\n", p + 1);
+                   "'' using 0:4:(0.45) with xerrorbars lw 3 pt 7 ps 0.6 lc rgb 'black' "
+                   "title 'capacity (c = %.2f)'\n", p + 1, BALANCE);
     }
     fprintf(f, "unset multiplot\n");
     if (fclose(f) != 0)
@@ -665,10 +692,13 @@ int main(int argc, char **argv)
     run_pass(0);
     run_pass(1);
     print_report();
-    printf("\ncapacity = ceil(c * (m + 1) * w / W), m = requests in flight, W = total weight, "
-           "as chring_member_capacity\nreported it when the peak was reached.  With bounded loads "
-           "ON no backend goes above its capacity;\nOFF, the backends owning the hottest keys "
-           "carry several times the mean.\n");
+    printf("\narc: the member's share of the key space; requests: its share of the Zipf "
+           "stream under plain lookup.\ncapacity = ceil(c * (m + 1) * w / W) at m = %" PRIu64
+           ", the most requests an acquire can count in flight\n(W = total weight): no "
+           "admission computes more, so with bounded loads ON no peak may exceed it\n(OVER "
+           "marks one that did).  OFF, the owners of the hottest keys carry up to %.1fx it.\n"
+           "spilled in: the member's acquires whose key's owner was full.\n",
+           max_inflight(), worst_off_ratio());
     write_files();
     free(zipf_cdf);
     free(zipf_p);
