@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELLED = [
     'exercise', 'exercise_ring', 'exercise_moved', 'lookup_wrap', 'murmur32_tie', 'hash64',
     'fnv16_tie', 'profile_fnv32', 'profile_xxh3', 'profile_ketama', 'profile_nginx', 'weights',
-    'extensions', 'acquire',
+    'extensions', 'acquire', 'fnv16_weight', 'ketama25',
 ]
 
 M32 = 0xFFFFFFFF
