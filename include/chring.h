@@ -169,7 +169,8 @@ typedef struct chring_snap chring_snap_t;
 typedef struct chring_member chring_member_t;
 
 /* Creates an empty ring (version 0).  cfg NULL means the defaults; cfg is copied.
- * Returns 0 and sets *out; -EINVAL for a NULL out, an unknown profile, vnodes 0, a custom
+ * Returns 0 and sets *out; -EINVAL for a NULL out, an unknown profile, vnodes 0 (except for
+ * ketama and nginx, which ignore vnodes), a custom
  * profile without a hash function or with hash_bits other than 64/32/16; -ENOMEM.
  * Any thread.  The caller owns the ring and frees it with chring_free(). */
 CHRING_API int chring_new(chring_t **out, const chring_config_t *cfg);

@@ -64,7 +64,11 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
         chring_config_default(&defaults);
         cfg = &defaults;
     }
-    if ((unsigned)cfg->profile > CHRING_PROFILE_CUSTOM || cfg->vnodes == 0)
+    if ((unsigned)cfg->profile > CHRING_PROFILE_CUSTOM)
+        return -EINVAL;
+    /* ketama and nginx fix their own point counts and ignore vnodes, 0 included (SPEC §2.1). */
+    if (cfg->vnodes == 0 && cfg->profile != CHRING_PROFILE_KETAMA &&
+        cfg->profile != CHRING_PROFILE_NGINX)
         return -EINVAL;
     if (cfg->profile == CHRING_PROFILE_CUSTOM &&
         (cfg->hash == NULL || (cfg->hash_bits != 64 && cfg->hash_bits != 32 && cfg->hash_bits != 16)))
