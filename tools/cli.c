@@ -601,8 +601,7 @@ static bool owner_changed(const chring_cli_t *cli, uint32_t then, const char *no
 {
     if (then == CLI_EMPTY || !now)
         return !(then == CLI_EMPTY && !now);
-    return cli->snap_name_lens[then] != now_len ||
-           memcmp(cli->snap_names[then], now, now_len) != 0;
+    return cli->snap_name_lens[then] != now_len || memcmp(cli->snap_names[then], now, now_len) != 0;
 }
 
 static void cmd_moved(chring_cli_t *cli, FILE *out)
@@ -637,8 +636,8 @@ static void cmd_moved(chring_cli_t *cli, FILE *out)
 
 /* Parses "<name> <number>" with nothing after; returns NULL or the reason of an ERR answer. */
 static const char *parse_name_number(chring_cli_t *cli, const char *line, size_t len, size_t pos,
-                                     const char *usage, const char *bad, uint64_t min,
-                                     uint64_t max, cli_member_t **member, uint64_t *value)
+                                     const char *usage, const char *bad, uint64_t min, uint64_t max,
+                                     cli_member_t **member, uint64_t *value)
 {
     span_t name, num;
     if (!next_token(line, len, &pos, &name) || !next_token(line, len, &pos, &num) ||
@@ -663,9 +662,9 @@ static void cmd_weight(chring_cli_t *cli, const char *line, size_t len, size_t p
 {
     cli_member_t *cm;
     uint64_t weight;
-    const char *reason = parse_name_number(cli, line, len, pos, "usage: WEIGHT <name> <weight>",
-                                           "bad weight (1 to 4294967295)", 1, UINT32_MAX, &cm,
-                                           &weight);
+    const char *reason =
+        parse_name_number(cli, line, len, pos, "usage: WEIGHT <name> <weight>",
+                          "bad weight (1 to 4294967295)", 1, UINT32_MAX, &cm, &weight);
     if (reason) {
         answer_err(out, reason);
         return;
@@ -682,8 +681,7 @@ static void cmd_load(chring_cli_t *cli, const char *line, size_t len, size_t pos
     cli_member_t *cm;
     uint64_t load;
     const char *reason = parse_name_number(cli, line, len, pos, "usage: LOAD <name> <load>",
-                                           "bad load (0 to 4294967295)", 0, UINT32_MAX, &cm,
-                                           &load);
+                                           "bad load (0 to 4294967295)", 0, UINT32_MAX, &cm, &load);
     if (reason) {
         answer_err(out, reason);
         return;
@@ -726,8 +724,8 @@ static void cmd_replicas(chring_cli_t *cli, span_t arg, FILE *out)
         answer_err(out, "usage: REPLICAS <key> <n>");
         return;
     }
-    span_t num = {arg.ptr + sep, end - sep};
-    span_t key = {arg.ptr, sep - 1};
+    span_t num = { arg.ptr + sep, end - sep };
+    span_t key = { arg.ptr, sep - 1 };
     uint64_t n;
     if (!parse_u64(num, UINT32_MAX, &n) || n == 0) {
         answer_err(out, "bad count (1 to 4294967295)");

@@ -47,7 +47,7 @@ static const char usage_text[] =
  * as its line is complete.  Returns 0, or -1 after a read error (reported on stderr). */
 static int run_fd(chring_cli_t *cli, int fd, const char *label, char *buf)
 {
-    size_t have = 0;     /* bytes of the current line in buf */
+    size_t have = 0;       /* bytes of the current line in buf */
     bool skipping = false; /* inside a line that was too long */
     char chunk[65536];
     for (;;) {
@@ -124,7 +124,7 @@ static void bad_usage(const char *fmt, const char *what)
 
 int main(int argc, char **argv)
 {
-    chring_cli_options_t opt = {.profile = NULL, .vnodes = 0, .balance = 0};
+    chring_cli_options_t opt = { .profile = NULL, .vnodes = 0, .balance = 0 };
     int first_file = argc;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -150,8 +150,7 @@ int main(int argc, char **argv)
             char *end;
             errno = 0;
             unsigned long long v = strtoull(value, &end, 10);
-            if (errno || end == value || *end || value[0] == '-' || v < 1 ||
-                v > CHRING_POINTS_MAX)
+            if (errno || end == value || *end || value[0] == '-' || v < 1 || v > CHRING_POINTS_MAX)
                 bad_usage("--vnodes takes a whole number from 1 to 16777216, not '%s'", value);
             opt.vnodes = (uint32_t)v;
         } else if (parse_option_value(arg, "--balance", &i, argc, argv, &value)) {
@@ -159,8 +158,7 @@ int main(int argc, char **argv)
             errno = 0;
             double c = strtod(value, &end);
             if (errno || end == value || *end || !isfinite(c) || !(c > 0))
-                bad_usage("--balance takes a positive number (below 1 acts as 1), not '%s'",
-                          value);
+                bad_usage("--balance takes a positive number (below 1 acts as 1), not '%s'", value);
             opt.balance = c;
         } else if (arg[0] == '-' && arg[1] != '\0') {
             bad_usage("unknown option '%s'", arg);
