@@ -125,6 +125,7 @@ static void bad_usage(const char *fmt, const char *what)
 int main(int argc, char **argv)
 {
     chring_cli_options_t opt = { .profile = NULL, .vnodes = 0, .balance = 0 };
+    const char *vnodes_text = NULL;
     int first_file = argc;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -147,12 +148,7 @@ int main(int argc, char **argv)
                 bad_usage("unknown profile '%s'", value);
             opt.profile = value;
         } else if (parse_option_value(arg, "--vnodes", &i, argc, argv, &value)) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(value, &end, 10);
-            if (errno || end == value || *end || value[0] == '-' || v < 1 || v > CHRING_POINTS_MAX)
-                bad_usage("--vnodes takes a whole number from 1 to 16777216, not '%s'", value);
-            opt.vnodes = (uint32_t)v;
+            vnodes_text = value; /* checked below, when the profile is known */
         } else if (parse_option_value(arg, "--balance", &i, argc, argv, &value)) {
             char *end;
             errno = 0;
@@ -166,6 +162,27 @@ int main(int argc, char **argv)
             first_file = i;
             break;
         }
+    }
+
+    if (vnodes_text) {
+        /* ketama and nginx fix their own point counts and accept any value (SPEC 2.1). */
+        chring_profile_t profile = CHRING_PROFILE_HASH64;
+        if (opt.profile)
+            chring_profile_parse(opt.profile, &profile);
+        bool ignored = profile == CHRING_PROFILE_KETAMA || profile == CHRING_PROFILE_NGINX;
+        unsigned long long v = 0;
+        const char *p = vnodes_text;
+        bool digits = *p != '\0';
+        for (; *p && digits; p++)
+            digits = *p >= '0' && *p <= '9';
+        if (digits) {
+            errno = 0;
+            v = strtoull(vnodes_text, NULL, 10);
+            digits = errno == 0 && v <= UINT32_MAX;
+        }
+        if (!digits || (!ignored && (v < 1 || v > CHRING_POINTS_MAX)))
+            bad_usage("--vnodes takes a whole number from 1 to 16777216, not '%s'", vnodes_text);
+        opt.vnodes = (uint32_t)v; /* 0 (ketama, nginx) means the default, which they ignore */
     }
 
     chring_cli_t *cli;

@@ -102,7 +102,17 @@ for bad in "--profile nope" "--profile custom" "--profile" "--vnodes 0" "--vnode
     expect "bad option '$bad' stdout" "" "$out"
     expect "bad option '$bad' message" 1 "$(grep -c '^chring: ' "$tmp/err")"
 done
-# Valid edge values.
+# Valid edge values; ketama and nginx ignore --vnodes and take any whole number (SPEC 2.1).
+for ok in "--profile ketama --vnodes 0" "--vnodes 0 --profile=nginx" "--profile nginx --vnodes 4294967295"; do
+    # shellcheck disable=SC2086
+    out=$(echo 'HASH a' | "$tool" $ok 2>&1); st=$?
+    expect "option '$ok'" 0 "$st"
+done
+for bad in "--profile ketama --vnodes 4294967296" "--profile nginx --vnodes +1" "--vnodes ' 5'"; do
+    # shellcheck disable=SC2086
+    out=$(echo 'HASH a' | eval "\"\$tool\" $bad" 2>/dev/null); st=$?
+    expect "option '$bad' exit status" 2 "$st"
+done
 out=$(printf 'POOL a\nBOUNDED k\n' | "$tool" --profile nginx --vnodes 16777216 --balance 0.5); st=$?
 expect "edge option values" $'OK\na' "$out"
 expect "edge option values exit status" 0 "$st"
