@@ -333,7 +333,11 @@ typedef struct chring_lease {
  * load below the capacity it computed; if every member looks full through races, the key goes to
  * the least loaded member seen and a saturation event is counted.  Returns 0 and fills *lease,
  * -ENOENT on an empty ring (lease cleared), -EINVAL for NULL r/lease or NULL key with len > 0.
- * Any thread; lock-free, no allocation.  The lease keeps its member valid until released. */
+ * Any thread; lock-free, no allocation.  The lease keeps its member valid until released.
+ * Capacities count every member of the snapshot in n and W (SPEC §3), also one left without
+ * points (an fnv16 member whose every position was taken, a ketama member of tiny weight share):
+ * such a member is never reached, so the bound can become unreachable and saturation events are
+ * counted even without races. */
 CHRING_API int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lease);
 
 /* Releases a lease and clears it.  A cleared (or zeroed) lease is a no-op.  Any thread;

@@ -57,12 +57,15 @@ static inline uint32_t rotl32(uint32_t x, int r)
 
 uint32_t chring_murmur3_32(const void *data, size_t len, uint32_t seed)
 {
+    static const unsigned char empty[1];
     const unsigned char *p = data;
     const uint32_t c1 = 0xcc9e2d51, c2 = 0x1b873593;
     uint32_t h = seed;
-    size_t blocks = p == NULL ? 0 : len / 4;
-    if (p == NULL)
+    if (p == NULL) { /* a NULL key is the empty key; no arithmetic on a null pointer */
+        p = empty;
         len = 0;
+    }
+    size_t blocks = len / 4;
 
     for (size_t i = 0; i < blocks; i++) {
         /* Blocks are read little-endian, byte by byte, so the result is the same everywhere. */

@@ -110,10 +110,12 @@ struct chring_snap {
     uint32_t *index;
 };
 
-/* One shard of the ring-wide lease accounting; a thread writes the shard it was given. */
+/* One shard of the ring-wide lease accounting.  A thread acquires through the shard it was
+ * given; a release decrements the shard its lease was acquired through (recorded in the lease),
+ * so each shard's leases count is never negative and is bounded by what its threads hold. */
 struct chring_shard {
-    uint64_t acquired;
-    uint64_t released;
+    uint64_t leases;   /* outstanding leases acquired through this shard */
+    uint64_t acquired; /* statistics */
     uint64_t spills;
     uint64_t saturated;
     char pad_[CHRING_CACHELINE - 4 * sizeof(uint64_t)];

@@ -4,12 +4,16 @@
  * Counters.  Each member's load lives in the low half of its hot word (its own cache line, shared
  * with its primary/spilled_in statistics, outside snapshots, so a publish neither copies nor
  * resets it).  The ring-wide number of outstanding leases m is not one shared counter (measured
- * here: 116 ns per acquire+release on 2 threads against 26 ns on 1): each thread counts its
- * acquires and releases in the shard it was given (a cache line of its own; one shard per
- * online CPU, rounded up to a power of two), and m is the sum of acquired - released over the
- * shards.  That sum is exact whenever no acquire or release is in flight, and off by at most the
- * number in flight otherwise; a momentarily negative sum reads as 0.  Acquire reads every shard:
- * lines that other threads write are the price of an exact m, and stay few on small machines.
+ * here: 116 ns per acquire+release on 2 threads against 26 ns on 1): each thread acquires
+ * through the shard it was given (a cache line of its own; one shard per online CPU, rounded up
+ * to a power of two), the lease records that shard, and its release decrements the same shard.
+ * m is the sum of the shards' counts, read in one pass.  Each shard's count is exact at the
+ * moment it is read, so the sum is exact whenever no acquire or release is in flight; while they
+ * are, a shard read early and one read late may each be off by what changed in between, so a
+ * reader's m is at most the sum over shards of the most each held during its read (with every
+ * thread on its own shard: at most the leases each thread holds, plus those in flight).  A
+ * release on another thread than its acquire writes the acquiring thread's shard line: correct,
+ * only slower.
  *
  * Admission (SPEC §3).  A thread computes each member's capacity from the m it read, then adds 1
  * to the member's word and keeps the lease only if the old load was below that capacity; else it
@@ -38,14 +42,12 @@ static inline struct chring_shard *my_shard(chring_t *r)
 
 uint64_t chring__leases(chring_t *r)
 {
-    uint64_t acquired = 0, released = 0;
-    /* Releases first: a lease released after we read its shard's count cannot then appear as
-     * acquired-but-not-released twice; reading them in this order errs towards a larger m. */
+    uint64_t sum = 0;
     for (unsigned k = 0; k <= r->shard_mask; k++)
-        released += ck_pr_load_64(&r->shards[k].released);
-    for (unsigned k = 0; k <= r->shard_mask; k++)
-        acquired += ck_pr_load_64(&r->shards[k].acquired);
-    return acquired > released ? acquired - released : 0;
+        sum += ck_pr_load_64(&r->shards[k].leases);
+    /* Each count is non-negative at every instant; a sum read across instants is, too, but stay
+     * safe against a wrapped read. */
+    return sum > (UINT64_C(1) << 62) ? 0 : sum;
 }
 
 uint64_t chring_leases(chring_t *r)
@@ -53,9 +55,14 @@ uint64_t chring_leases(chring_t *r)
     return r == NULL ? 0 : chring__leases(r);
 }
 
+/* A lease's reserved_ word: the shard it was acquired through in the top 8 bits, and a cookie
+ * derived from the member pointer below, so that release ignores a lease this library did not
+ * fill in (a zeroed one, say). */
+#define LEASE_COOKIE_MASK ((UINT64_C(1) << 56) - 1)
+
 static inline uint64_t lease_cookie(const chring_member_t *m)
 {
-    return (uint64_t)(uintptr_t)m ^ UINT64_C(0x4c65617365c0ffee);
+    return ((uint64_t)(uintptr_t)m ^ UINT64_C(0x4c65617365c0ffee)) & LEASE_COOKIE_MASK;
 }
 
 int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lease)
@@ -122,11 +129,12 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
         ck_pr_inc_64(&m->spilled_in);
         ck_pr_inc_64(&shard->spills);
     }
+    ck_pr_inc_64(&shard->leases);
     ck_pr_inc_64(&shard->acquired);
     chring_snap_exit(r, s);
 
     lease->member = m;
-    lease->reserved_ = lease_cookie(m);
+    lease->reserved_ = (uint64_t)(shard - r->shards) << 56 | lease_cookie(m);
     return 0;
 }
 
@@ -135,11 +143,12 @@ void chring_release(chring_t *r, chring_lease_t *lease)
     if (r == NULL || lease == NULL || lease->member == NULL)
         return;
     chring_member_t *m = lease->member;
-    if (lease->reserved_ != lease_cookie(m))
+    uint64_t shard = lease->reserved_ >> 56;
+    if ((lease->reserved_ & LEASE_COOKIE_MASK) != lease_cookie(m) || shard > r->shard_mask)
         return; /* not a lease this library filled in */
     lease->member = NULL;
     lease->reserved_ = 0;
-    ck_pr_inc_64(&my_shard(r)->released);
+    ck_pr_dec_64(&r->shards[shard].leases);
     /* Full barrier: the caller's use of the member happens before the count drops. */
     uint64_t old = ck_pr_faa_64(&m->word, (uint64_t)-1);
     if (old == 1)
