@@ -48,6 +48,16 @@ static inline uint64_t bench_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* CPU time of the calling thread in nanoseconds (CLOCK_THREAD_CPUTIME_ID).  Single-thread
+ * measurements use it instead of wall time: on a machine shared with other work, time the thread
+ * spent waiting for a core is not the code's cost (cache interference from that work still shows). */
+static inline uint64_t bench_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* The median of n values (the array is sorted in place).  NaN for n == 0. */
 double bench_median(double *values, size_t n);
 

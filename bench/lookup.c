@@ -4,7 +4,8 @@
  * SPDX-License-Identifier: MIT
  *
  * A lookup is what a proxy does per request: chring_snap_enter, chring_snap_lookup of the key,
- * chring_snap_exit.  Keys are pseudo-random bytes precomputed in an array; lookups are
+ * chring_snap_exit.  Times are the measuring thread's CPU time (bench_cpu_ns), so that time spent
+ * waiting for a core taken by other work on a shared machine is not counted.  Keys are pseudo-random bytes precomputed in an array; lookups are
  * independent (throughput); results are folded into a sink.  For each ring size every variant is
  * calibrated to about --ms milliseconds and then run once per rep, interleaved, and the median of
  * the reps is reported.
@@ -72,7 +73,7 @@ static uint64_t run_chring(void *ctx, size_t iters)
     const unsigned char *keys = v->ks->keys;
     size_t len = v->ks->len, count = v->ks->count, k = 0;
     uintptr_t acc = 0;
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_cpu_ns();
     for (size_t i = 0; i < iters; i++) {
         const chring_snap_t *s = chring_snap_enter(v->ring);
         acc += (uintptr_t)chring_snap_lookup(s, keys + k * len, len);
@@ -80,7 +81,7 @@ static uint64_t run_chring(void *ctx, size_t iters)
         if (++k == count)
             k = 0;
     }
-    uint64_t t1 = bench_now_ns();
+    uint64_t t1 = bench_cpu_ns();
     bench_sink += acc;
     return t1 - t0;
 }
@@ -91,7 +92,7 @@ static uint64_t run_chring_prehashed(void *ctx, size_t iters)
     const uint64_t *hashes = v->hashes;
     size_t count = v->nhashes, k = 0;
     uintptr_t acc = 0;
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_cpu_ns();
     for (size_t i = 0; i < iters; i++) {
         const chring_snap_t *s = chring_snap_enter(v->ring);
         acc += (uintptr_t)chring_snap_lookup_hash(s, hashes[k]);
@@ -99,7 +100,7 @@ static uint64_t run_chring_prehashed(void *ctx, size_t iters)
         if (++k == count)
             k = 0;
     }
-    uint64_t t1 = bench_now_ns();
+    uint64_t t1 = bench_cpu_ns();
     bench_sink += acc;
     return t1 - t0;
 }
@@ -112,13 +113,13 @@ static uint64_t run_hash_only(void *ctx, size_t iters)
     size_t len = v->ks->len, count = v->ks->count, k = 0;
     uint64_t acc = 0;
     const chring_snap_t *s = chring_snap_enter(v->ring);
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_cpu_ns();
     for (size_t i = 0; i < iters; i++) {
         acc += chring_snap_hash(s, keys + k * len, len);
         if (++k == count)
             k = 0;
     }
-    uint64_t t1 = bench_now_ns();
+    uint64_t t1 = bench_cpu_ns();
     chring_snap_exit(v->ring, s);
     bench_sink += acc;
     return t1 - t0;
@@ -129,13 +130,13 @@ static uint64_t run_enter_exit(void *ctx, size_t iters)
 {
     variant_t *v = ctx;
     uintptr_t acc = 0;
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_cpu_ns();
     for (size_t i = 0; i < iters; i++) {
         const chring_snap_t *s = chring_snap_enter(v->ring);
         acc += (uintptr_t)s;
         chring_snap_exit(v->ring, s);
     }
-    uint64_t t1 = bench_now_ns();
+    uint64_t t1 = bench_cpu_ns();
     bench_sink += acc;
     return t1 - t0;
 }
@@ -148,7 +149,7 @@ static uint64_t run_rwlock(void *ctx, size_t iters)
     const unsigned char *keys = v->ks->keys;
     size_t len = v->ks->len, count = v->ks->count, k = 0;
     uintptr_t acc = 0;
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_cpu_ns();
     for (size_t i = 0; i < iters; i++) {
         uint64_t h = base_hash64(keys + k * len, len);
         pthread_rwlock_rdlock(v->rw);
@@ -157,7 +158,7 @@ static uint64_t run_rwlock(void *ctx, size_t iters)
         if (++k == count)
             k = 0;
     }
-    uint64_t t1 = bench_now_ns();
+    uint64_t t1 = bench_cpu_ns();
     bench_sink += acc;
     return t1 - t0;
 }
@@ -168,7 +169,7 @@ static uint64_t run_mutex(void *ctx, size_t iters)
     const unsigned char *keys = v->ks->keys;
     size_t len = v->ks->len, count = v->ks->count, k = 0;
     uintptr_t acc = 0;
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_cpu_ns();
     for (size_t i = 0; i < iters; i++) {
         uint64_t h = base_hash64(keys + k * len, len);
         pthread_mutex_lock(v->mu);
@@ -177,7 +178,7 @@ static uint64_t run_mutex(void *ctx, size_t iters)
         if (++k == count)
             k = 0;
     }
-    uint64_t t1 = bench_now_ns();
+    uint64_t t1 = bench_cpu_ns();
     bench_sink += acc;
     return t1 - t0;
 }
@@ -188,13 +189,13 @@ static uint64_t run_branchless(void *ctx, size_t iters)
     const unsigned char *keys = v->ks->keys;
     size_t len = v->ks->len, count = v->ks->count, k = 0;
     uintptr_t acc = 0;
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_cpu_ns();
     for (size_t i = 0; i < iters; i++) {
         acc += (uintptr_t)base_owner_branchless(v->base, base_hash64(keys + k * len, len));
         if (++k == count)
             k = 0;
     }
-    uint64_t t1 = bench_now_ns();
+    uint64_t t1 = bench_cpu_ns();
     bench_sink += acc;
     return t1 - t0;
 }
@@ -204,7 +205,7 @@ static uint64_t run_rwlock_prehashed(void *ctx, size_t iters)
     variant_t *v = ctx;
     size_t count = v->nhashes, k = 0;
     uintptr_t acc = 0;
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_cpu_ns();
     for (size_t i = 0; i < iters; i++) {
         pthread_rwlock_rdlock(v->rw);
         acc += (uintptr_t)base_owner_branchy(v->base, v->hashes[k]);
@@ -212,7 +213,7 @@ static uint64_t run_rwlock_prehashed(void *ctx, size_t iters)
         if (++k == count)
             k = 0;
     }
-    uint64_t t1 = bench_now_ns();
+    uint64_t t1 = bench_cpu_ns();
     bench_sink += acc;
     return t1 - t0;
 }
@@ -222,13 +223,13 @@ static uint64_t run_branchy_prehashed(void *ctx, size_t iters)
     variant_t *v = ctx;
     size_t count = v->nhashes, k = 0;
     uintptr_t acc = 0;
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_cpu_ns();
     for (size_t i = 0; i < iters; i++) {
         acc += (uintptr_t)base_owner_branchy(v->base, v->hashes[k]);
         if (++k == count)
             k = 0;
     }
-    uint64_t t1 = bench_now_ns();
+    uint64_t t1 = bench_cpu_ns();
     bench_sink += acc;
     return t1 - t0;
 }
@@ -238,13 +239,13 @@ static uint64_t run_branchless_prehashed(void *ctx, size_t iters)
     variant_t *v = ctx;
     size_t count = v->nhashes, k = 0;
     uintptr_t acc = 0;
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_cpu_ns();
     for (size_t i = 0; i < iters; i++) {
         acc += (uintptr_t)base_owner_branchless(v->base, v->hashes[k]);
         if (++k == count)
             k = 0;
     }
-    uint64_t t1 = bench_now_ns();
+    uint64_t t1 = bench_cpu_ns();
     bench_sink += acc;
     return t1 - t0;
 }
@@ -257,13 +258,13 @@ static uint64_t run_libmemcached(void *ctx, size_t iters)
     const unsigned char *keys = v->ks->keys;
     size_t len = v->ks->len, count = v->ks->count, k = 0;
     uint64_t acc = 0;
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_cpu_ns();
     for (size_t i = 0; i < iters; i++) {
         acc += memcached_generate_hash(mc, (const char *)keys + k * len, len);
         if (++k == count)
             k = 0;
     }
-    uint64_t t1 = bench_now_ns();
+    uint64_t t1 = bench_cpu_ns();
     bench_sink += acc;
     return t1 - t0;
 }
@@ -346,7 +347,7 @@ int main(int argc, char **argv)
                 NULL);
     bench_print_machine("chring-bench-lookup");
     printf("# lookup = chring_snap_enter + chring_snap_lookup + chring_snap_exit, independent keys;\n"
-           "# median of %d interleaved reps of ~%.0f ms each\n\n",
+           "# median of %d interleaved reps of ~%.0f ms of thread CPU time each\n\n",
            o.reps, o.target_ms);
 
     for (int k = 0; k < NKEYLENS; k++) {
