@@ -644,6 +644,7 @@ static unsigned err_bit(int rc)
  * order the library checks), and on success the new membership. */
 typedef struct plan {
     unsigned errors;
+    unsigned pure; /* errors visible in the arguments alone (checked before any allocation) */
     model_member_t next[MAX_MEMBERS];
     size_t nnext;
     int overflow; /* more members than the target tracks: skip the call */
@@ -690,7 +691,10 @@ static void run_writer(plan_t *p, const char *what, int (*call)(void *), void *a
          oom_hit ? ", an allocation failed" : "");
     int ok;
     if (p->errors)
-        ok = rc < 0 && (err_bit(rc) & p->errors);
+        ok = (rc < 0 && (err_bit(rc) & p->errors)) ||
+             /* an error that needs the membership (unknown member, a repeated name) may come
+              * after the writer's first allocation */
+             (rc == -ENOMEM && oom_hit && !p->pure);
     else
         ok = rc == 0 || (rc == -ENOMEM && oom_hit);
     if (!ok)
@@ -721,6 +725,7 @@ static void run_writer(plan_t *p, const char *what, int (*call)(void *), void *a
 static unsigned plan_change(plan_t *p, const bytes_t *name, uint32_t w, int obj, int sync)
 {
     unsigned e = name_errors(name);
+    p->pure |= e | (w > 0 ? weight_errors(w) : sync ? E_INVAL : 0);
     long j = -1;
     for (size_t k = 0; !e && k < p->nnext; k++)
         if (model_name_cmp(p->next[k].name, p->next[k].len, name->b, name->len) == 0)
@@ -826,6 +831,7 @@ static void op_add(input_t *in)
     plan_t p;
     plan_start(&p);
     unsigned e = weight_errors(w) | name_errors(name);
+    p.pure = e;
     if (!e)
         e = plan_change(&p, name, w, obj, 0);
     p.errors = e | (e ? 0 : plan_total(&p));
@@ -854,6 +860,7 @@ static void op_set_weight(input_t *in)
     plan_t p;
     plan_start(&p);
     unsigned e = name_errors(name) | weight_errors(w);
+    p.pure = e;
     if (!name_errors(name) && member_index(name->b, name->len) < 0)
         e |= E_NOENT;
     if (!e)

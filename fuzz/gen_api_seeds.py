@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of fuzz_api (fuzz/corpus/api/): small meaningful operation sequences.
+
+The byte format is described in docs/fuzz.md.  Run from anywhere: python3 fuzz/gen_api_seeds.py
+"""
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "corpus", "api")
+
+# Header: profile (0 hash64, 1 murmur32, 2 fnv32, 3 fnv16, 4 custom), vnodes - 1, balance index,
+# custom width/garbage, custom buckets - 1.
+def hdr(profile, vnodes, balance=0, cbits=0, garbage=0, buckets=4):
+    return bytes([profile, vnodes - 1, balance, cbits | (garbage << 2), buckets - 1])
+
+A, B, C, N1, N2, N3, HI, ENG, XH, ONEA, AB, A01, LONG255, LONG256, EMPTY = range(15)
+
+def lit(name, long=False):  # a literal name (joins the pool)
+    b = name.encode("latin-1")
+    return bytes([0xc1 if long else 0xc0, len(b)]) + b
+
+def w(k):  # weight k in 1..6
+    return bytes([k - 1])
+
+W0, W7, W16, WBIG, W2_31, WMAX, WWRAP0, WWRAPSMALL = (bytes([200 + i]) for i in range(8))
+
+def add(name, weight=w(1)): return bytes([0]) + bytes([name]) + weight
+def remove(name): return bytes([2, name])
+def set_weight(name, weight): return bytes([3, name]) + weight
+def update(changes):  # (name, weight) with weight bytes; weight 0 removes
+    out = bytes([4, len(changes)])
+    for n, wt in changes:
+        out += bytes([n]) + wt + (b"" if wt == W0 else b"\x01")
+    return out
+def sync(members):
+    out = bytes([5, len(members)])
+    for n, wt in members:
+        out += bytes([n]) + wt
+    return out
+def key(i): return bytes([i])  # "key<i>" for i < 0xc0
+def lookup(k, held=None):
+    t = 0 if held is None else (3 | (held << 2))
+    return bytes([6, t]) + k + b"\x01"
+def lookup_n(k, n): return bytes([7, 0]) + k + bytes([n])
+def bounded(k, balance, loads): return bytes([8, 0]) + k + bytes([balance]) + bytes(loads)
+def acquire(slot, k): return bytes([9, slot]) + k
+def release(slot): return bytes([11, slot])
+def release_twice(slot): return bytes([11, slot | 0xc0])
+def hold(slot): return bytes([0x0c, slot])
+def put(slot): return bytes([0x1c, slot])
+def moved(held_a, held_b=None):
+    t = 3 | (held_a << 2)
+    s = 0 if held_b is None else (0x80 | held_b)
+    return bytes([13, t, s | 0x40])
+def oom(k): return bytes([0x1e, k - 1])
+def bad(case): return bytes([0x0e, case])
+def capacity(): return bytes([0x2e, 3 << 2, 8 << 2, 1 << 2, 3 << 2, 0])
+
+seeds = {
+    "basic-hash64": hdr(0, 4) + add(A) + add(B) + add(C, w(2)) + lookup(key(1)) + lookup_n(key(2), 3)
+        + hold(0) + remove(B) + moved(0) + lookup(key(1), held=0) + put(0) + set_weight(C, w(1))
+        + sync([(A, w(1)), (N1, w(3))]) + lookup(key(7)),
+    "leases-murmur32": hdr(1, 2, balance=0) + add(A) + add(B) + add(C)
+        + b"".join(acquire(i, key(1)) for i in range(6)) + release(2) + release_twice(3)
+        + remove(A) + acquire(7, key(1)) + release(0) + release(1) + capacity(),
+    "bounded-fnv32": hdr(2, 3) + add(N1) + add(N2) + add(N3, w(2))
+        + bounded(key(5), 0, [3, 0, 1]) + bounded(key(9), 1, [7, 7, 0]) + bounded(key(3), 5, [2, 2, 2]),
+    "fnv16-labels": hdr(3, 2) + add(A, w(2)) + add(ONEA, w(2)) + add(AB) + lookup(key(4))
+        + set_weight(A, w(4)) + remove(ONEA) + add(ONEA) + hold(1) + set_weight(A, w(1)) + moved(1),
+    "custom16-collisions": hdr(4, 3, cbits=2, garbage=1, buckets=3) + add(A) + add(B) + add(C)
+        + add(XH) + b"".join(acquire(i, key(i)) for i in range(10)) + remove(B) + hold(2)
+        + b"".join(release(i) for i in range(5)) + moved(2) + put(2),
+    "custom64-one-bucket": hdr(4, 2, cbits=0, buckets=1) + add(B) + add(A) + lookup(key(0))
+        + lookup_n(key(0), 2) + acquire(0, key(0)) + acquire(1, key(0)) + acquire(2, key(0)),
+    "errors-weights": hdr(0, 4) + add(A, WBIG) + add(A, WWRAP0) + add(A, WWRAPSMALL) + add(A, W0)
+        + add(EMPTY) + add(LONG256) + add(LONG255) + set_weight(A, w(2)) + remove(B)
+        + update([(A, W0), (A, w(1))]) + sync([(B, W0)]) + update([(C, w(1)), (B, W0)]),
+    "oom": hdr(1, 3) + oom(1) + add(A) + oom(2) + add(B) + add(C) + oom(1) + remove(C)
+        + oom(3) + update([(N1, w(1)), (A, W0)]) + oom(2) + sync([(N2, w(2))]) + lookup(key(1)),
+    "batches": hdr(2, 1) + update([(A, w(1)), (B, w(2)), (C, w(3))]) + sync([(C, w(1)), (N1, w(1))])
+        + update([(N1, W0), (HI, w(1))]) + sync([]) + update([]) + add(ENG),
+    "literal-names": hdr(0, 2) + b"\x00" + lit("node with spaces") + w(1)
+        + b"\x00" + lit("x" * 5, long=True) + w(1)
+        + lookup(key(2)) + bad(0) + bad(3) + bad(13) + bad(14),
+}
+
+os.makedirs(OUT, exist_ok=True)
+for name, data in seeds.items():
+    with open(os.path.join(OUT, "seed-" + name), "wb") as f:
+        f.write(data)
+print(f"wrote {len(seeds)} seeds to {OUT}")
