@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Proves the torture test can fail: the library built with -Dplanted_bug=no_grace frees replaced
+# snapshots without waiting for an RCU grace period, and the torture test, run again and again
+# (up to a time cap per sanitizer), must make AddressSanitizer report a heap-use-after-free and
+# ThreadSanitizer report the use of freed memory.  The step PASSES only if both sanitizers catch
+# the planted bug; a clean result here would mean the torture test cannot see a missing grace
+# period, so step 20's clean runs would prove nothing.
+#
+# Environment: CHRING_PLANTED_CAP (seconds of torture runs per sanitizer before giving up,
+# default 60), CHRING_PLANTED_RUN (seconds per torture run, default 4), CHRING_TSAN_CC (default
+# clang).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+scripts/deps.sh gcc clang libclang-rt-14-dev liburcu-dev libck-dev libxxhash-dev libmd-dev \
+    zlib1g-dev meson ninja-build pkg-config
+
+cap=${CHRING_PLANTED_CAP:-60}
+per_run=${CHRING_PLANTED_RUN:-4}
+tsan_cc=${CHRING_TSAN_CC:-clang}
+areas=(-Donly=tests/stress -Dtests=true -Dbench=false -Dexamples=false -Dtools=false -Dfuzz=false)
+
+setup() { # DIR CC MESON_OPTION...
+    local dir=$1 cc=$2
+    shift 2
+    if [ ! -f "$dir/build.ninja" ]; then
+        CC=$cc meson setup "$dir" --buildtype=debugoptimized -Db_lundef=false \
+            -Dplanted_bug=no_grace "${areas[@]}" "$@"
+    fi
+    nice ninja -C "$dir" -j2 tests/stress/chring-torture
+}
+
+# The torture test's own bound checks on m are step 20's business: here they must not end a run
+# before the sanitizer sees the freed snapshot, so they get a huge slack.
+export CHRING_TORTURE_M_SLACK=1000000000
+
+# Does the log hold a sanitizer report of the planted bug?  ASan: a heap-use-after-free.  TSan: a
+# heap-use-after-free, or a data race one side of which is the free() of the reclamation (other
+# races, if any, are step 20's business and do not count here).
+caught() { # SANITIZER LOG
+    if [ "$1" = asan ]; then
+        grep -qE '^==[0-9]+==ERROR: AddressSanitizer: heap-use-after-free' "$2"
+    else
+        grep -qE 'WARNING: ThreadSanitizer: heap-use-after-free' "$2" && return 0
+        awk '/^==================$/ { if (race && freed) found = 1; race = 0; freed = 0; next }
+             /WARNING: ThreadSanitizer: data race/ { race = 1 }
+             /#0 (__interceptor_)?free / { freed = 1 }
+             END { if (race && freed) found = 1; exit(found ? 0 : 1) }' "$2"
+    fi
+}
+
+result=0
+hunt() { # NAME SANITIZER DIR ENV...
+    local name=$1 san=$2 dir=$3 log start runs status
+    shift 3
+    log=$(mktemp)
+    start=$SECONDS
+    runs=0
+    echo "== $name: running $dir/tests/stress/chring-torture $per_run until the first report (cap ${cap}s)"
+    while [ $((SECONDS - start)) -lt "$cap" ]; do
+        runs=$((runs + 1))
+        status=0
+        env "$@" timeout --kill-after=10 $((per_run * 4 + 60)) \
+            nice "$dir/tests/stress/chring-torture" "$per_run" >"$log" 2>&1 || status=$?
+        if caught "$san" "$log"; then
+            grep -m1 -E 'ERROR: AddressSanitizer|WARNING: ThreadSanitizer' -A 14 "$log" || true
+            echo "== $name: CAUGHT the planted bug in run $runs after $((SECONDS - start))s (exit $status)"
+            rm -f "$log"
+            return 0
+        fi
+        echo "   run $runs: exit $status, no report of the planted bug; last line: $(tail -n1 "$log")"
+    done
+    echo "== $name: NOT caught in $runs runs (${cap}s): the torture test cannot see a missing grace period"
+    tail -n 20 "$log"
+    rm -f "$log"
+    result=1
+}
+
+echo "-- building the planted-bug ASan configuration (gcc, -Dplanted_bug=no_grace)"
+setup build-planted-asan gcc -Db_sanitize=address,undefined
+echo "-- building the planted-bug TSan configuration ($tsan_cc, -Dplanted_bug=no_grace)"
+setup build-planted-tsan "$tsan_cc" -Db_sanitize=thread
+
+hunt "ASan" asan build-planted-asan \
+    ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=0
+# halt_on_error=0: keep running past unrelated reports until the planted one shows.
+hunt "TSan" tsan build-planted-tsan \
+    TSAN_OPTIONS="halt_on_error=0 suppressions=$root/tests/stress/tsan.supp"
+
+if [ "$result" -ne 0 ]; then
+    echo "21-planted-bug: FAILED: a sanitizer did not catch the planted missing grace period"
+    exit 1
+fi
+echo "21-planted-bug: passed: ASan and TSan both caught the planted missing grace period"
