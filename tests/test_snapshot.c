@@ -80,6 +80,7 @@ Test(snapshot, writer_inside_read_section_does_not_block)
     add_or_fail(r, "n7", 1, NULL);
     chring_change_t batch[] = {{"n8", 1, NULL}};
     cr_assert_eq(chring_update(r, batch, 1), 0, "update inside a read section");
+    cr_assert_eq(chring_snap_check(s), 0, "the section's snapshot was freed under it");
     cr_assert_eq(chring_snap_len(s), 3u, "the section's snapshot is unchanged");
     cr_assert_eq(chring_member_check(n1), 0, "removed member valid until the section ends");
     cr_assert_str_eq(chring_member_name(n1), "n1", "its name readable");
