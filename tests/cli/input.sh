@@ -69,7 +69,7 @@ with open(tmp + '/long', 'wb') as f:
     f.write(b'LOOKUP ' + b'y' * (2 * limit))                # long and no newline at the end
 PY
 "$tool" "${m32[@]}" "$tmp/long" >"$tmp/long.out" 2>"$tmp/err"; st=$?
-want_hash=$(python3 -c "
+want_hash=$(python3 -B -c "
 import sys; sys.path.insert(0, '$here')
 import ref_exercise
 print(ref_exercise.murmur3_32(b'x' * ($limit - 5)))")
