@@ -106,7 +106,7 @@ class Env:
 class Nginx:
     """One nginx master process (1 worker) with its own prefix directory."""
 
-    def __init__(self, env, name, http_body):
+    def __init__(self, env, name, http_body, workers=1):
         self.env = env
         self.name = name
         self.d = env.path(name)
@@ -117,7 +117,7 @@ class Nginx:
         with open(self.conf, "w") as f:
             f.write(
                 """
-worker_processes 1;
+worker_processes {workers};
 daemon off;
 pid {d}/nginx.pid;
 error_log {d}/logs/error.log warn;
@@ -135,7 +135,7 @@ http {{
     default_type text/plain;
 {body}
 }}
-""".format(d=self.d, body=http_body))
+""".format(d=self.d, body=http_body, workers=workers))
         self.proc = None
 
     def start(self, port):
@@ -206,7 +206,7 @@ class Backend(Nginx):
 class NginxHashFront(Nginx):
     """nginx itself as the consistent-hash balancer: upstream with `hash $arg_k consistent;`."""
 
-    def __init__(self, env, backends, key="$arg_k"):
+    def __init__(self, env, backends, key="$arg_k", workers=1, access_log=True):
         self.port = free_port()
         servers = "\n".join("        server %s;" % b.member for b in backends)
         body = """
@@ -224,7 +224,7 @@ class NginxHashFront(Nginx):
         }}
     }}
 """.format(key=key, servers=servers, port=self.port)
-        super().__init__(env, "front", body)
+        super().__init__(env, "front", body, workers=workers)
 
     def start(self):
         super().start(self.port)
