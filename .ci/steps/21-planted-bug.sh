@@ -36,16 +36,19 @@ export CHRING_TORTURE_M_SLACK=1000000000
 
 # Does the log hold a sanitizer report of the planted bug?  ASan: a heap-use-after-free.  TSan: a
 # heap-use-after-free, or a data race one side of which is the free() of the reclamation (other
-# races, if any, are step 20's business and do not count here).
+# races, if any, are step 20's business and do not count here).  Prints the first such report.
 caught() { # SANITIZER LOG
     if [ "$1" = asan ]; then
-        grep -qE '^==[0-9]+==ERROR: AddressSanitizer: heap-use-after-free' "$2"
+        grep -m1 -A 24 -E '^==[0-9]+==ERROR: AddressSanitizer: heap-use-after-free' "$2"
     else
-        grep -qE 'WARNING: ThreadSanitizer: heap-use-after-free' "$2" && return 0
-        awk '/^==================$/ { if (race && freed) found = 1; race = 0; freed = 0; next }
+        awk 'function flush() { if (!found && (uaf || (race && freed))) { printf "%s", block; found = 1 } }
+             /^==================$/ { flush(); block = ""; race = 0; freed = 0; uaf = 0; next }
+             { block = block $0 "\n" }
+             /WARNING: ThreadSanitizer: heap-use-after-free/ { uaf = 1 }
              /WARNING: ThreadSanitizer: data race/ { race = 1 }
              /#0 (__interceptor_)?free / { freed = 1 }
-             END { if (race && freed) found = 1; exit(found ? 0 : 1) }' "$2"
+             END { flush(); exit(found ? 0 : 1) }' "$2" | head -n 40
+        return "${PIPESTATUS[0]}"
     fi
 }
 
@@ -63,7 +66,6 @@ hunt() { # NAME SANITIZER DIR ENV...
         env "$@" timeout --kill-after=10 $((per_run * 4 + 60)) \
             nice "$dir/tests/stress/chring-torture" "$per_run" >"$log" 2>&1 || status=$?
         if caught "$san" "$log"; then
-            grep -m1 -E 'ERROR: AddressSanitizer|WARNING: ThreadSanitizer' -A 14 "$log" || true
             echo "== $name: CAUGHT the planted bug in run $runs after $((SECONDS - start))s (exit $status)"
             rm -f "$log"
             return 0
