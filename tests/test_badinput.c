@@ -352,3 +352,25 @@ Test(badinput, set_allocator_requires_both_functions)
     add_or_fail(r, "a", 1, NULL);
     chring_free(&r);
 }
+
+Test(badinput, ring_total_above_2_31_points_rejected)
+{
+    /* 129 members of 2^24 points each is 2^31 + 2^24 points: -E2BIG, found before the points
+     * are allocated (a batch, so no member has to exist first). */
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = CHRING_POINTS_MAX;
+    chring_t *r = ring_create(&cfg);
+    enum { COUNT = 129 };
+    static char names[COUNT][16];
+    chring_change_t batch[COUNT];
+    for (int i = 0; i < COUNT; i++) {
+        snprintf(names[i], sizeof names[i], "big%d", i);
+        batch[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    cr_assert_eq(chring_update(r, batch, COUNT), -E2BIG, "update above 2^31 points");
+    cr_assert_eq(chring_sync(r, batch, COUNT), -E2BIG, "sync above 2^31 points");
+    cr_assert_eq(chring_len(r), 0u, "nothing added");
+    cr_assert_eq(ring_version(r), 0u, "nothing published");
+    chring_free(&r);
+}

@@ -505,3 +505,26 @@ Test(leases, saturation_not_reachable_single_threaded)
         chring_release(r, &leases[k]);
     chring_free(&r);
 }
+
+Test(leases, sync_and_update_keep_counters_of_present_members)
+{
+    chring_t *r = numbered_ring(3, 1.25, 40);
+    chring_lease_t lease;
+    acquire_ok(r, "k", &lease, NULL);
+    char name[32];
+    snprintf(name, sizeof name, "%s", chring_member_name(lease.member));
+    chring_change_t feed[] = {{"srv-0", 2, NULL}, {"srv-1", 2, NULL}, {"srv-2", 2, NULL},
+                              {"new", 1, NULL}};
+    cr_assert_eq(chring_sync(r, feed, 4), 0, "sync re-weights everyone");
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_assert_eq(chring_snap_find(s, name), lease.member, "the same member object");
+    cr_assert_eq(chring_member_load(lease.member), 1u, "its load kept");
+    chring_member_stats_t ms;
+    chring_member_stats(lease.member, &ms);
+    cr_assert_eq(ms.acquires, 1u, "its statistics kept");
+    chring_snap_exit(r, s);
+    cr_assert_eq(chring_leases(r), 1u, "m kept");
+    chring_release(r, &lease);
+    cr_assert_eq(chring_leases(r), 0u, "released");
+    chring_free(&r);
+}

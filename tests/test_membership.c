@@ -5,6 +5,8 @@
  */
 #include "chring_test.h"
 
+#include <time.h>
+
 #define KEYS 10000
 
 Test(weights, growing_moves_keys_only_to_that_member)
@@ -430,4 +432,41 @@ Test(retire, free_without_retire_callback_is_fine)
     cr_assert_null(r, "cleared");
     chring_free(&r);
     chring_free(NULL);
+}
+
+Test(update, udata_used_only_for_new_members)
+{
+    int old_tag, new_tag;
+    chring_t *r = ring_create(NULL);
+    add_or_fail(r, "a", 1, &old_tag);
+    chring_change_t batch[] = {{"a", 2, &new_tag}, {"b", 1, &new_tag}};
+    cr_assert_eq(chring_update(r, batch, 2), 0, "update");
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_assert_eq(chring_member_udata(chring_snap_find(s, "a")), &old_tag, "a keeps its udata");
+    cr_assert_eq(chring_member_udata(chring_snap_find(s, "b")), &new_tag, "b gets the new one");
+    cr_assert_eq(chring_snap_weight(s, chring_snap_find(s, "a")), 2u, "a re-weighted");
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
+Test(retire, removed_member_is_retired_without_chring_free)
+{
+    /* Liveness, not timing: a removed member with no lease and no holder must be retired once
+     * a grace period has passed, not only at chring_free (a long-lived ring would leak).  The
+     * bound is generous (20 s); liburcu's grace periods take milliseconds. */
+    struct retire_log log;
+    chring_t *r = retire_ring(&log);
+    add_or_fail(r, "m1", 1, (void *)(uintptr_t)1);
+    add_or_fail(r, "m2", 1, (void *)(uintptr_t)2);
+    cr_assert_eq(chring_remove(r, "m1"), 0, "remove");
+    for (int i = 0; i < 2000 && retired(&log, 1) == 0; i++) {
+        cr_assert_eq(chring_set_weight(r, "m2", (uint32_t)(1 + i % 2)), 0, "publish");
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert_eq(retired(&log, 1), 1, "m1 not retired after its grace period");
+    cr_assert_eq(retired(&log, 2), 0, "m2 is still a member");
+    chring_free(&r);
+    cr_assert_eq(log.count[0], 1, "m1 once");
+    cr_assert_eq(log.count[1], 1, "m2 once");
 }
