@@ -27,6 +27,7 @@
 #include <sys/queue.h>
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -69,6 +70,7 @@ static struct {
     size_t max_headers;
     size_t max_body;
     unsigned max_idle; /* idle backend connections kept per backend per worker */
+    size_t high_water; /* client output bytes above which backend reads pause */
     const char *members_file;
     lb_entries_t static_entries; /* from --backend */
     bool verbose;
@@ -136,7 +138,7 @@ struct worker {
     struct bconn *dead; /* connections to free outside their own callbacks */
     struct proxy *active;
     _Atomic uint64_t requests, proxied, retries, bad_gateway, aborts, client_gone, no_backend,
-        stats_served, active_n;
+        stats_served, active_n, pauses;
 };
 
 static struct worker *workers;
@@ -429,6 +431,7 @@ struct proxy {
     int berr;                           /* last evhttp_request_error seen, -1 none */
     bool headers_sent;
     bool cancelling;
+    bool paused;                        /* backend reads paused: the client is slow */
     struct proxy *prev, *next;          /* worker->active */
 };
 
@@ -530,6 +533,20 @@ static int on_backend_headers(struct evhttp_request *breq, void *arg)
     return 0;
 }
 
+/* The client connection's output buffer has been written out (evcon's write callback; set for
+ * each chunk, replaced by evhttp_send_reply_end, gone with the connection). */
+static void on_client_drained(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct proxy *p = arg;
+    if (p->paused && p->bc) {
+        struct bufferevent *bbev = evhttp_connection_get_bufferevent(p->bc->evcon);
+        if (bbev)
+            bufferevent_enable(bbev, EV_READ);
+    }
+    p->paused = false;
+}
+
 static void on_backend_chunk(struct evhttp_request *breq, void *arg)
 {
     struct proxy *p = arg;
@@ -539,7 +556,19 @@ static void on_backend_chunk(struct evhttp_request *breq, void *arg)
         return;
     }
     ADD(p->be->bytes_out, evbuffer_get_length(in));
-    evhttp_send_reply_chunk(p->req, in);
+    evhttp_send_reply_chunk_with_cb(p->req, in, on_client_drained, p);
+    /* Backpressure: a client slower than its backend would make us buffer the whole answer.
+     * Above the high-water mark, stop reading from the backend until the client's output has
+     * drained (on_client_drained). */
+    struct bufferevent *cbev = evhttp_connection_get_bufferevent(p->cevcon);
+    if (p->bc && cbev && evbuffer_get_length(bufferevent_get_output(cbev)) > cfg.high_water) {
+        struct bufferevent *bbev = evhttp_connection_get_bufferevent(p->bc->evcon);
+        if (bbev) {
+            bufferevent_disable(bbev, EV_READ);
+            p->paused = true;
+            ADD(p->w->pauses, 1);
+        }
+    }
 }
 
 static int proxy_start_attempt(struct proxy *p);
@@ -835,7 +864,7 @@ static void serve_stats(struct worker *w, struct evhttp_request *req)
         evbuffer_add(b, "}", 1);
     }
     chring_snap_exit(ring, s);
-    uint64_t t[9] = {0};
+    uint64_t t[10] = {0};
     for (unsigned i = 0; i < cfg.threads; i++) {
         struct worker *x = &workers[i];
         t[0] += GET(x->requests);
@@ -847,17 +876,18 @@ static void serve_stats(struct worker *w, struct evhttp_request *req)
         t[6] += GET(x->no_backend);
         t[7] += GET(x->stats_served);
         t[8] += GET(x->active_n);
+        t[9] += GET(x->pauses);
     }
     evbuffer_add_printf(b,
                         "],\n\"balancer\":{\"threads\":%u,\"requests\":%llu,\"proxied\":%llu,"
                         "\"retries\":%llu,\"bad_gateway\":%llu,\"aborted\":%llu,\"client_gone\":%llu,"
                         "\"no_backend\":%llu,\"stats\":%llu,\"active\":%llu,\"reloads\":%llu,"
-                        "\"reload_errors\":%llu}}\n",
+                        "\"reload_errors\":%llu,\"backpressure_pauses\":%llu}}\n",
                         cfg.threads, (unsigned long long)t[0], (unsigned long long)t[1],
                         (unsigned long long)t[2], (unsigned long long)t[3], (unsigned long long)t[4],
                         (unsigned long long)t[5], (unsigned long long)t[6], (unsigned long long)t[7],
                         (unsigned long long)t[8], (unsigned long long)GET(g_reloads),
-                        (unsigned long long)GET(g_reload_errors));
+                        (unsigned long long)GET(g_reload_errors), (unsigned long long)t[9]);
     struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
     evhttp_add_header(oh, "Content-Type", "application/json");
     evhttp_add_header(oh, "Cache-Control", "no-store");
@@ -1224,6 +1254,7 @@ static int parse_args(int argc, char **argv)
     cfg.max_headers = 8192;
     cfg.max_body = 16u << 20;
     cfg.max_idle = 64;
+    cfg.high_water = 256u << 10;
     int c;
     size_t v;
     const char *err;

@@ -676,6 +676,64 @@ def retire_inflight(env):
     log("SIGTERM with requests in flight: clean exit in %.2fs (%d clients cut off)" %
         (time.time() - t0, len(errors)))
 
+# ------------------------------------------------------------------------------------------------
+def slow_client(env):
+    """A client much slower than its backend: the balancer pauses reading from the backend
+    (backpressure) instead of buffering the whole answer, and the answer arrives whole.  A client
+    that stops reading is dropped after --client-timeout and its lease released."""
+    bs = backends(env, 2)
+    args = ["--client-timeout", "2"]
+    for b in bs:
+        args += ["--backend", b.member]
+    lb = h.Balancer(env, args).start()
+
+    def fetch(path, per_read, pause, stop_after=None):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        s.connect(("127.0.0.1", lb.port))
+        s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        s.settimeout(10)
+        got = b""
+        t0 = time.time()
+        while time.time() - t0 < 30:
+            if stop_after is not None and len(got) >= stop_after:
+                break
+            try:
+                b = s.recv(per_read)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not b:
+                break
+            got += b
+            time.sleep(pause)
+        s.close()
+        return got, time.time() - t0
+
+    got, dt = fetch(b"/huge/a", 256 * 1024, 0.002)
+    head, _, body = got.partition(b"\r\n\r\n")
+    check(status_of(got) == 200, "slow client: %r" % got[:100])
+    check(len(body) == h.HUGE_FILE_BYTES, "slow client got %d of %d body bytes" % (len(body), h.HUGE_FILE_BYTES))
+    st = lb.wait_idle()
+    pauses = st["balancer"]["backpressure_pauses"]
+    check(pauses > 0, "no backpressure pause for a client slower than its backend")
+    log("slow client: 8 MiB in %.2fs, whole; backend reads paused %d times" % (dt, pauses))
+
+    # a client that stops reading: dropped after the client timeout, lease released
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", lb.port))
+    s.sendall(b"GET /huge/stuck HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.5)
+    check(lb.stats()["ring"]["leases"] == 1, "the stuck client holds no lease")
+    t0 = time.time()
+    st = lb.wait_idle(timeout=15)
+    log("a client that stopped reading: dropped, lease released after %.1fs (--client-timeout 2)" %
+        (time.time() - t0))
+    s.close()
+    c = h.Client(lb.port)
+    check(c.get("/after")[0] == 200, "balancer unusable after the stuck client")
+    lb.stop()
+
 
 TESTS = {
     "unloaded": unloaded,
@@ -686,6 +744,7 @@ TESTS = {
     "malformed": malformed,
     "weights-prefix": weights_prefix,
     "retire-inflight": retire_inflight,
+    "slow-client": slow_client,
 }
 
 

@@ -19,6 +19,7 @@ CHRING_LB_EXPECT = os.environ.get("CHRING_LB_EXPECT", "chring-lb-expect")
 NGINX = os.environ.get("NGINX", "/usr/sbin/nginx")
 
 SLOW_FILE_BYTES = 300 * 1024
+HUGE_FILE_BYTES = 8 * 1024 * 1024
 
 
 class TestFailure(Exception):
@@ -180,12 +181,20 @@ class Backend(Nginx):
         with open(big, "wb") as f:
             f.write((b"0123456789abcdef" * 64) * (SLOW_FILE_BYTES // 1024))
         os.chmod(big, 0o644)
+        huge = os.path.join(d, "www", "huge.bin")
+        with open(huge, "wb") as f:
+            f.write(b"H" * HUGE_FILE_BYTES)
+        os.chmod(huge, 0o644)
         body = """
     server {{
         listen 127.0.0.1:{port} reuseport;
         location / {{ return 200 "$server_port\\n"; }}
         location /hop {{
             return 200 "$server_port secret=[$http_x_secret] ka=[$http_keep_alive] te=[$http_te] up=[$http_upgrade] pc=[$http_proxy_connection] conn=[$http_connection] xff=[$http_x_forwarded_for] e2e=[$http_x_end_to_end]\\n";
+        }}
+        location /huge/ {{
+            root {www};
+            try_files /huge.bin =404;
         }}
         location /slow/ {{
             root {www};
