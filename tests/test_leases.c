@@ -528,3 +528,70 @@ Test(leases, sync_and_update_keep_counters_of_present_members)
     cr_assert_eq(chring_leases(r), 0u, "released");
     chring_free(&r);
 }
+
+/* Two names whose fnv16 positions (point 0 is the bare name) collide. */
+static void fnv16_collision(char *first, char *second, size_t cap)
+{
+    static uint32_t seen[65536];
+    memset(seen, 0, sizeof seen);
+    char name[32];
+    for (uint32_t i = 1; i < 1000000; i++) {
+        snprintf(name, sizeof name, "n%u", (unsigned)i);
+        uint32_t pos = ref_fnv1a32(name, strlen(name)) & 0xffffu;
+        if (seen[pos]) {
+            snprintf(first, cap, "n%u", (unsigned)seen[pos]);
+            snprintf(second, cap, "%s", name);
+            return;
+        }
+        seen[pos] = i;
+    }
+    cr_assert_fail("no collision");
+}
+
+Test(leases, saturation_through_a_member_without_points)
+{
+    /* Under fnv16 a later joiner whose only position is taken has no point at all, yet it is a
+     * member of the snapshot: n = 2 (and W = 2) while the walk can only reach the first member.
+     * With c = 1 every acquire after the first finds the only reachable member at capacity:
+     * the walk must not fail but place the key on the least loaded member it saw and count a
+     * saturated event (SPEC §3). */
+    char first[32], second[32];
+    fnv16_collision(first, second, sizeof first);
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.profile = CHRING_PROFILE_FNV16;
+    cfg.vnodes = 1;
+    cfg.balance = 1.0;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, first, 1, NULL);
+    add_or_fail(r, second, 1, NULL);
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_assert_eq(chring_snap_len(s), 2u, "two members");
+    cr_assert_eq(chring_snap_points(s), 1u, "one point");
+    cr_assert_eq(chring_snap_member_points(s, chring_snap_find(s, second)), 0u, "no point");
+    chring_snap_exit(r, s);
+    chring_lease_t leases[10];
+    uint64_t expect_saturated = 0;
+    for (int k = 0; k < 10; k++) {
+        /* The reachable member holds all k leases; its capacity is ceil((k + 1) / 2). */
+        if ((uint64_t)k >= chring_capacity_weighted((uint64_t)k, 1, 2, 1.0))
+            expect_saturated++;
+        cr_assert_eq(chring_acquire(r, "hot", 3, &leases[k]), 0, "acquire %d never fails", k);
+        cr_assert_str_eq(chring_member_name(leases[k].member), first, "the only reachable member");
+    }
+    chring_stats_t st;
+    chring_stats(r, &st);
+    cr_assert_eq(st.acquires, 10u, "acquires");
+    cr_assert_eq(st.saturated, expect_saturated, "saturated events (n counts every member)");
+    cr_assert_eq(st.leases, 10u, "leases");
+    chring_member_stats_t ms;
+    s = chring_snap_enter(r);
+    chring_member_stats(chring_snap_find(s, first), &ms);
+    chring_snap_exit(r, s);
+    cr_assert_eq(ms.acquires, ms.primary + ms.spilled_in, "acquires = primary + spilled_in");
+    cr_assert_eq(ms.load, 10u, "all ten on the reachable member");
+    for (int k = 0; k < 10; k++)
+        chring_release(r, &leases[k]);
+    cr_assert_eq(chring_leases(r), 0u, "released");
+    chring_free(&r);
+}
