@@ -21,6 +21,9 @@ struct model {
     model_hash hash;
     unsigned bits;
     uint32_t weight[MAX_MEMBERS]; /* 0: not a member */
+    int fnv16;                    /* labels "<name>", "<i>-<name>"; skip taken positions */
+    uint64_t join[MAX_MEMBERS];   /* join sequence of each member (fnv16) */
+    uint64_t seq;
 };
 
 struct model_point {
@@ -63,8 +66,48 @@ static uint64_t width_mask(unsigned bits)
     return bits == 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
 }
 
+static size_t model_points_fnv16(const struct model *md, struct model_point *out)
+{
+    /* SPEC §2: member by member in join order, each member's points in index order; a
+     * position already taken is skipped. */
+    static unsigned char taken[65536];
+    memset(taken, 0, sizeof taken);
+    int order[MAX_MEMBERS], members = 0;
+    for (int j = 0; j < MAX_MEMBERS; j++)
+        if (md->weight[j])
+            order[members++] = j;
+    for (int a = 1; a < members; a++)
+        for (int b = a; b > 0 && md->join[order[b - 1]] > md->join[order[b]]; b--) {
+            int t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    size_t count = 0;
+    for (int o = 0; o < members; o++) {
+        int j = order[o];
+        char name[32], label[48];
+        member_name(name, sizeof name, j);
+        for (uint32_t i = 0; i < md->weight[j] * VNODES; i++) {
+            int len = i == 0 ? snprintf(label, sizeof label, "%s", name)
+                             : snprintf(label, sizeof label, "%u-%s", (unsigned)i, name);
+            uint64_t pos = ref_fnv1a32(label, (size_t)len) & 0xffffu;
+            if (taken[pos])
+                continue;
+            taken[pos] = 1;
+            out[count].pos = pos;
+            out[count].member = j;
+            out[count].index = i;
+            count++;
+        }
+    }
+    qsort(out, count, sizeof *out, compare_model_points);
+    return count;
+}
+
 static size_t model_points(const struct model *md, struct model_point *out)
 {
+    if (md->fnv16)
+        return model_points_fnv16(md, out);
     size_t count = 0;
     for (int j = 0; j < MAX_MEMBERS; j++) {
         char name[32], label[48];
@@ -111,8 +154,12 @@ static void model_check(chring_t *r, const struct model *md, int step)
         }
         cr_assert_not_null(m, "step %d: %s missing", step, name);
         cr_assert_eq(chring_snap_weight(s, m), md->weight[j], "step %d: weight of %s", step, name);
-        cr_assert_eq(chring_snap_member_points(s, m), (size_t)md->weight[j] * VNODES,
-                     "step %d: points of %s", step, name);
+        size_t mine = 0;
+        for (size_t i = 0; i < count; i++)
+            mine += expect[i].member == j;
+        cr_assert_eq(chring_snap_member_points(s, m), mine, "step %d: points of %s", step, name);
+        if (!md->fnv16)
+            cr_assert_eq(mine, (size_t)md->weight[j] * VNODES, "step %d: V * w", step);
     }
     /* Lookups: the first point at or after the key's hash, wrapping. */
     char key[32];
@@ -165,6 +212,8 @@ static void run_model(chring_t *r, struct model *md, uint64_t seed, int steps)
 {
     rng_state = seed;
     memset(md->weight, 0, sizeof md->weight);
+    memset(md->join, 0, sizeof md->join);
+    md->seq = 0;
     char names[MAX_MEMBERS][32];
     for (int j = 0; j < MAX_MEMBERS; j++)
         member_name(names[j], sizeof names[j], j);
@@ -176,6 +225,8 @@ static void run_model(chring_t *r, struct model *md, uint64_t seed, int steps)
         case 0:
         case 1: /* add (or re-weight) */
             cr_assert_eq(chring_add(r, names[j], w, NULL), 0, "add");
+            if (md->weight[j] == 0)
+                md->join[j] = ++md->seq;
             md->weight[j] = w;
             break;
         case 2: /* remove */
@@ -212,15 +263,29 @@ static void run_model(chring_t *r, struct model *md, uint64_t seed, int steps)
             }
             int rc = chring_update(r, batch, n);
             cr_assert_eq(rc, ok ? 0 : -ENOENT, "update");
-            if (ok)
+            if (ok) {
+                for (size_t u = 0; u < n; u++)
+                    if (md->weight[used[u]] == 0 && next[used[u]] != 0)
+                        md->join[used[u]] = ++md->seq; /* new members join in array order */
                 memcpy(md->weight, next, sizeof next);
+            }
             break;
         }
         case 5: { /* sync to a random subset */
             chring_change_t feed[MAX_MEMBERS];
             size_t n = 0;
             uint32_t next[MAX_MEMBERS] = {0};
-            for (int k = 0; k < MAX_MEMBERS; k++) {
+            int feed_order[MAX_MEMBERS];
+            /* A shuffled feed, so that array order differs from name order. */
+            for (int k = 0; k < MAX_MEMBERS; k++)
+                feed_order[k] = k;
+            for (int k = MAX_MEMBERS - 1; k > 0; k--) {
+                int t = (int)rng_below((uint32_t)k + 1), v = feed_order[k];
+                feed_order[k] = feed_order[t];
+                feed_order[t] = v;
+            }
+            for (int f = 0; f < MAX_MEMBERS; f++) {
+                int k = feed_order[f];
                 if (rng_below(3) == 0) {
                     uint32_t sw = md->weight[k] && rng_below(2) ? md->weight[k]
                                                                  : 1 + rng_below(MAX_WEIGHT);
@@ -229,6 +294,10 @@ static void run_model(chring_t *r, struct model *md, uint64_t seed, int steps)
                 }
             }
             cr_assert_eq(chring_sync(r, feed, n), 0, "sync");
+            for (size_t f = 0; f < n; f++)
+                for (int k = 0; k < MAX_MEMBERS; k++)
+                    if (feed[f].name == names[k] && md->weight[k] == 0)
+                        md->join[k] = ++md->seq;
             memcpy(md->weight, next, sizeof next);
             break;
         }
@@ -299,7 +368,7 @@ static uint64_t c_wide32(const void *d, size_t n, void *ctx)
 
 Test(model, hash64_random_changes)
 {
-    struct model md = {h_hash64, 64, {0}};
+    struct model md = {h_hash64, 64, {0}, 0, {0}, 0};
     chring_t *r = model_ring(CHRING_PROFILE_HASH64, NULL, 64);
     run_model(r, &md, 0x1234567ull, 120);
     chring_free(&r);
@@ -307,7 +376,7 @@ Test(model, hash64_random_changes)
 
 Test(model, fnv32_random_changes)
 {
-    struct model md = {h_fnv32, 32, {0}};
+    struct model md = {h_fnv32, 32, {0}, 0, {0}, 0};
     chring_t *r = model_ring(CHRING_PROFILE_FNV32, NULL, 32);
     run_model(r, &md, 0x7654321ull, 80);
     chring_free(&r);
@@ -315,7 +384,7 @@ Test(model, fnv32_random_changes)
 
 Test(model, murmur32_random_changes)
 {
-    struct model md = {h_murmur32, 32, {0}};
+    struct model md = {h_murmur32, 32, {0}, 0, {0}, 0};
     chring_t *r = model_ring(CHRING_PROFILE_MURMUR32, NULL, 32);
     run_model(r, &md, 0xabcdefull, 80);
     chring_free(&r);
@@ -323,7 +392,7 @@ Test(model, murmur32_random_changes)
 
 Test(model, xxh3_random_changes)
 {
-    struct model md = {h_xxh3, 64, {0}};
+    struct model md = {h_xxh3, 64, {0}, 0, {0}, 0};
     chring_t *r = model_ring(CHRING_PROFILE_XXH3, NULL, 64);
     run_model(r, &md, 0x5eedull, 80);
     chring_free(&r);
@@ -331,7 +400,7 @@ Test(model, xxh3_random_changes)
 
 Test(model, coarse_64bit_custom_ties_by_name_and_index)
 {
-    struct model md = {h_coarse64, 64, {0}};
+    struct model md = {h_coarse64, 64, {0}, 0, {0}, 0};
     chring_t *r = model_ring(CHRING_PROFILE_CUSTOM, c_coarse64, 64);
     run_model(r, &md, 0xc0a75eull, 120);
     chring_free(&r);
@@ -339,7 +408,7 @@ Test(model, coarse_64bit_custom_ties_by_name_and_index)
 
 Test(model, coarse_16bit_custom_ties_by_name_and_index)
 {
-    struct model md = {h_coarse16, 16, {0}};
+    struct model md = {h_coarse16, 16, {0}, 0, {0}, 0};
     chring_t *r = model_ring(CHRING_PROFILE_CUSTOM, c_coarse16, 16);
     run_model(r, &md, 0x16b17ull, 120);
     chring_free(&r);
@@ -347,7 +416,7 @@ Test(model, coarse_16bit_custom_ties_by_name_and_index)
 
 Test(model, custom_32bit_truncates_wide_values)
 {
-    struct model md = {h_wide32, 32, {0}};
+    struct model md = {h_wide32, 32, {0}, 0, {0}, 0};
     chring_t *r = model_ring(CHRING_PROFILE_CUSTOM, c_wide32, 32);
     run_model(r, &md, 0x32ull, 80);
     chring_free(&r);
@@ -427,5 +496,18 @@ Test(model, sixteen_bit_top_wraps)
                        "share of lo");
     cr_assert_eq(chring_snap_lookup_hash(s, 0xffff), chring_snap_find(s, "lo"), "by hash");
     chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
+static uint64_t h_fnv16(const void *d, size_t n)
+{
+    return ref_fnv1a32(d, n) & 0xffffu;
+}
+
+Test(model, fnv16_random_changes_follow_join_order)
+{
+    struct model md = {h_fnv16, 16, {0}, 1, {0}, 0};
+    chring_t *r = model_ring(CHRING_PROFILE_FNV16, NULL, 16);
+    run_model(r, &md, 0xf16ull, 150);
     chring_free(&r);
 }
