@@ -124,7 +124,7 @@ pid {d}/nginx.pid;
 error_log {d}/logs/error.log warn;
 events {{ worker_connections 1024; }}
 http {{
-    log_format lb '$msec $request_time $status $body_bytes_sent $server_port "$request"';
+    log_format lb '$msec $request_time $status $body_bytes_sent $server_port "$request" $request_length';
     access_log {d}/logs/access.log lb;
     client_body_temp_path {d}/tmp/body;
     proxy_temp_path {d}/tmp/proxy;
@@ -158,11 +158,13 @@ http {{
                 parts = line.split(" ", 5)
                 if len(parts) < 6:
                     continue
+                req, _, rlen = parts[5].strip().rpartition(" ")
                 # integer milliseconds: nginx's $msec and $request_time have ms resolution
                 end = int(parts[0].replace(".", ""))
                 rt = int(parts[1].replace(".", ""))
                 rows.append({"start": end - rt, "end": end, "status": int(parts[2]),
-                             "bytes": int(parts[3]), "port": int(parts[4]), "request": parts[5].strip()})
+                             "bytes": int(parts[3]), "port": int(parts[4]), "request": req,
+                             "request_length": int(rlen)})
         return rows
 
 
@@ -381,3 +383,45 @@ def run(main):
     log("PASS", name, "%.1fs" % (time.time() - t0))
     env.close()
     return 0
+
+
+class EchoBackend:
+    """A Python HTTP/1.1 backend (thread per connection) answering every request with
+    "<port> <method> <sha256 of the body> <body length>", for body-integrity checks."""
+
+    def __init__(self):
+        import hashlib
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def handle_any(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                outer.seen.append((self.command, dict(self.headers), len(body)))
+                out = ("%d %s %s %d\n" % (outer.port, self.command, hashlib.sha256(body).hexdigest(),
+                                          len(body))).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = handle_any
+
+        self.seen = []
+        self.port = free_port()
+        self.srv = ThreadingHTTPServer(("127.0.0.1", self.port), H)
+        self.srv.daemon_threads = True
+        self.member = "127.0.0.1:%d" % self.port
+        self.t = threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        self.t.start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
