@@ -323,16 +323,16 @@ int main(int argc, char **argv)
 
     printf("## lookups per second (millions, all reader threads together)\n\n");
     printf("| threads | chring | chring + writer | drop | rwlock | rwlock + writer | chring / rwlock | "
-           "control (Mops/s) | CPUs used (chring) | chring M/CPU-s |\n"
-           "|---|---|---|---|---|---|---|---|---|---|\n");
+           "control (Mops/s) | CPUs used (chring) | CPUs used (control) | chring M/CPU-s |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int t = 1; t <= maxt; t++) {
         const config_t *c = find(cfg, ncfg, K_CHRING, t, false), *cw = find(cfg, ncfg, K_CHRING, t, true);
         const config_t *r = find(cfg, ncfg, K_RWLOCK, t, false), *rw = find(cfg, ncfg, K_RWLOCK, t, true);
         const config_t *k = find(cfg, ncfg, K_CONTROL, t, false);
-        printf("| %d | %.1f | %.1f | %.1f%% | %.1f | %.1f | %.1fx | %.0f | %.2f | %.1f |\n", t,
+        printf("| %d | %.1f | %.1f | %.1f%% | %.1f | %.1f | %.1fx | %.0f | %.2f | %.2f | %.1f |\n", t,
                c->median.mops, cw->median.mops, 100 * (1 - cw->median.mops / c->median.mops),
                r->median.mops, rw->median.mops, c->median.mops / r->median.mops, k->median.mops,
-               c->median.cpus, c->median.mops_per_cpu);
+               c->median.cpus, k->median.cpus, c->median.mops_per_cpu);
     }
     if (maxt >= 2) {
         const config_t *c1 = find(cfg, ncfg, K_CHRING, 1, false), *c2 = find(cfg, ncfg, K_CHRING, 2, false);
