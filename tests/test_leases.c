@@ -3,6 +3,8 @@
  *
  * SPDX-License-Identifier: MIT
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+
 #include "chring_test.h"
 
 #include <time.h>
