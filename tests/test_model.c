@@ -511,3 +511,105 @@ Test(model, fnv16_random_changes_follow_join_order)
     run_model(r, &md, 0xf16ull, 150);
     chring_free(&r);
 }
+
+/* Lookups on a large ring agree with a binary search over the snapshot's own point list, for
+ * hashes spread over the whole width and hashes right at, just before and just after points. */
+static void check_large_ring(chring_profile_t profile, int members)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.profile = profile;
+    chring_t *r = ring_create(&cfg);
+    chring_change_t *feed = calloc((size_t)members, sizeof *feed);
+    char(*names)[16] = calloc((size_t)members, sizeof *names);
+    cr_assert(feed && names, "out of memory in the test");
+    for (int i = 0; i < members; i++) {
+        snprintf(names[i], sizeof names[i], "node-%d", i);
+        feed[i] = (chring_change_t){names[i], 1 + (uint32_t)(i % 3), NULL};
+    }
+    cr_assert_eq(chring_sync(r, feed, (size_t)members), 0, "sync");
+    const chring_snap_t *s = chring_snap_enter(r);
+    unsigned bits = chring_snap_hash_bits(s);
+    size_t count = chring_snap_points(s);
+    uint64_t *pos = malloc(count * sizeof *pos);
+    const chring_member_t **owner = malloc(count * sizeof *owner);
+    cr_assert(pos && owner, "out of memory in the test");
+    for (size_t i = 0; i < count; i++)
+        cr_assert_eq(chring_snap_point(s, i, &pos[i], &owner[i]), 0, "point");
+    uint64_t mask = width_mask(bits);
+    rng_state = 0x9e3779b97f4a7c15ull;
+    for (int k = 0; k < 30000; k++) {
+        uint64_t h;
+        size_t at = (size_t)rng_below((uint32_t)count);
+        switch (k % 4) {
+        case 0:
+            h = ((uint64_t)rng_below(UINT32_MAX) << 32 | rng_below(UINT32_MAX)) & mask;
+            break;
+        case 1:
+            h = pos[at];
+            break;
+        case 2:
+            h = pos[at] - 1;
+            h &= mask;
+            break;
+        default:
+            h = (pos[at] + 1) & mask;
+            break;
+        }
+        size_t lo = 0, hi = count;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (pos[mid] < h)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const chring_member_t *expect = owner[lo == count ? 0 : lo];
+        cr_assert_eq(chring_snap_lookup_hash(s, h), expect, "hash %llu",
+                     (unsigned long long)h);
+    }
+    chring_snap_exit(r, s);
+    free(pos);
+    free(owner);
+    free(feed);
+    free(names);
+    chring_free(&r);
+}
+
+Test(model, large_hash64_ring_lookups_agree_with_points)
+{
+    check_large_ring(CHRING_PROFILE_HASH64, 600);
+}
+
+Test(model, large_murmur32_ring_lookups_agree_with_points)
+{
+    check_large_ring(CHRING_PROFILE_MURMUR32, 300);
+}
+
+Test(model, large_fnv16_ring_lookups_agree_with_points)
+{
+    check_large_ring(CHRING_PROFILE_FNV16, 200);
+}
+
+Test(model, default_config_equals_null_config)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    chring_t *a = ring_create(NULL);
+    chring_t *b = ring_create(&cfg);
+    /* The configuration is copied: changing it afterwards changes nothing. */
+    cfg.vnodes = 3;
+    cfg.profile = CHRING_PROFILE_FNV32;
+    add_numbered(a, "n", 0, 5);
+    add_numbered(b, "n", 0, 5);
+    const chring_snap_t *sa = chring_snap_enter(a);
+    const chring_snap_t *sb = chring_snap_enter(b);
+    cr_assert_eq(chring_snap_points(sb), 800u, "5 x 160: the copy of the config is used");
+    cr_assert_eq(chring_snap_profile(sb), CHRING_PROFILE_HASH64, "profile copied");
+    cr_assert_eq(chring_snap_points(sa), chring_snap_points(sb), "same points");
+    cr_assert_float_eq(chring_snap_moved(sa, sb), 0.0, 0.0, "same ring");
+    chring_snap_exit(b, sb);
+    chring_snap_exit(a, sa);
+    chring_free(&a);
+    chring_free(&b);
+}
