@@ -243,7 +243,7 @@ typedef struct thread {
     uint64_t last_version;
     /* counters */
     uint64_t lookups, bounded, bounded_checked, lookup_n, acquires, releases, holds, nested,
-        lookup_names, hot_acquires, member_checks;
+        lookup_names, hot_acquires, member_checks, late_releases;
     uint64_t max_hot_load_over; /* largest (load - bound) seen, for the report (<= 0 is fine) */
     char pad[64];
 } thread_t;
@@ -418,6 +418,8 @@ static void lease_release_oldest(thread_t *t, bool twice)
     udata_t *u = check_member(h->lease.member, "lease before release");
     CHECK(u == h->udata, "lease's member now has udata #%u, at acquire it had #%u", u->id,
           h->udata->id);
+    if (atomic_load_explicit(&u->state, memory_order_relaxed) != ST_IN_RING)
+        t->late_releases++; /* its member has left the ring (or is leaving) */
     chring_release(ring, &h->lease);
     CHECK(h->lease.member == NULL, "chring_release did not clear the lease");
     if (twice)
@@ -533,6 +535,19 @@ static void reader_churn_step(thread_t *t)
     t->lookups++;
     const chring_member_t *by_hash = chring_snap_lookup_hash(s, chring_snap_hash(s, key, len));
     CHECK(by_hash == owner, "lookup_hash disagrees with lookup");
+
+    /* A burst of plain lookups with a lighter check: pressure on the read side, where a missing
+     * grace period shows. */
+    for (int i = 0; i < 8; i++) {
+        uint64_t k = rnd(&t->seed);
+        const chring_member_t *m = chring_snap_lookup_hash(s, k);
+        CHECK(m != NULL && chring_member_check(m) == 0, "burst lookup: invalid member %p",
+              (const void *)m);
+        const udata_t *u = chring_member_udata(m);
+        CHECK(u != NULL && atomic_load_explicit(&u->magic, memory_order_relaxed) == MAGIC_LIVE,
+              "burst lookup: member %p has a retired or garbage udata", (const void *)m);
+    }
+    t->lookups += 8;
 
     if (r % 8 == 0) {
         fake_loads_t f = {.salt = r};
@@ -1253,7 +1268,7 @@ int main(int argc, char **argv)
           atomic_load(&retires_total), ids);
 
     uint64_t lookups = 0, bounded = 0, bchecked = 0, lookup_n = 0, acquires = 0, releases = 0,
-             holds = 0, nested = 0, names = 0, hot = 0, mchecks = 0, over = 0;
+             holds = 0, nested = 0, names = 0, hot = 0, mchecks = 0, over = 0, late = 0;
     for (int i = 0; i < nthreads; i++) {
         thread_t *t = &threads[i];
         lookups += t->lookups;
@@ -1267,6 +1282,7 @@ int main(int argc, char **argv)
         names += t->lookup_names;
         hot += t->hot_acquires;
         mchecks += t->member_checks;
+        late += t->late_releases;
         if (t->max_hot_load_over > over)
             over = t->max_hot_load_over;
     }
@@ -1277,10 +1293,11 @@ int main(int argc, char **argv)
            " full snapshot scans, %" PRIu64 " lookup_name\n",
            lookups, (double)lookups / elapsed, bounded, bchecked, lookup_n, nested, mchecks, names);
     printf("  leases: %" PRIu64 " acquires (%.0f/s; %" PRIu64 " on the hot key), %" PRIu64
-           " releases, %" PRIu64 " spills, %" PRIu64 " saturated; hot-key load above bound "
+           " releases (%" PRIu64 " after their member left), %" PRIu64 " spills, %" PRIu64
+           " saturated; hot-key load above bound "
            "(in-flight slack) at most %" PRIu64 "; hot m read at most %" PRIu64 " (bound %"
            PRIu64 ")\n",
-           acquires, (double)acquires / elapsed, hot, releases, st.spills, st.saturated, over,
+           acquires, (double)acquires / elapsed, hot, releases, late, st.spills, st.saturated, over,
            max_m_seen, (uint64_t)nthreads * (K_HOT + 1) + m_slack);
     printf("  snapshots: %" PRIu64 " held by readers, %" PRIu64 " held by the writer\n", holds,
            w_moved_checks);
