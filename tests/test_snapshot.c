@@ -302,3 +302,27 @@ Test(snap_moved, four_to_five_members_moves_about_a_fifth)
     chring_snap_put(r, five);
     chring_free(&r);
 }
+
+Test(snapshot, hold_and_leases_inside_a_read_section)
+{
+    chring_t *r = ring_create(NULL);
+    add_numbered(r, "n", 0, 3);
+    const chring_snap_t *s = chring_snap_enter(r);
+    const chring_snap_t *held = chring_snap_hold(r);
+    cr_assert_eq(held, s, "hold inside a section takes the current snapshot");
+    chring_lease_t lease;
+    cr_assert_eq(chring_acquire(r, "key", 3, &lease), 0, "acquire inside a section");
+    cr_assert_eq(lease.member, chring_snap_lookup(s, "key", 3), "unloaded: the owner");
+    chring_snap_exit(r, s);
+    cr_assert_eq(chring_remove(r, chring_member_name(lease.member)), 0, "remove the owner");
+    /* Outside any section: the hold keeps the snapshot, the lease keeps its member. */
+    cr_assert_eq(chring_snap_check(held), 0, "held snapshot valid");
+    cr_assert_eq(chring_snap_len(held), 3u, "old membership");
+    cr_assert_eq(chring_member_check(lease.member), 0, "leased member valid");
+    s = chring_snap_enter(r);
+    chring_release(r, &lease);
+    chring_snap_put(r, held);
+    chring_snap_exit(r, s);
+    cr_assert_eq(chring_leases(r), 0u, "released inside a section");
+    chring_free(&r);
+}
