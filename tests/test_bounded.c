@@ -300,3 +300,67 @@ Test(bounded, null_arguments_return_null)
     chring_snap_exit(r, s);
     chring_free(&r);
 }
+
+/* A callback that reports zero loads while the sum is taken and huge loads afterwards: an
+ * inconsistent caller.  The walk must still end after visiting each point at most once and
+ * answer with some member rather than loop or fail. */
+struct two_faced {
+    unsigned calls;
+    unsigned members;
+};
+
+static uint64_t two_faced_load(const chring_member_t *m, void *ctx)
+{
+    (void)m;
+    struct two_faced *tf = ctx;
+    return tf->calls++ < tf->members ? 0 : UINT32_MAX;
+}
+
+Test(bounded, inconsistent_loads_end_the_walk_with_a_member)
+{
+    chring_t *r = indexed_ring(5, 20);
+    const chring_snap_t *s = chring_snap_enter(r);
+    for (int k = 0; k < 50; k++) {
+        char key[32];
+        key_name(key, sizeof key, k);
+        struct two_faced tf = {0, 5};
+        const chring_member_t *m =
+            chring_snap_lookup_bounded(s, key, strlen(key), 1.25, two_faced_load, &tf);
+        cr_assert_not_null(m, "the walk answers");
+        cr_assert_leq(tf.calls, 5u + 100u, "at most one load per member plus one per point");
+    }
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
+Test(bounded, load_sum_covers_every_member)
+{
+    /* m is the sum over all members: with every load 0 but one member's 8, c = 1 and 4
+     * members, cap = ceil(9 / 4) = 3, so the loaded member is full and nobody else is. */
+    chring_t *r = indexed_ring(4, 40);
+    const chring_snap_t *s = chring_snap_enter(r);
+    char key[32];
+    for (int k = 0; k < 200; k++) {
+        key_name(key, sizeof key, k);
+        const chring_member_t *owner = chring_snap_lookup(s, key, strlen(key));
+        struct loads loads;
+        memset(&loads, 0, sizeof loads);
+        loads.value[member_index(owner)] = 8;
+        const chring_member_t *got =
+            chring_snap_lookup_bounded(s, key, strlen(key), 1.0, load_of, &loads);
+        const chring_member_t *walk[2];
+        cr_assert_eq(chring_snap_lookup_n(s, key, strlen(key), walk, 2), 2u, "two members");
+        cr_assert_eq(got, walk[1], "key-%d: the full owner is skipped for the next member", k);
+        cr_assert_geq(loads.calls, 4u, "the callback is asked about every member");
+        /* The owner alone at 2: m = 2, cap = ceil(3 / 4) = 1, so it is full as well. */
+        memset(&loads, 0, sizeof loads);
+        loads.value[member_index(owner)] = 2;
+        got = chring_snap_lookup_bounded(s, key, strlen(key), 1.0, load_of, &loads);
+        cr_assert_eq(got, walk[1], "key-%d: owner at 2 with cap 1 is full", k);
+        loads.value[member_index(owner)] = 0;
+        got = chring_snap_lookup_bounded(s, key, strlen(key), 1.0, load_of, &loads);
+        cr_assert_eq(got, owner, "key-%d: unloaded owner keeps it", k);
+    }
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
