@@ -305,3 +305,63 @@ Test(alloc, many_publishes_balance)
     chring_free(&r);
     uninstall_and_check_balance();
 }
+
+/* The same for the profiles that rebuild the whole ring on each publish. */
+static chring_t *profile_fixture(chring_profile_t profile)
+{
+    install();
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.profile = profile;
+    cfg.vnodes = 8;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, "10.0.0.1:11211", 1, NULL);
+    add_or_fail(r, "10.0.0.2:11211", 2, NULL);
+    add_or_fail(r, "10.0.0.3:11211", 1, NULL);
+    return r;
+}
+
+static int op_add_server(chring_t *r)
+{
+    return chring_add(r, "10.0.0.4:11211", 1, NULL);
+}
+
+static int op_remove_server(chring_t *r)
+{
+    return chring_remove(r, "10.0.0.2:11211");
+}
+
+static int op_weigh_server(chring_t *r)
+{
+    return chring_set_weight(r, "10.0.0.1:11211", 3);
+}
+
+static void profile_failures(chring_profile_t profile)
+{
+    chring_t *r = profile_fixture(profile);
+    fail_each_allocation(r, op_add_server, chring_profile_name(profile));
+    fail_each_allocation(r, op_remove_server, chring_profile_name(profile));
+    fail_each_allocation(r, op_weigh_server, chring_profile_name(profile));
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+Test(alloc, fnv16_publishes_fail_cleanly)
+{
+    profile_failures(CHRING_PROFILE_FNV16);
+}
+
+Test(alloc, ketama_publishes_fail_cleanly)
+{
+    profile_failures(CHRING_PROFILE_KETAMA);
+}
+
+Test(alloc, nginx_publishes_fail_cleanly)
+{
+    profile_failures(CHRING_PROFILE_NGINX);
+}
+
+Test(alloc, murmur32_publishes_fail_cleanly)
+{
+    profile_failures(CHRING_PROFILE_MURMUR32);
+}
