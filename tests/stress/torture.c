@@ -449,7 +449,9 @@ static held_lease_t *lease_slot(thread_t *t)
  * being acquired number at most T * K_HOT (T readers).  SPEC §3 lets the ring total m that an
  * acquire reads be approximate while acquires and releases are in flight, off by at most the T
  * operations in flight: every acquire sees m <= M = T * (K_HOT + 1).  Capacity grows with m, so
- * every admitting thread computed cap_j <= B_j = capacity_weighted(M, w_j, W, c).
+ * every admitting thread computed cap_j <= B_j = capacity_weighted(M, w_j, W, c).  The writer
+ * checks that premise directly: chring_leases(), the same sum acquire reads, never exceeds M in a
+ * hot epoch (CHRING_TORTURE_M_SLACK adds to M, to look past a broken m while testing the rest).
  *
  * Claim: at any moment, the leases held on member j that were admitted (not saturated) number
  * A_j <= B_j.  Take the last admitted of them: when it was admitted, the other A_j - 1 were
