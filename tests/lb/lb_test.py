@@ -638,9 +638,14 @@ def retire_inflight(env):
     ths = [threading.Thread(target=one, args=(k,)) for k in vkeys]
     for t in ths:
         t.start()
-    time.sleep(0.3)
-    st = lb.stats()
-    vload = [m["load"] for m in st["members"] if m["name"] == victim][0]
+    end = time.time() + 10
+    while time.time() < end:
+        st = lb.stats()
+        vload = [m["load"] for m in st["members"] if m["name"] == victim][0]
+        if vload == len(vkeys):
+            break
+        time.sleep(0.02)
+    check(vload == len(vkeys), "only %d of %d requests in flight on the victim" % (vload, len(vkeys)))
     write_members(mf, members[1:])
     lb.hup()
     time.sleep(0.2)
@@ -667,7 +672,9 @@ def retire_inflight(env):
     ths = [threading.Thread(target=one, args=(k,)) for k in keys[100:112]]
     for t in ths:
         t.start()
-    time.sleep(0.3)
+    end = time.time() + 10
+    while time.time() < end and lb.stats()["ring"]["leases"] < 6:
+        time.sleep(0.02)
     check(lb.stats()["ring"]["leases"] > 0, "nothing in flight at SIGTERM")
     t0 = time.time()
     lb.stop()
@@ -723,7 +730,9 @@ def slow_client(env):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(("127.0.0.1", lb.port))
     s.sendall(b"GET /huge/stuck HTTP/1.1\r\nHost: x\r\n\r\n")
-    time.sleep(0.5)
+    end = time.time() + 5
+    while time.time() < end and lb.stats()["ring"]["leases"] != 1:
+        time.sleep(0.02)
     check(lb.stats()["ring"]["leases"] == 1, "the stuck client holds no lease")
     t0 = time.time()
     st = lb.wait_idle(timeout=15)
