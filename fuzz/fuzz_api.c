@@ -1108,7 +1108,18 @@ static void op_acquire(input_t *in)
         fail("chring_acquire(%s) = %s", show(k->b, k->len), err_name(rc));
     int id;
     if (sat) {
-        id = obj_of(leases[slot].member); /* rounding only: accept the library's choice */
+        /* Every member looked full (a member left without points counts in n and W but is never
+         * reached): the key goes to the least loaded member seen. */
+        id = obj_of(leases[slot].member);
+        uint64_t least = UINT64_MAX;
+        for (size_t p = 0; p < cur.npoints; p++)
+            if (loads[cur.points[p].member] < least)
+                least = loads[cur.points[p].member];
+        if (objs[id].load != least)
+            fail("chring_acquire(%s) saturated onto %s with load %llu; the least load seen is "
+                 "%llu",
+                 show(k->b, k->len), show(objs[id].name, objs[id].len),
+                 (unsigned long long)objs[id].load, (unsigned long long)least);
         saturated_events++;
     } else {
         expect_member(leases[slot].member, &cur.members[j], "chring_acquire");

@@ -67,6 +67,10 @@ seeds = {
         + bounded(key(5), 0, [3, 0, 1]) + bounded(key(9), 1, [7, 7, 0]) + bounded(key(3), 5, [2, 2, 2]),
     "fnv16-labels": hdr(3, 2) + add(A, w(2)) + add(ONEA, w(2)) + add(AB) + lookup(key(4))
         + set_weight(A, w(4)) + remove(ONEA) + add(ONEA) + hold(1) + set_weight(A, w(1)) + moved(1),
+    # "1-a" (weight 1, V = 1) has the label of "a"'s point 1: it is left without points, so the
+    # bound counts a member that can never be reached and acquires saturate.
+    "fnv16-pointless": hdr(3, 1, balance=1) + add(A, w(2)) + add(ONEA, w(1)) + lookup_n(key(1), 5)
+        + b"".join(acquire(i, key(i)) for i in range(6)) + remove(A) + lookup(key(2)) + add(A, w(2)),
     "custom16-collisions": hdr(4, 3, cbits=2, garbage=1, buckets=3) + add(A) + add(B) + add(C)
         + add(XH) + b"".join(acquire(i, key(i)) for i in range(10)) + remove(B) + hold(2)
         + b"".join(release(i) for i in range(5)) + moved(2) + put(2),
