@@ -71,6 +71,7 @@ static struct {
     size_t max_body;
     unsigned max_idle; /* idle backend connections kept per backend per worker */
     size_t high_water; /* client output bytes above which backend reads pause */
+    int64_t fail_timeout_ms; /* after a failure, send the backend's keys to the next replica */
     const char *members_file;
     lb_entries_t static_entries; /* from --backend */
     bool verbose;
@@ -124,7 +125,8 @@ struct backend {
     unsigned reap_left;
     bool retired;
     struct backend *prev, *next; /* g_backends, under g_be_lock */
-    _Atomic uint64_t requests, failures, retries_in, retry_inflight, bytes_out;
+    _Atomic uint64_t requests, failures, retries_in, retry_inflight, bytes_out, skipped;
+    _Atomic int64_t down_until_ms; /* passive health: skip it until then (CLOCK_MONOTONIC) */
 };
 
 struct proxy;
@@ -150,6 +152,29 @@ static _Atomic uint64_t g_reloads, g_reload_errors;
 #define ADD(x, v) atomic_fetch_add_explicit(&(x), (v), memory_order_relaxed)
 #define SUB(x, v) atomic_fetch_sub_explicit(&(x), (v), memory_order_relaxed)
 #define GET(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool backend_down(struct backend *be)
+{
+    int64_t until = GET(be->down_until_ms);
+    return until != 0 && now_ms() < until;
+}
+
+static void backend_mark(struct backend *be, bool ok)
+{
+    if (ok) {
+        if (GET(be->down_until_ms) != 0)
+            atomic_store_explicit(&be->down_until_ms, 0, memory_order_relaxed);
+    } else if (cfg.fail_timeout_ms > 0) {
+        atomic_store_explicit(&be->down_until_ms, now_ms() + cfg.fail_timeout_ms, memory_order_relaxed);
+    }
+}
 
 static void bconn_free(struct bconn *bc)
 {
@@ -616,6 +641,7 @@ static void on_backend_done(struct evhttp_request *breq, void *arg)
     p->breq = NULL;
     pool_put(w, p->be, bc); /* a failed connection was reset; it reconnects on its next use */
 
+    backend_mark(p->be, ok);
     if (!ok) {
         ADD(p->be->failures, 1);
         if (!p->headers_sent) {
@@ -856,11 +882,13 @@ static void serve_stats(struct worker *w, struct evhttp_request *req)
         if (be)
             evbuffer_add_printf(b,
                                 ",\"requests\":%llu,\"failures\":%llu,\"retries_in\":%llu,"
-                                "\"retry_inflight\":%llu,\"bytes_out\":%llu",
+                                "\"retry_inflight\":%llu,\"bytes_out\":%llu,\"skipped\":%llu,"
+                                "\"down\":%s",
                                 (unsigned long long)GET(be->requests), (unsigned long long)GET(be->failures),
                                 (unsigned long long)GET(be->retries_in),
                                 (unsigned long long)GET(be->retry_inflight),
-                                (unsigned long long)GET(be->bytes_out));
+                                (unsigned long long)GET(be->bytes_out), (unsigned long long)GET(be->skipped),
+                                backend_down(be) ? "true" : "false");
         evbuffer_add(b, "}", 1);
     }
     chring_snap_exit(ring, s);
@@ -947,6 +975,18 @@ static void on_request(struct evhttp_request *req, void *arg)
     }
     p->be = chring_member_udata(p->lease.member);
     evhttp_connection_set_closecb(cevcon, on_client_close, p);
+    /* Passive health: a backend that failed less than --fail-timeout ago is not tried; its keys
+     * go to their next replica at once (if that one is down too, it is tried anyway). */
+    if (backend_down(p->be)) {
+        ADD(p->be->skipped, 1);
+        if (proxy_retry(p))
+            return;
+        if (p->attempt == 1) { /* the replica could not be tried */
+            ADD(w->bad_gateway, 1);
+            proxy_fail(p, 502, "Bad Gateway", "cannot reach backend");
+            return;
+        }
+    }
     if (proxy_start_attempt(p) != 0) {
         ADD(p->be->failures, 1);
         if (proxy_retry(p))
@@ -1189,6 +1229,8 @@ static void usage(FILE *f)
             "  --balance C               bounded-load factor c (default 1.25)\n"
             "  --backend-timeout SECS    connect/read timeout towards backends (default 3)\n"
             "  --client-timeout SECS     idle timeout of client connections (default 15)\n"
+            "  --fail-timeout SECS       after a failure, send a backend's keys to their next replica\n"
+            "                            for this long without trying it (default 1; 0: off)\n"
             "  --max-headers BYTES       largest request header block (default 8192)\n"
             "  --max-body BYTES          largest request body, buffered (default 16777216)\n"
             "  --max-idle N              idle backend connections per backend per thread (default 64)\n"
@@ -1221,7 +1263,7 @@ static int parse_size(const char *s, size_t *out, size_t lo, size_t hi)
 static int parse_args(int argc, char **argv)
 {
     enum { O_LISTEN = 256, O_THREADS, O_BACKEND, O_MEMBERS, O_KEY, O_KEYPREFIX, O_PROFILE, O_VNODES,
-           O_BALANCE, O_BTIMEOUT, O_CTIMEOUT, O_MAXHDR, O_MAXBODY, O_MAXIDLE, O_VERBOSE, O_HELP };
+           O_BALANCE, O_BTIMEOUT, O_CTIMEOUT, O_FAILTIMEOUT, O_MAXHDR, O_MAXBODY, O_MAXIDLE, O_VERBOSE, O_HELP };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN},
         {"threads", required_argument, 0, O_THREADS},
@@ -1234,6 +1276,7 @@ static int parse_args(int argc, char **argv)
         {"balance", required_argument, 0, O_BALANCE},
         {"backend-timeout", required_argument, 0, O_BTIMEOUT},
         {"client-timeout", required_argument, 0, O_CTIMEOUT},
+        {"fail-timeout", required_argument, 0, O_FAILTIMEOUT},
         {"max-headers", required_argument, 0, O_MAXHDR},
         {"max-body", required_argument, 0, O_MAXBODY},
         {"max-idle", required_argument, 0, O_MAXIDLE},
@@ -1255,6 +1298,7 @@ static int parse_args(int argc, char **argv)
     cfg.max_body = 16u << 20;
     cfg.max_idle = 64;
     cfg.high_water = 256u << 10;
+    cfg.fail_timeout_ms = 1000;
     int c;
     size_t v;
     const char *err;
@@ -1339,6 +1383,16 @@ static int parse_args(int argc, char **argv)
                 return -1;
             }
             break;
+        case O_FAILTIMEOUT: {
+            char *end;
+            double d = strtod(optarg, &end);
+            if (*end || !(d >= 0) || d > 86400) {
+                fprintf(stderr, "chring-lb: --fail-timeout: seconds >= 0\n");
+                return -1;
+            }
+            cfg.fail_timeout_ms = (int64_t)(d * 1000);
+            break;
+        }
         case O_MAXHDR:
             if (parse_size(optarg, &cfg.max_headers, 256, 1u << 20) < 0) {
                 fprintf(stderr, "chring-lb: --max-headers: 256..1048576\n");
