@@ -38,7 +38,7 @@ if [ ! -f "$build/build.ninja" ]; then
     rm -rf "$build"
     # _LGPL_SOURCE is left out: liburcu 0.13's bp flavour with it makes UBSan report a misaligned
     # reader struct (notes/sanitizers.md).
-    CC=clang meson setup "$build" --buildtype=debugoptimized -Dfuzz=true -Donly=fuzz \
+    CC=clang meson setup "$build" --buildtype=debugoptimized -Dfuzz=true -Donly=fuzz,tests/regress \
         -Db_sanitize=address,undefined -Db_lundef=false -Durcu_lgpl=false
 fi
 nice ninja -C "$build" -j "${NINJA_JOBS:-2}"
@@ -46,8 +46,18 @@ nice ninja -C "$build" -j "${NINJA_JOBS:-2}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 
+# First the replays: every seed and every past finding's input once through each target
+# (meson suite "fuzz"), and the regression tests of the findings under clang's ASan + UBSan
+# (suite "regress", when this build directory has tests/regress).
 status=0
 summary=""
+if meson test -C "$build" --suite fuzz --suite regress --print-errorlogs --num-processes 2; then
+    summary="replays and regression tests: passed"$'\n'
+else
+    status=1
+    summary="replays and regression tests: FAILED (see above)"$'\n'
+fi
+
 for t in $targets; do
     exe="$top/$build/fuzz/fuzz_$t"
     if [ ! -x "$exe" ]; then
