@@ -622,6 +622,25 @@ def weights_prefix(env):
     shares = {m["name"]: round(m["share"], 3) for m in st["members"]}
     counts = {b.member: want.count(b.member) for b in bs}
     log("600 keys (6-byte prefixes) on their weighted owner; shares %s, keys %s" % (shares, counts))
+    # raise the first backend's weight 1 -> 3 by SIGHUP: keys only move to it
+    with open(mf, "w") as f:
+        f.write("%s=3\n%s=2\n%s=3\n" % (bs[0].member, bs[1].member, bs[2].member))
+    lb.hup()
+    end = time.time() + 5
+    while time.time() < end and lb.stats()["ring"]["version"] < 2:
+        time.sleep(0.05)
+    want2 = h.expect(["%s=%d" % (b.member, w) for b, w in zip(bs, (3, 2, 3))], [k[:6] for k in keys])
+    moved = 0
+    for k, w1, w2 in zip(keys, want, want2):
+        s, body, _ = cl.get("/w", headers={"X-Tenant": k})
+        got = pm.get(h.port_of(body))
+        check(s == 200 and got == w2, "after the weight change %s -> %s, want %s" % (k, got, w2))
+        if w1 != w2:
+            moved += 1
+            check(w2 == bs[0].member, "key %s moved from %s to %s, not to the heavier member" % (k, w1, w2))
+    check(moved > 0, "raising a weight moved no key")
+    log("weight 1 -> 3 by SIGHUP: %d of 600 keys moved, all to the heavier member" % moved)
+    lb.wait_idle()
     lb.stop()
 
 # ------------------------------------------------------------------------------------------------
