@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <urcu-bp.h>
 
 /* ---- input decoding ------------------------------------------------------------------------ */
 
@@ -1341,9 +1342,26 @@ static void op_bad(input_t *in)
         fail("a refused acquire filled the lease");
 }
 
+/* Lets every pending grace period and RCU callback finish, as time passing would: then a removed
+ * member that nothing references any more has been retired, and a release or put that drops the
+ * last reference retires on the spot. */
+static void op_quiesce(void)
+{
+    note("quiesce: synchronize_rcu, rcu_barrier");
+    synchronize_rcu();
+    rcu_barrier();
+    for (int id = 0; id < nobjs; id++) {
+        obj_t *o = &objs[id];
+        if (o->added && !o->live && !o->leases && !o->holds && ld(&o->retired) != 1)
+            fail("%s (object %d) was removed, has no lease and no held snapshot, a grace period "
+                 "and every RCU callback have passed, yet it is not retired",
+                 show(o->name, o->len), id);
+    }
+}
+
 static void op_oom(input_t *in)
 {
-    oom_armed = 1 + take8(in) % 6;
+    oom_armed = 1 + take8(in) % 12;
     note("the next writer call's allocation %d fails", oom_armed);
 }
 
@@ -1473,7 +1491,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 12: if (op & 0x10) op_put(&in); else op_hold(&in); break;
         case 13: op_moved(&in); break;
         case 14:
-            if (op & 0x10) op_oom(&in);
+            if (op & 0x80) op_quiesce();
+            else if (op & 0x10) op_oom(&in);
             else if (op & 0x20) op_capacity(&in);
             else if (op & 0x40) op_hash(&in);
             else op_bad(&in);

@@ -53,6 +53,7 @@ def moved(held_a, held_b=None):
     s = 0 if held_b is None else (0x80 | held_b)
     return bytes([13, t, s | 0x40])
 def oom(k): return bytes([0x1e, k - 1])
+def quiesce(): return bytes([0x8e])
 def bad(case): return bytes([0x0e, case])
 def capacity(): return bytes([0x2e, 3 << 2, 8 << 2, 1 << 2, 3 << 2, 0])
 
@@ -70,7 +71,13 @@ seeds = {
     # "1-a" (weight 1, V = 1) has the label of "a"'s point 1: it is left without points, so the
     # bound counts a member that can never be reached and acquires saturate.
     "fnv16-pointless": hdr(3, 1, balance=1) + add(A, w(2)) + add(ONEA, w(1)) + lookup_n(key(1), 5)
-        + b"".join(acquire(i, key(i)) for i in range(6)) + remove(A) + lookup(key(2)) + add(A, w(2)),
+        + b"".join(acquire(i, key(i)) for i in range(6)) + bounded(key(3), 1, [9, 0])
+        + remove(A) + lookup(key(2)) + add(A, w(2)),
+    # A removed member retires when its last reference goes: after a grace period, on the release
+    # of its last lease, on the put of the last held snapshot listing it.
+    "retire-paths": hdr(0, 2) + add(A) + add(B) + add(C) + acquire(0, key(1)) + acquire(1, key(2))
+        + hold(0) + remove(A) + remove(B) + quiesce() + release(0) + quiesce() + put(0) + quiesce()
+        + release(1) + remove(C) + quiesce() + add(A) + quiesce(),
     "custom16-collisions": hdr(4, 3, cbits=2, garbage=1, buckets=3) + add(A) + add(B) + add(C)
         + add(XH) + b"".join(acquire(i, key(i)) for i in range(10)) + remove(B) + hold(2)
         + b"".join(release(i) for i in range(5)) + moved(2) + put(2),
