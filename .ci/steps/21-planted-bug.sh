@@ -54,7 +54,7 @@ caught() { # SANITIZER LOG
 
 result=0
 hunt() { # NAME SANITIZER DIR ENV...
-    local name=$1 san=$2 dir=$3 log start runs status
+    local name=$1 san=$2 dir=$3 log start runs status pid
     shift 3
     log=$(mktemp)
     start=$SECONDS
@@ -63,8 +63,20 @@ hunt() { # NAME SANITIZER DIR ENV...
     while [ $((SECONDS - start)) -lt "$cap" ]; do
         runs=$((runs + 1))
         status=0
+        # Freed memory can send a reader into a long walk over garbage, so the run is watched
+        # and ended (by its pid) as soon as the planted bug's report is in the log.
         env "$@" timeout --kill-after=10 $((per_run * 4 + 60)) \
-            nice "$dir/tests/stress/chring-torture" "$per_run" >"$log" 2>&1 || status=$?
+            nice "$dir/tests/stress/chring-torture" "$per_run" >"$log" 2>&1 &
+        pid=$!
+        while kill -0 "$pid" 2>/dev/null; do
+            if caught "$san" "$log" >/dev/null; then
+                sleep 1 # let the sanitizer finish writing the report
+                kill "$pid" 2>/dev/null || true
+                break
+            fi
+            sleep 0.5
+        done
+        wait "$pid" || status=$?
         if caught "$san" "$log"; then
             echo "== $name: CAUGHT the planted bug in run $runs after $((SECONDS - start))s (exit $status)"
             rm -f "$log"
