@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lbharness as h  # noqa: E402
 from lbharness import check, log  # noqa: E402
