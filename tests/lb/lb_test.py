@@ -81,6 +81,20 @@ def unloaded(env):
         lb.wait_idle()
         lb.stop()
         log("--key %s: 200/200 keys on their owner" % kind)
+    # the other placement profiles
+    for prof in ("xxh3", "murmur32", "fnv32", "ketama"):
+        lb = h.Balancer(env, args + ["--profile", prof], name="lb-" + prof).start()
+        c = h.Client(lb.port)
+        sub = keys[:200]
+        want_p = h.expect([b.member for b in bs], sub, profile=prof)
+        for k, w in zip(sub, want_p):
+            st, body, _ = c.get(k)
+            check(st == 200 and pm.get(h.port_of(body)) == w, "--profile %s: key %s -> %s, want %s" %
+                  (prof, k, body, w))
+        check(lb.stats()["ring"]["profile"] == prof, "stats profile")
+        lb.wait_idle()
+        lb.stop()
+    log("--profile xxh3, murmur32, fnv32, ketama: 200/200 keys on their owner each")
 
 
 # ------------------------------------------------------------------------------------------------
