@@ -400,18 +400,33 @@ static void expect_member(const chring_member_t *m, const model_member_t *want, 
 
 /* ---- read sections ------------------------------------------------------------------------- */
 
+/* Read sections may nest; each frame remembers the member objects its snapshot listed, which
+ * must not be retired before the section ends (the membership may change meanwhile: a writer may
+ * run inside a read section). */
+#define MAX_DEPTH 4
+static int frame_objs[MAX_DEPTH][MAX_MEMBERS];
+static size_t frame_len[MAX_DEPTH];
+static int depth;
+
 static const chring_snap_t *enter(void)
 {
-    for (size_t j = 0; j < cur.nmembers; j++)
+    if (depth == MAX_DEPTH)
+        abort();
+    frame_len[depth] = cur.nmembers;
+    for (size_t j = 0; j < cur.nmembers; j++) {
+        frame_objs[depth][j] = cur.members[j].obj;
         add_to(&objs[cur.members[j].obj].readers, 1);
+    }
+    depth++;
     return chring_snap_enter(ring);
 }
 
 static void leave(const chring_snap_t *s)
 {
     chring_snap_exit(ring, s);
-    for (size_t j = 0; j < cur.nmembers; j++)
-        add_to(&objs[cur.members[j].obj].readers, -1);
+    depth--;
+    for (size_t j = 0; j < frame_len[depth]; j++)
+        add_to(&objs[frame_objs[depth][j]].readers, -1);
 }
 
 /* ---- full consistency check ---------------------------------------------------------------- */
@@ -1477,7 +1492,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (more(&in) && op_no < 256) {
         op_no++;
         uint8_t op = take8(&in);
-        switch (op % 16) {
+        /* Bit 7 of a writer operation runs it inside a read section: the writer must not wait
+         * for a grace period there (a deadlock, reported as a timeout), and the snapshot the
+         * section entered must stay intact and unchanged after the publish. */
+        unsigned kind = op % 16;
+        const chring_snap_t *section = NULL;
+        model_snap_t section_model;
+        uint64_t section_version = version;
+        if ((op & 0x80) && (kind <= 5 || kind == 15)) {
+            note("(the next writer call runs inside a read section)");
+            if (model_build(&section_model, &mcfg, members, nmembers) != 0)
+                abort();
+            section = enter();
+        }
+        switch (kind) {
         case 0: case 1: op_add(&in); break;
         case 2: op_remove(&in); break;
         case 3: op_set_weight(&in); break;
@@ -1498,6 +1526,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             else op_bad(&in);
             break;
         default: op_add(&in); break;
+        }
+        if (section) {
+            check_snapshot(section, &section_model, section_version,
+                           "the snapshot of a read section a writer ran in");
+            leave(section);
+            model_snap_free(&section_model);
         }
         check_all();
     }

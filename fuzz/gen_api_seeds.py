@@ -78,6 +78,10 @@ seeds = {
     "retire-paths": hdr(0, 2) + add(A) + add(B) + add(C) + acquire(0, key(1)) + acquire(1, key(2))
         + hold(0) + remove(A) + remove(B) + quiesce() + release(0) + quiesce() + put(0) + quiesce()
         + release(1) + remove(C) + quiesce() + add(A) + quiesce(),
+    # Writers inside a read section (bit 7 of the operation byte): remove, update, sync, add.
+    "writers-in-read-section": hdr(1, 3) + add(A) + add(B) + add(C) + hold(0)
+        + bytes([0x82, B]) + bytes([0x84, 2, N1, 0, 1, A, 200]) + bytes([0x85, 1, C, 2])
+        + bytes([0x80, A, 0]) + acquire(0, key(1)) + bytes([0x82, A]) + release(0) + moved(0),
     "custom16-collisions": hdr(4, 3, cbits=2, garbage=1, buckets=3) + add(A) + add(B) + add(C)
         + add(XH) + b"".join(acquire(i, key(i)) for i in range(10)) + remove(B) + hold(2)
         + b"".join(release(i) for i in range(5)) + moved(2) + put(2),
