@@ -357,6 +357,25 @@ static void check_snap_members(const chring_snap_t *s, const char *where)
           where, points, chring_snap_points(s));
 }
 
+/* Every point of s in ring order: positions non-decreasing, each point's member valid and in s. */
+static void check_points(const chring_snap_t *s)
+{
+    size_t n = chring_snap_points(s);
+    uint64_t prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t pos;
+        const chring_member_t *m;
+        CHECK(chring_snap_point(s, i, &pos, &m) == 0, "chring_snap_point(%zu) of %zu failed", i,
+              n);
+        CHECK(i == 0 || pos >= prev, "point %zu at %#" PRIx64 " comes after %#" PRIx64, i, pos,
+              prev);
+        CHECK(m != NULL && chring_snap_weight(s, m) >= 1, "point %zu's member is not in the "
+                                                          "snapshot", i);
+        prev = pos;
+    }
+    CHECK(chring_snap_point(s, n, NULL, NULL) == -ERANGE, "chring_snap_point past the end");
+}
+
 /* Caller-supplied loads for chring_snap_lookup_bounded: a pure function of the member (its udata
  * id) and a per-call salt, so that the test can recompute the walk. */
 typedef struct fake_loads {
@@ -618,6 +637,15 @@ static void reader_churn_step(thread_t *t)
             check_snap(hs, "held snapshot");
             check_snap_members(hs, "held snapshot members");
             check_member(chring_snap_lookup(hs, key, len), "lookup on held snapshot");
+            if ((r >> 45) % 4 == 0)
+                check_points(hs);
+            /* A diff against the current snapshot, many publishes later. */
+            const chring_snap_t *now = chring_snap_enter(ring);
+            double moved = chring_snap_moved(hs, now), self = chring_snap_moved(hs, hs);
+            CHECK(moved >= 0.0 && moved <= 1.0 && self == 0.0,
+                  "chring_snap_moved: %g against the current snapshot, %g against itself", moved,
+                  self);
+            chring_snap_exit(ring, now);
             chring_snap_put(ring, hs);
             t->held_snap = NULL;
         } else {
