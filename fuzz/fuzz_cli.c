@@ -8,9 +8,9 @@
  * exercise's (murmur32, 16 vnodes).  Every answer must have one of the shapes of docs/cli.md.
  * The target also keeps its own model of the session (the pool in listed order, join order,
  * weights, LOAD values, leases, the SNAP record, the version) and, for the profiles the reference
- * model (fuzz/model.c) knows (hash64, murmur32, fnv32, fnv16), checks every answer exactly:
+ * model (fuzz/model.c) knows (hash64, murmur32, fnv32, fnv16, xxh3), checks every answer exactly:
  * owners, hashes, RING points, DIST points and shares, MOVED counts, BOUNDED and ACQUIRE
- * choices, REPLICAS lists, STATS and VERSION.  xxh3, ketama and nginx get the shape checks and
+ * choices, REPLICAS lists, STATS and VERSION.  ketama and nginx get the shape checks and
  * the pool checks only.  A difference prints the line, the answer and the reason, then aborts.
  *
  * Lines that would only cost time (SNAP of more than 4096 keys, a weight that builds more than
@@ -488,7 +488,7 @@ static void do_weight(const char *line, size_t len, size_t pos)
     if (st.modeled && w * points_per_weight() > MODEL_POINTS_MAX)
         { expect_err(); return; }
     if (!st.modeled && is_err())
-        return; /* ketama/nginx/xxh3: the limits are the library's to compute */
+        return; /* ketama/nginx: the limits are the library's to compute */
     expect_ok();
     if (st.pool[j].weight != w) {
         st.pool[j].weight = (uint32_t)w;
@@ -1017,6 +1017,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (strcmp(opt.profile, "fnv16") == 0) {
         st.cfg.profile = MODEL_FNV16;
         st.cfg.bits = 16;
+    } else if (strcmp(opt.profile, "xxh3") == 0) {
+        st.cfg.profile = MODEL_XXH3;
+        st.cfg.bits = 64;
     } else {
         st.modeled = 0;
         st.cfg.profile = MODEL_CUSTOM; /* marks "not modelled"; never used to hash */

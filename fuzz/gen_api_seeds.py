@@ -8,7 +8,7 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "api")
 
-# Header: profile (0 hash64, 1 murmur32, 2 fnv32, 3 fnv16, 4 custom), vnodes - 1, balance index,
+# Header: profile (0 hash64, 1 murmur32, 2 fnv32, 3 fnv16, 4 custom, 5 xxh3), vnodes - 1, balance index,
 # custom width/garbage, custom buckets - 1.
 def hdr(profile, vnodes, balance=0, cbits=0, garbage=0, buckets=4):
     return bytes([profile, vnodes - 1, balance, cbits | (garbage << 2), buckets - 1])
@@ -82,6 +82,8 @@ seeds = {
     "writers-in-read-section": hdr(1, 3) + add(A) + add(B) + add(C) + hold(0)
         + bytes([0x82, B]) + bytes([0x84, 2, N1, 0, 1, A, 200]) + bytes([0x85, 1, C, 2])
         + bytes([0x80, A, 0]) + acquire(0, key(1)) + bytes([0x82, A]) + release(0) + moved(0),
+    "xxh3": hdr(5, 8) + add(A) + add(N1, w(3)) + lookup(key(9)) + acquire(0, key(9))
+        + hold(1) + set_weight(N1, w(1)) + moved(1),
     "custom16-collisions": hdr(4, 3, cbits=2, garbage=1, buckets=3) + add(A) + add(B) + add(C)
         + add(XH) + b"".join(acquire(i, key(i)) for i in range(10)) + remove(B) + hold(2)
         + b"".join(release(i) for i in range(5)) + moved(2) + put(2),

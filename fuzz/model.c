@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 /* ---- hashes (SPEC §2) ---------------------------------------------------------------------- */
 
@@ -104,6 +105,8 @@ uint64_t model_hash(const model_cfg_t *cfg, const void *data, size_t len)
         return model_fnv1a32(data, len) & 0xffffu;
     case MODEL_CUSTOM:
         return cfg->hash(data, len, cfg->hash_ctx) & width_mask(cfg->bits);
+    case MODEL_XXH3:
+        return XXH3_64bits(data, len);
     }
     abort();
 }
