@@ -37,7 +37,7 @@
 
 #define MAX_MEMBERS 16
 #define NPHASES 4
-#define QUEUE 64       /* outstanding requests per worker (slots) */
+#define QUEUE 64 /* outstanding requests per worker (slots) */
 #define KEY_LEN 16
 #define BALANCE 1.25
 #define MAX_WORKERS 64
@@ -68,7 +68,7 @@ static uint64_t now_ns(void)
 
 static void sleep_ms(unsigned ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 
@@ -87,8 +87,8 @@ static inline uint64_t rnd(uint64_t *s)
  * The request stream: Zipf over nkeys keys
  * ------------------------------------------------------------------------------------------- */
 
-static double *zipf_cdf;   /* cdf[i] = P(rank <= i) */
-static double *zipf_p;     /* probability of key i */
+static double *zipf_cdf; /* cdf[i] = P(rank <= i) */
+static double *zipf_p;   /* probability of key i */
 static char (*keys)[KEY_LEN + 1];
 
 static void zipf_init(void)
@@ -142,10 +142,10 @@ typedef struct phase_desc {
 } phase_desc_t;
 
 static const phase_desc_t phases[NPHASES] = {
-    {"10 backends, weight 1"},
-    {"2 backends join (backend-11, backend-12)"},
-    {"3 backends leave (backend-03, backend-06, backend-09)"},
-    {"backend-01 grows to weight 3"},
+    { "10 backends, weight 1" },
+    { "2 backends join (backend-11, backend-12)" },
+    { "3 backends leave (backend-03, backend-06, backend-09)" },
+    { "backend-01 grows to weight 3" },
 };
 
 /* Applies phase p's membership change (p = 0: the initial pool). */
@@ -155,16 +155,16 @@ static void apply_phase(chring_t *r, int p)
     if (p == 0) {
         chring_change_t ch[10];
         for (int i = 0; i < 10; i++)
-            ch[i] = (chring_change_t){backends[i].name, 1, &backends[i]};
+            ch[i] = (chring_change_t){ backends[i].name, 1, &backends[i] };
         rc = chring_sync(r, ch, 10);
     } else if (p == 1) {
-        chring_change_t ch[2] = {{backends[10].name, 1, &backends[10]},
-                                 {backends[11].name, 1, &backends[11]}};
+        chring_change_t ch[2] = { { backends[10].name, 1, &backends[10] },
+                                  { backends[11].name, 1, &backends[11] } };
         rc = chring_update(r, ch, 2);
     } else if (p == 2) {
-        chring_change_t ch[3] = {{backends[2].name, 0, NULL},
-                                 {backends[5].name, 0, NULL},
-                                 {backends[8].name, 0, NULL}};
+        chring_change_t ch[3] = { { backends[2].name, 0, NULL },
+                                  { backends[5].name, 0, NULL },
+                                  { backends[8].name, 0, NULL } };
         rc = chring_update(r, ch, 3);
     } else {
         rc = chring_set_weight(r, backends[0].name, 3);
@@ -179,8 +179,8 @@ static void apply_phase(chring_t *r, int p)
 
 typedef struct slot {
     bool busy;
-    int member;            /* backend index */
-    chring_lease_t lease;  /* bounded mode */
+    int member;           /* backend index */
+    chring_lease_t lease; /* bounded mode */
 } slot_t;
 
 typedef struct worker {
@@ -538,8 +538,8 @@ static void print_report(void)
             printf("  keys moved by this change: ring %.1f%% of keys (%.1f%% of requests; "
                    "chring_snap_moved %.1f%% of the key space), hash mod N %.1f%% of keys "
                    "(%.1f%% of requests)\n",
-                   100 * b->moved_keys, 100 * b->moved_req, 100 * b->moved_snap,
-                   100 * b->moved_mod, 100 * b->moved_mod_req);
+                   100 * b->moved_keys, 100 * b->moved_req, 100 * b->moved_snap, 100 * b->moved_mod,
+                   100 * b->moved_mod_req);
         printf("  %-11s %6s %6s %9s %9s %10s %16s %10s %11s\n", "member", "weight", "arc",
                "requests", "capacity", "peak ON", "peak OFF", "acquires", "spilled in");
         for (int k = 0; k < MAX_MEMBERS; k++) {
@@ -577,8 +577,9 @@ static void write_files(void)
         for (int k = 0; k < MAX_MEMBERS; k++) {
             if (!b->m[k].present)
                 continue;
-            fprintf(f, "%d,\"%s\",%s,%u,%.6f,%.6f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-                       ",%" PRIu64 ",%" PRIu64 "\n",
+            fprintf(f,
+                    "%d,\"%s\",%s,%u,%.6f,%.6f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+                    ",%" PRIu64 ",%" PRIu64 "\n",
                     p + 1, phases[p].title, backends[k].name, b->m[k].weight, b->m[k].arc_share,
                     b->m[k].req_share, capacity_of(b, k), b->m[k].peak, u->m[k].peak,
                     b->m[k].acquires, b->m[k].spilled_in, b->m[k].cap_at_peak);
@@ -597,9 +598,9 @@ static void write_files(void)
         const phase_result_t *b = &res[0][p], *u = &res[1][p];
         for (int k = 0; k < MAX_MEMBERS; k++)
             if (b->m[k].present)
-                fprintf(f, "\"%s%s\" %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
-                        backends[k].name + 8, b->m[k].weight > 1 ? " (w3)" : "", b->m[k].peak,
-                        u->m[k].peak, capacity_of(b, k));
+                fprintf(f, "\"%s%s\" %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", backends[k].name + 8,
+                        b->m[k].weight > 1 ? " (w3)" : "", b->m[k].peak, u->m[k].peak,
+                        capacity_of(b, k));
         fprintf(f, "EOD\n");
     }
     uint64_t ymax = 1;
@@ -612,20 +613,24 @@ static void write_files(void)
         }
     fprintf(f, "set terminal pngcairo size 1400,900 font 'sans,11'\n");
     fprintf(f, "set output '%s'\n", png_path);
-    fprintf(f, "set multiplot layout 2,2 title 'chring-demo: peak requests in flight per backend, "
-               "Zipf(%.2f) over %u keys, %d workers, balance c = %.2f' font 'sans,13'\n",
+    fprintf(f,
+            "set multiplot layout 2,2 title 'chring-demo: peak requests in flight per backend, "
+            "Zipf(%.2f) over %u keys, %d workers, balance c = %.2f' font 'sans,13'\n",
             zipf_s, nkeys, nworkers, BALANCE);
-    fprintf(f, "set style data histogram\nset style histogram clustered gap 1\n"
-               "set style fill solid 0.85 border -1\nset boxwidth 0.9\n"
-               "set yrange [0:%" PRIu64 "]\nset grid ytics\nset key top right\n"
-               "set xlabel 'backend-NN'\nset ylabel 'peak load (requests in flight)'\n",
+    fprintf(f,
+            "set style data histogram\nset style histogram clustered gap 1\n"
+            "set style fill solid 0.85 border -1\nset boxwidth 0.9\n"
+            "set yrange [0:%" PRIu64 "]\nset grid ytics\nset key top right\n"
+            "set xlabel 'backend-NN'\nset ylabel 'peak load (requests in flight)'\n",
             ymax + ymax / 5 + 1);
     for (int p = 0; p < NPHASES; p++) {
         fprintf(f, "set title 'phase %d: %s'\n", p + 1, phases[p].title);
-        fprintf(f, "plot $P%d using 2:xtic(1) title 'bounded loads ON' lc rgb '#2b6cb0', "
-                   "'' using 3 title 'bounded loads OFF' lc rgb '#d9480f', "
-                   "'' using 0:4:(0.45) with xerrorbars lw 3 pt 7 ps 0.6 lc rgb 'black' "
-                   "title 'capacity (c = %.2f)'\n", p + 1, BALANCE);
+        fprintf(f,
+                "plot $P%d using 2:xtic(1) title 'bounded loads ON' lc rgb '#2b6cb0', "
+                "'' using 3 title 'bounded loads OFF' lc rgb '#d9480f', "
+                "'' using 0:4:(0.45) with xerrorbars lw 3 pt 7 ps 0.6 lc rgb 'black' "
+                "title 'capacity (c = %.2f)'\n",
+                p + 1, BALANCE);
     }
     fprintf(f, "unset multiplot\n");
     if (fclose(f) != 0)
@@ -636,7 +641,8 @@ static void write_files(void)
         return;
     if (strchr(gp_path, '\'') || system("command -v gnuplot >/dev/null 2>&1") != 0) {
         printf("gnuplot not found on PATH: no picture (install gnuplot-nox, then run "
-               "gnuplot %s)\n", gp_path);
+               "gnuplot %s)\n",
+               gp_path);
         return;
     }
     char cmd[8300];

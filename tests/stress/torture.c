@@ -66,23 +66,27 @@
  * Parameters
  * ------------------------------------------------------------------------------------------- */
 
-#define NSLOTS 24        /* member names the writer draws from */
-#define MIN_MEMBERS 3    /* the writer never shrinks the ring below this */
-#define MAX_WEIGHT 4     /* weights are 1..MAX_WEIGHT */
-#define K_CHURN 8        /* leases a reader keeps outstanding in churn epochs */
-#define K_HOT 16         /* ... in hot epochs */
-#define MAX_LEASES 32    /* per-thread lease slots (>= K_HOT) */
+#define NSLOTS 24     /* member names the writer draws from */
+#define MIN_MEMBERS 3 /* the writer never shrinks the ring below this */
+#define MAX_WEIGHT 4  /* weights are 1..MAX_WEIGHT */
+#define K_CHURN 8     /* leases a reader keeps outstanding in churn epochs */
+#define K_HOT 16      /* ... in hot epochs */
+#define MAX_LEASES 32 /* per-thread lease slots (>= K_HOT) */
 #define MAX_THREADS 256
 #define MAX_IDS (1u << 22) /* udata objects (members ever created) */
-#define CHURN_MS 120     /* length of a churn epoch */
-#define HOT_MS 40        /* length of a hot epoch */
+#define CHURN_MS 120       /* length of a churn epoch */
+#define HOT_MS 40          /* length of a hot epoch */
 #define BALANCE 1.25
 #define HOT_KEY "the-hot-key"
 
 #define MAGIC_LIVE 0x4c4956454d454d42ull /* "LIVEMEMB" */
 #define MAGIC_DEAD 0xdeadbeefdeadbeefull
 
-enum { ST_IN_RING = 0, ST_REMOVING = 1, ST_FREEING = 2 };
+enum {
+    ST_IN_RING = 0,
+    ST_REMOVING = 1,
+    ST_FREEING = 2
+};
 
 /* The test's per-member object (a member's udata). */
 typedef struct udata {
@@ -96,11 +100,12 @@ typedef struct udata {
 /* A udata handed to calls where the library must NOT take it (chring_add of an existing member,
  * sync of a kept member, a failing batch).  Seeing it as a member's udata, or retiring it, is a
  * violation. */
-static udata_t dummy_udata = {.magic = MAGIC_LIVE, .state = ST_IN_RING, .id = UINT32_MAX,
-                              .namelen = 5, .name = "dummy"};
+static udata_t dummy_udata = {
+    .magic = MAGIC_LIVE, .state = ST_IN_RING, .id = UINT32_MAX, .namelen = 5, .name = "dummy"
+};
 
 static _Atomic(unsigned char) *retire_count; /* per udata id */
-static _Atomic(udata_t *) *udata_ptr;          /* per udata id; NULL once freed */
+static _Atomic(udata_t *) *udata_ptr;        /* per udata id; NULL once freed */
 static _Atomic uint32_t next_id;
 static _Atomic uint64_t retires_total;
 static bool free_retired = UNDER_SANITIZER;
@@ -130,10 +135,10 @@ static void fail(const char *fmt, ...)
     _exit(1);
 }
 
-#define CHECK(cond, ...)                                                                          \
-    do {                                                                                          \
-        if (!(cond))                                                                              \
-            fail(__VA_ARGS__);                                                                    \
+#define CHECK(cond, ...) \
+    do { \
+        if (!(cond)) \
+            fail(__VA_ARGS__); \
     } while (0)
 
 /* ---------------------------------------------------------------------------------------------
@@ -205,14 +210,15 @@ static void on_retire(void *ud, void *ctx)
     CHECK(u != &dummy_udata, "retire of a udata the ring should never have taken (the dummy "
                              "passed for an existing member or a failed call)");
     uint64_t magic = atomic_load_explicit(&u->magic, memory_order_relaxed);
-    CHECK(magic == MAGIC_LIVE, "retire of a udata whose validity word is %#" PRIx64
-                               " (retired twice, or not a udata)", magic);
+    CHECK(magic == MAGIC_LIVE,
+          "retire of a udata whose validity word is %#" PRIx64 " (retired twice, or not a udata)",
+          magic);
     CHECK(u->id < MAX_IDS, "retire: udata id %u out of range", u->id);
     unsigned prev = atomic_fetch_add(&retire_count[u->id], 1);
     CHECK(prev == 0, "member %s (udata #%u) retired twice", u->name, u->id);
     int st = atomic_load(&u->state);
-    CHECK(st != ST_IN_RING, "member %s (udata #%u) retired while it is still in the ring",
-          u->name, u->id);
+    CHECK(st != ST_IN_RING, "member %s (udata #%u) retired while it is still in the ring", u->name,
+          u->id);
     atomic_store_explicit(&u->magic, MAGIC_DEAD, memory_order_relaxed);
     atomic_fetch_add(&retires_total, 1);
     if (free_retired && u->id % 2 == 0) {
@@ -248,7 +254,10 @@ typedef struct thread {
     char pad[64];
 } thread_t;
 
-enum { EPOCH_CHURN = 0, EPOCH_HOT = 1 };
+enum {
+    EPOCH_CHURN = 0,
+    EPOCH_HOT = 1
+};
 
 /* Bound per member for the hot epoch, filled by the coordinator while every thread is parked. */
 typedef struct hot_entry {
@@ -261,9 +270,9 @@ static chring_t *ring;
 static int nthreads;
 static thread_t *threads;
 static pthread_barrier_t barrier;
-static _Atomic int epoch_stop;  /* 1: readers park at the barrier */
-static _Atomic int run_over;    /* 1: readers finish after the barrier */
-static int epoch_kind;          /* written by the coordinator while all threads are parked */
+static _Atomic int epoch_stop; /* 1: readers park at the barrier */
+static _Atomic int run_over;   /* 1: readers finish after the barrier */
+static int epoch_kind;         /* written by the coordinator while all threads are parked */
 static uint64_t hot_saturated_start;
 static hot_entry_t hot_table[NSLOTS];
 static size_t hot_table_len;
@@ -285,15 +294,21 @@ static uint64_t load_limit(void)
 static udata_t *check_member(const chring_member_t *m, const char *where)
 {
     CHECK(m != NULL, "%s: NULL member", where);
-    CHECK(chring_member_check(m) == 0, "%s: chring_member_check(%p) failed: a poisoned "
-                                       "(freed) member", where, (const void *)m);
+    CHECK(chring_member_check(m) == 0,
+          "%s: chring_member_check(%p) failed: a poisoned "
+          "(freed) member",
+          where, (const void *)m);
     udata_t *u = chring_member_udata(m);
     CHECK(u != NULL, "%s: member %p has a NULL udata", where, (const void *)m);
-    CHECK(u != &dummy_udata, "%s: member %p carries the dummy udata: an existing member's udata "
-                             "was replaced", where, (const void *)m);
+    CHECK(u != &dummy_udata,
+          "%s: member %p carries the dummy udata: an existing member's udata "
+          "was replaced",
+          where, (const void *)m);
     uint64_t magic = atomic_load_explicit(&u->magic, memory_order_relaxed);
-    CHECK(magic == MAGIC_LIVE, "%s: member %p's udata (#%u, %s) is %s: the member was retired "
-                               "while still reachable", where, (const void *)m, u->id, u->name,
+    CHECK(magic == MAGIC_LIVE,
+          "%s: member %p's udata (#%u, %s) is %s: the member was retired "
+          "while still reachable",
+          where, (const void *)m, u->id, u->name,
           magic == MAGIC_DEAD ? "poisoned" : "garbage (torn read)");
     CHECK(atomic_load_explicit(&retire_count[u->id], memory_order_relaxed) == 0,
           "%s: member %s (udata #%u) was already retired", where, u->name, u->id);
@@ -305,19 +320,21 @@ static udata_t *check_member(const chring_member_t *m, const char *where)
     uint32_t w = chring_member_weight(m);
     CHECK(w >= 1 && w <= MAX_WEIGHT, "%s: member %s has weight %u", where, u->name, w);
     uint64_t load = chring_member_load(m);
-    CHECK(load < (1ull << 31), "%s: member %s's load reads %" PRIu64 " (a negative counter)",
-          where, u->name, load);
-    CHECK(load <= load_limit(), "%s: member %s's load %" PRIu64 " exceeds every lease the "
-                                "threads can hold (%" PRIu64 ")", where, u->name, load,
-          load_limit());
+    CHECK(load < (1ull << 31), "%s: member %s's load reads %" PRIu64 " (a negative counter)", where,
+          u->name, load);
+    CHECK(load <= load_limit(),
+          "%s: member %s's load %" PRIu64 " exceeds every lease the "
+          "threads can hold (%" PRIu64 ")",
+          where, u->name, load, load_limit());
     return u;
 }
 
 static void check_snap(const chring_snap_t *s, const char *where)
 {
     CHECK(s != NULL, "%s: NULL snapshot", where);
-    CHECK(chring_snap_check(s) == 0, "%s: chring_snap_check failed on snapshot %p (version %"
-                                     PRIu64 ")", where, (const void *)s, chring_snap_version(s));
+    CHECK(chring_snap_check(s) == 0,
+          "%s: chring_snap_check failed on snapshot %p (version %" PRIu64 ")", where,
+          (const void *)s, chring_snap_version(s));
     size_t n = chring_snap_len(s);
     CHECK(n >= MIN_MEMBERS && n <= NSLOTS, "%s: snapshot has %zu members", where, n);
     CHECK(chring_snap_points(s) >= n, "%s: snapshot has %zu points for %zu members", where,
@@ -353,8 +370,8 @@ static void check_snap_members(const chring_snap_t *s, const char *where)
     }
     CHECK(chring_snap_member(s, n) == NULL, "%s: chring_snap_member past the end is not NULL",
           where);
-    CHECK(points == chring_snap_points(s), "%s: members' points %zu != snapshot points %zu",
-          where, points, chring_snap_points(s));
+    CHECK(points == chring_snap_points(s), "%s: members' points %zu != snapshot points %zu", where,
+          points, chring_snap_points(s));
 }
 
 /* Every point of s in ring order: positions non-decreasing, each point's member valid and in s. */
@@ -365,12 +382,13 @@ static void check_points(const chring_snap_t *s)
     for (size_t i = 0; i < n; i++) {
         uint64_t pos;
         const chring_member_t *m;
-        CHECK(chring_snap_point(s, i, &pos, &m) == 0, "chring_snap_point(%zu) of %zu failed", i,
-              n);
+        CHECK(chring_snap_point(s, i, &pos, &m) == 0, "chring_snap_point(%zu) of %zu failed", i, n);
         CHECK(i == 0 || pos >= prev, "point %zu at %#" PRIx64 " comes after %#" PRIx64, i, pos,
               prev);
-        CHECK(m != NULL && chring_snap_weight(s, m) >= 1, "point %zu's member is not in the "
-                                                          "snapshot", i);
+        CHECK(m != NULL && chring_snap_weight(s, m) >= 1,
+              "point %zu's member is not in the "
+              "snapshot",
+              i);
         prev = pos;
     }
     CHECK(chring_snap_point(s, n, NULL, NULL) == -ERANGE, "chring_snap_point past the end");
@@ -399,7 +417,7 @@ static void check_bounded(const chring_snap_t *s, const void *key, size_t len,
     size_t n = chring_snap_len(s);
     size_t k = chring_snap_lookup_n(s, key, len, order, NSLOTS);
     CHECK(k == n, "lookup_n(all) returned %zu of %zu members", k, n);
-    fake_loads_t f = {.salt = salt};
+    fake_loads_t f = { .salt = salt };
     uint64_t total = 0, total_weight = 0;
     for (size_t i = 0; i < n; i++) {
         const chring_member_t *m = chring_snap_member(s, i);
@@ -408,15 +426,16 @@ static void check_bounded(const chring_snap_t *s, const void *key, size_t len,
     }
     const chring_member_t *want = NULL;
     for (size_t i = 0; i < k && !want; i++) {
-        uint64_t cap = chring_capacity_weighted(total, chring_snap_weight(s, order[i]),
-                                                total_weight, BALANCE);
+        uint64_t cap =
+            chring_capacity_weighted(total, chring_snap_weight(s, order[i]), total_weight, BALANCE);
         if (fake_load(order[i], &f) < cap)
             want = order[i];
     }
     CHECK(want != NULL, "bounded walk found no member below capacity (m=%" PRIu64 ")", total);
-    CHECK(got == want, "lookup_bounded chose %.40s, the walk of SPEC 3 gives %.40s (m=%" PRIu64
-                       ", W=%" PRIu64 ")", chring_member_name(got), chring_member_name(want),
-          total, total_weight);
+    CHECK(got == want,
+          "lookup_bounded chose %.40s, the walk of SPEC 3 gives %.40s (m=%" PRIu64 ", W=%" PRIu64
+          ")",
+          chring_member_name(got), chring_member_name(want), total, total_weight);
 }
 
 static uint64_t zero_load(const chring_member_t *m, void *ctx)
@@ -501,9 +520,10 @@ static uint64_t hot_bound(const chring_member_t *m)
 static const char *hot_terms(const chring_member_t *m, char *buf, size_t cap)
 {
     const hot_entry_t *e = hot_entry(m);
-    snprintf(buf, cap, "B = capacity_weighted(M = %" PRIu64 ", w = %u, W = %" PRIu64 ", c = %.2f)"
-             " = %" PRIu64 "; %d readers x %d leases; chring_leases now %" PRIu64, hot_m_bound,
-             e->weight, hot_total_weight, BALANCE, e->bound, nthreads, K_HOT,
+    snprintf(buf, cap,
+             "B = capacity_weighted(M = %" PRIu64 ", w = %u, W = %" PRIu64 ", c = %.2f)"
+             " = %" PRIu64 "; %d readers x %d leases; chring_leases now %" PRIu64,
+             hot_m_bound, e->weight, hot_total_weight, BALANCE, e->bound, nthreads, K_HOT,
              chring_leases(ring));
     return buf;
 }
@@ -527,7 +547,9 @@ static void make_key(uint64_t *s, unsigned char *key, size_t *len)
     case 0:
         *len = 0; /* the empty key is valid */
         return;
-    case 1: case 2: case 3:
+    case 1:
+    case 2:
+    case 3:
         *len = (size_t)snprintf((char *)key, 64, "key-%" PRIu64, v);
         return;
     default:
@@ -571,14 +593,14 @@ static void reader_churn_step(thread_t *t)
     t->lookups += 8;
 
     if (r % 8 == 0) {
-        fake_loads_t f = {.salt = r};
+        fake_loads_t f = { .salt = r };
         const chring_member_t *b = chring_snap_lookup_bounded(s, key, len, BALANCE, fake_load, &f);
         check_member(b, "lookup_bounded");
         check_bounded(s, key, len, b, r);
         t->bounded_checked++;
     } else {
-        const chring_member_t *b = chring_snap_lookup_bounded(s, key, len, BALANCE, zero_load,
-                                                              NULL);
+        const chring_member_t *b =
+            chring_snap_lookup_bounded(s, key, len, BALANCE, zero_load, NULL);
         CHECK(b == owner, "lookup_bounded with all loads 0 differs from lookup");
     }
     t->bounded++;
@@ -683,8 +705,9 @@ static void reader_hot_step(thread_t *t)
         sat = saturated_now() - hot_saturated_start;
     uint64_t limit = bound + sat + (uint64_t)(nthreads - 1);
     char terms[256];
-    CHECK(load <= limit, "hot epoch: member %.40s has load %" PRIu64 " right after an acquire, "
-                         "above its bound %" PRIu64 " + %" PRIu64 " saturated + %d in flight (%s)",
+    CHECK(load <= limit,
+          "hot epoch: member %.40s has load %" PRIu64 " right after an acquire, "
+          "above its bound %" PRIu64 " + %" PRIu64 " saturated + %d in flight (%s)",
           h->udata->name, load, bound, sat, nthreads - 1,
           hot_terms(h->lease.member, terms, sizeof terms));
     if (load > bound && load - bound > t->max_hot_load_over)
@@ -775,9 +798,10 @@ static void writer_verify(const char *after)
         udata_t *u = check_member(m, after);
         CHECK(u == slots[i].udata, "after %s: member %.40s has udata #%u, expected #%u", after,
               slots[i].name, u->id, slots[i].udata->id);
-        CHECK(chring_snap_weight(s, m) == slots[i].weight, "after %s: %.40s has weight %u, "
-                                                           "expected %u", after, slots[i].name,
-              chring_snap_weight(s, m), slots[i].weight);
+        CHECK(chring_snap_weight(s, m) == slots[i].weight,
+              "after %s: %.40s has weight %u, "
+              "expected %u",
+              after, slots[i].name, chring_snap_weight(s, m), slots[i].weight);
     }
     chring_snap_exit(ring, s);
 }
@@ -866,7 +890,7 @@ static void writer_step(void)
     } else if (op < 80) { /* a batch of 2..5 changes on distinct names, one publish */
         chring_change_t ch[5];
         unsigned idx[5];
-        bool used[NSLOTS] = {false};
+        bool used[NSLOTS] = { false };
         unsigned n = 2 + (unsigned)((r >> 8) % 4), k = 0;
         unsigned members_after = present_count;
         for (unsigned tries = 0; k < n && tries < 50; tries++) {
@@ -877,14 +901,14 @@ static void writer_step(void)
             uint64_t c = rnd(&writer_seed);
             idx[k] = i;
             if (!slots[i].present) {
-                ch[k++] = (chring_change_t){slots[i].name, 1 + (uint32_t)(c % MAX_WEIGHT), NULL};
+                ch[k++] = (chring_change_t){ slots[i].name, 1 + (uint32_t)(c % MAX_WEIGHT), NULL };
                 members_after++;
             } else if (c % 2 && members_after > MIN_MEMBERS) {
-                ch[k++] = (chring_change_t){slots[i].name, 0, NULL};
+                ch[k++] = (chring_change_t){ slots[i].name, 0, NULL };
                 members_after--;
             } else {
-                ch[k++] = (chring_change_t){slots[i].name, other_weight(slots[i].weight),
-                                            &dummy_udata};
+                ch[k++] =
+                    (chring_change_t){ slots[i].name, other_weight(slots[i].weight), &dummy_udata };
             }
         }
         if (k == 0)
@@ -939,13 +963,14 @@ static void writer_step(void)
                 }
                 continue;
             }
-            uint32_t w = slots[i].present && rnd(&writer_seed) % 2 ? slots[i].weight
-                                                                  : 1 + (uint32_t)(rnd(&writer_seed) % MAX_WEIGHT);
+            uint32_t w = slots[i].present && rnd(&writer_seed) % 2
+                             ? slots[i].weight
+                             : 1 + (uint32_t)(rnd(&writer_seed) % MAX_WEIGHT);
             udata_t *u = slots[i].present ? &dummy_udata : writer_new_udata(i);
             if (!slots[i].present || w != slots[i].weight)
                 changed = true;
             idx[k] = i;
-            ch[k++] = (chring_change_t){slots[i].name, w, u};
+            ch[k++] = (chring_change_t){ slots[i].name, w, u };
         }
         /* Feed them in a shuffled order: the result must not depend on it. */
         for (unsigned j = k; j > 1; j--) {
@@ -985,7 +1010,7 @@ static void writer_step(void)
         CHECK(rc == 0, "chring_add of an existing member, same weight: %s", chring_strerror(rc));
         rc = chring_set_weight(ring, slots[i].name, slots[i].weight);
         CHECK(rc == 0, "chring_set_weight to the same weight: %s", chring_strerror(rc));
-        chring_change_t same = {slots[i].name, slots[i].weight, &dummy_udata};
+        chring_change_t same = { slots[i].name, slots[i].weight, &dummy_udata };
         rc = chring_update(ring, &same, 1);
         CHECK(rc == 0, "chring_update that changes nothing: %s", chring_strerror(rc));
         w_noops++;
@@ -995,14 +1020,14 @@ static void writer_step(void)
         if (absent < NSLOTS) {
             int rc = chring_remove(ring, slots[absent].name);
             CHECK(rc == -ENOENT, "chring_remove of a non-member returned %d", rc);
-            chring_change_t bad[2] = {{slots[absent].name, 1, &dummy_udata},
-                                      {slots[absent].name, 2, &dummy_udata}};
+            chring_change_t bad[2] = { { slots[absent].name, 1, &dummy_udata },
+                                       { slots[absent].name, 2, &dummy_udata } };
             rc = chring_update(ring, bad, 2);
             CHECK(rc == -EINVAL, "chring_update with a name twice returned %d", rc);
         }
         unsigned i = pick(true);
-        chring_change_t bad2[2] = {{slots[i].name, other_weight(slots[i].weight), &dummy_udata},
-                                   {"", 1, &dummy_udata}};
+        chring_change_t bad2[2] = { { slots[i].name, other_weight(slots[i].weight), &dummy_udata },
+                                    { "", 1, &dummy_udata } };
         int rc = chring_update(ring, bad2, 2);
         CHECK(rc == -EINVAL, "chring_update with an empty name returned %d", rc);
         rc = chring_sync(ring, bad2, 2);
@@ -1031,16 +1056,17 @@ static void writer_quiet_step(const chring_snap_t **prev)
         uint64_t m = chring_leases(ring);
         if (m > max_m_seen)
             max_m_seen = m;
-        CHECK(m <= hot_m_bound, "hot epoch: chring_leases read %" PRIu64 " while at most %" PRIu64
-                                " leases were outstanding or in flight (%d readers x %d leases, "
-                                "+%d in flight, +%" PRIu64 " slack)", m, hot_m_bound, nthreads,
-              K_HOT, nthreads, m_slack);
+        CHECK(m <= hot_m_bound,
+              "hot epoch: chring_leases read %" PRIu64 " while at most %" PRIu64
+              " leases were outstanding or in flight (%d readers x %d leases, "
+              "+%d in flight, +%" PRIu64 " slack)",
+              m, hot_m_bound, nthreads, K_HOT, nthreads, m_slack);
     }
     chring_stats_t st;
     chring_stats(ring, &st);
     CHECK(st.members == present_count, "stats.members %" PRIu64 " != %u", st.members,
           present_count);
-    struct timespec ts = {0, 200000};
+    struct timespec ts = { 0, 200000 };
     nanosleep(&ts, NULL);
 }
 
@@ -1075,14 +1101,18 @@ static void checkpoint(void)
     qsort(held, k, sizeof *held, cmp_ptr);
 
     uint64_t leases = chring_leases(ring);
-    CHECK(leases == total, "checkpoint %" PRIu64 ": chring_leases = %" PRIu64 ", the threads hold "
-                           "%zu leases", checkpoints, leases, total);
+    CHECK(leases == total,
+          "checkpoint %" PRIu64 ": chring_leases = %" PRIu64 ", the threads hold "
+          "%zu leases",
+          checkpoints, leases, total);
     chring_stats_t st;
     chring_stats(ring, &st);
-    CHECK(st.leases == total, "checkpoint: stats.leases = %" PRIu64 ", threads hold %zu",
-          st.leases, total);
-    CHECK(st.acquires == acquires, "checkpoint: stats.acquires = %" PRIu64 ", the threads made "
-                                   "%" PRIu64, st.acquires, acquires);
+    CHECK(st.leases == total, "checkpoint: stats.leases = %" PRIu64 ", threads hold %zu", st.leases,
+          total);
+    CHECK(st.acquires == acquires,
+          "checkpoint: stats.acquires = %" PRIu64 ", the threads made "
+          "%" PRIu64,
+          st.acquires, acquires);
     CHECK(st.spills <= st.acquires && st.saturated <= st.acquires,
           "checkpoint: spills %" PRIu64 " / saturated %" PRIu64 " above acquires %" PRIu64,
           st.spills, st.saturated, st.acquires);
@@ -1095,21 +1125,23 @@ static void checkpoint(void)
             b++;
         udata_t *u = check_member(held[a], "checkpoint lease");
         uint64_t load = chring_member_load(held[a]);
-        CHECK(load == b - a, "checkpoint %" PRIu64 ": member %.40s has load %" PRIu64 " but %zu "
-                             "leases on it are held", checkpoints, u->name, load, b - a);
+        CHECK(load == b - a,
+              "checkpoint %" PRIu64 ": member %.40s has load %" PRIu64 " but %zu "
+              "leases on it are held",
+              checkpoints, u->name, load, b - a);
         chring_member_stats_t ms;
         chring_member_stats(held[a], &ms);
         CHECK(ms.load == load && ms.acquires == ms.primary + ms.spilled_in,
               "checkpoint: member stats of %.40s: load %" PRIu64 " acquires %" PRIu64
-              " primary %" PRIu64 " spilled_in %" PRIu64, u->name, ms.load, ms.acquires,
-              ms.primary, ms.spilled_in);
+              " primary %" PRIu64 " spilled_in %" PRIu64,
+              u->name, ms.load, ms.acquires, ms.primary, ms.spilled_in);
         if (epoch_kind == EPOCH_HOT) {
             uint64_t bound = hot_bound(held[a]);
             char terms[256];
-            CHECK(load <= bound + sat, "checkpoint %" PRIu64 " (hot): member %.40s holds %" PRIu64
-                                       " leases, above its bound %" PRIu64 " + %" PRIu64
-                                       " saturated (%s)", checkpoints, u->name, load, bound, sat,
-                  hot_terms(held[a], terms, sizeof terms));
+            CHECK(load <= bound + sat,
+                  "checkpoint %" PRIu64 " (hot): member %.40s holds %" PRIu64
+                  " leases, above its bound %" PRIu64 " + %" PRIu64 " saturated (%s)",
+                  checkpoints, u->name, load, bound, sat, hot_terms(held[a], terms, sizeof terms));
         }
         sum += load;
         a = b;
@@ -1122,9 +1154,9 @@ static void checkpoint(void)
     for (size_t i = 0; i < chring_snap_len(s); i++) {
         const chring_member_t *m = chring_snap_member(s, i);
         if (!bsearch(&m, held, k, sizeof *held, cmp_ptr))
-            CHECK(chring_member_load(m) == 0, "checkpoint: member %.40s has load %" PRIu64
-                                              " without any lease", chring_member_name(m),
-                  chring_member_load(m));
+            CHECK(chring_member_load(m) == 0,
+                  "checkpoint: member %.40s has load %" PRIu64 " without any lease",
+                  chring_member_name(m), chring_member_load(m));
     }
     chring_snap_exit(ring, s);
     free(held);
@@ -1147,8 +1179,8 @@ static void prepare_hot(void)
         const chring_member_t *m = chring_snap_member(s, i);
         hot_table[i].member = m;
         hot_table[i].weight = chring_snap_weight(s, m);
-        hot_table[i].bound = chring_capacity_weighted(hot_m_bound, chring_snap_weight(s, m),
-                                                      total_weight, BALANCE);
+        hot_table[i].bound =
+            chring_capacity_weighted(hot_m_bound, chring_snap_weight(s, m), total_weight, BALANCE);
     }
     chring_snap_exit(ring, s);
     hot_saturated_start = saturated_now();
@@ -1193,8 +1225,8 @@ int main(int argc, char **argv)
     m_slack = (uint64_t)env_double("CHRING_TORTURE_M_SLACK", 0);
     writer_seed = splitmix(seed) | 1;
 
-    printf("torture: %s, %d readers + 1 writer, %.1f s, seed %" PRIu64 ", %s\n",
-           chring_version(), nthreads, seconds, seed,
+    printf("torture: %s, %d readers + 1 writer, %.1f s, seed %" PRIu64 ", %s\n", chring_version(),
+           nthreads, seconds, seed,
            free_retired ? "sanitizer build: half of the retired udata freed at once"
                         : "retired udata kept poisoned");
     fflush(stdout);
@@ -1273,9 +1305,8 @@ int main(int argc, char **argv)
           chring_leases(ring));
     const chring_snap_t *s = chring_snap_enter(ring);
     for (size_t i = 0; i < chring_snap_len(s); i++)
-        CHECK(chring_member_load(chring_snap_member(s, i)) == 0, "end: member %.40s has load %"
-                                                                 PRIu64,
-              chring_member_name(chring_snap_member(s, i)),
+        CHECK(chring_member_load(chring_snap_member(s, i)) == 0,
+              "end: member %.40s has load %" PRIu64, chring_member_name(chring_snap_member(s, i)),
               chring_member_load(chring_snap_member(s, i)));
     chring_snap_exit(ring, s);
 
@@ -1317,7 +1348,8 @@ int main(int argc, char **argv)
             over = t->max_hot_load_over;
     }
     printf("torture: %.2f s, %" PRIu64 " epochs (%" PRIu64 " hot), %" PRIu64 " quiescent "
-           "checkpoints\n", elapsed, epochs, hot_epochs, checkpoints);
+           "checkpoints\n",
+           elapsed, epochs, hot_epochs, checkpoints);
     printf("  readers: %" PRIu64 " lookups (%.0f/s), %" PRIu64 " bounded lookups (%" PRIu64
            " recomputed), %" PRIu64 " lookup_n, %" PRIu64 " nested sections, %" PRIu64
            " full snapshot scans, %" PRIu64 " lookup_name\n",
@@ -1325,8 +1357,8 @@ int main(int argc, char **argv)
     printf("  leases: %" PRIu64 " acquires (%.0f/s; %" PRIu64 " on the hot key), %" PRIu64
            " releases (%" PRIu64 " after their member left), %" PRIu64 " spills, %" PRIu64
            " saturated; hot-key load above bound "
-           "(in-flight slack) at most %" PRIu64 "; hot m read at most %" PRIu64 " (bound %"
-           PRIu64 ")\n",
+           "(in-flight slack) at most %" PRIu64 "; hot m read at most %" PRIu64 " (bound %" PRIu64
+           ")\n",
            acquires, (double)acquires / elapsed, hot, releases, late, st.spills, st.saturated, over,
            max_m_seen, (uint64_t)nthreads * (K_HOT + 1) + m_slack);
     printf("  snapshots: %" PRIu64 " held by readers, %" PRIu64 " held by the writer\n", holds,
@@ -1334,11 +1366,11 @@ int main(int argc, char **argv)
     printf("  writer: %" PRIu64 " steps, %" PRIu64 " publishes (%.0f/s): %" PRIu64 " adds, %" PRIu64
            " removes, %" PRIu64 " re-weights, %" PRIu64 " re-adds, %" PRIu64 " batches, %" PRIu64
            " syncs, %" PRIu64 " no-change rounds, %" PRIu64 " failing rounds\n",
-           writer_steps, st.publishes, (double)st.publishes / elapsed, w_adds, w_removes,
-           w_weights, w_readds, w_updates, w_syncs, w_noops, w_failed);
+           writer_steps, st.publishes, (double)st.publishes / elapsed, w_adds, w_removes, w_weights,
+           w_readds, w_updates, w_syncs, w_noops, w_failed);
     printf("  retire: %u members created, %" PRIu64 " retired during the run, %u after "
-           "chring_free: each exactly once\n", ids, retired_before_free,
-           ids - (uint32_t)retired_before_free);
+           "chring_free: each exactly once\n",
+           ids, retired_before_free, ids - (uint32_t)retired_before_free);
     printf("torture: OK\n");
 
     for (uint32_t id = 0; id < ids; id++)
