@@ -78,8 +78,8 @@ static void note(const char *fmt, ...)
         memmove(trace, trace + sizeof trace / 2, trace_len - sizeof trace / 2);
         trace_len -= sizeof trace / 2;
     }
-    trace_len += (size_t)snprintf(trace + trace_len, sizeof trace - trace_len, "op %u: %s\n",
-                                  op_no, line);
+    trace_len +=
+        (size_t)snprintf(trace + trace_len, sizeof trace - trace_len, "op %u: %s\n", op_no, line);
 }
 
 __attribute__((noreturn, format(printf, 1, 2))) static void fail(const char *fmt, ...)
@@ -254,9 +254,9 @@ static size_t pool_n, pool_next;
 
 static void pool_reset(void)
 {
-    static const char *const seeds[] = {"a",        "b",     "c",    "node-1", "node-2",
-                                        "node 3",   "\xff\xfe", "engine-0", "x#1", "1-a",
-                                        "ab",       "a\x01"};
+    static const char *const seeds[] = { "a",      "b",      "c",        "node-1",
+                                         "node-2", "node 3", "\xff\xfe", "engine-0",
+                                         "x#1",    "1-a",    "ab",       "a\x01" };
     pool_n = 0;
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         pool[pool_n].len = strlen(seeds[i]);
@@ -339,27 +339,41 @@ static const void *key_ptr(const bytes_t *k, int null_ptr)
 static uint32_t take_weight(input_t *in)
 {
     uint8_t s = take8(in);
-    uint32_t v = mcfg.vnodes;
+    uint64_t v = model_points_per_weight(&mcfg);
     if (s < 200)
         return 1 + s % 6;
     switch ((s - 200) % 12) {
-    case 0: return 0;
-    case 1: return 7;
-    case 2: return 16;
-    case 3: return (uint32_t)(MODEL_POINTS_MAX / v + 1);
-    case 4: return UINT32_C(0x80000000);
-    case 5: return UINT32_MAX;
-    case 6: return (uint32_t)((UINT64_C(1) << 32) / v);
-    case 7: return (uint32_t)((UINT64_C(1) << 32) / v + 1);
-    case 8: return UINT32_C(0x10000000);
-    case 9: return MODEL_POINTS_MAX + 1;
-    case 10: return 33;
-    default: return 0;
+    case 0:
+        return 0;
+    case 1:
+        return 7;
+    case 2:
+        return 16;
+    case 3:
+        return (uint32_t)(MODEL_POINTS_MAX / v + 1);
+    case 4:
+        return UINT32_C(0x80000000);
+    case 5:
+        return UINT32_MAX;
+    case 6:
+        return (uint32_t)((UINT64_C(1) << 32) / v);
+    case 7:
+        return (uint32_t)((UINT64_C(1) << 32) / v + 1);
+    case 8:
+        return UINT32_C(0x10000000);
+    case 9:
+        return MODEL_POINTS_MAX + 1;
+    case 10:
+        return 33;
+    default:
+        return 0;
     }
 }
 
-static const double balances[] = {1.25, 1.0, 1.5, 2.0, 0.5, NAN, INFINITY, -INFINITY,
-                                  -1.0, 1e300, 1.1, 3.0, 0.0, DBL_MIN, 1.0 + DBL_EPSILON, 7.75};
+static const double balances[] = { 1.25, 1.0,      1.5,       2.0,     0.5,
+                                   NAN,  INFINITY, -INFINITY, -1.0,    1e300,
+                                   1.1,  3.0,      0.0,       DBL_MIN, 1.0 + DBL_EPSILON,
+                                   7.75 };
 
 static double take_balance(input_t *in)
 {
@@ -372,8 +386,7 @@ static int obj_of(const chring_member_t *m)
 {
     obj_t *o = chring_member_udata(m);
     if (o < objs || o >= objs + nobjs)
-        fail("member %p has udata %p, which is no object of this run", (const void *)m,
-             (void *)o);
+        fail("member %p has udata %p, which is no object of this run", (const void *)m, (void *)o);
     return (int)(o - objs);
 }
 
@@ -387,8 +400,7 @@ static void expect_member(const chring_member_t *m, const model_member_t *want, 
         return;
     }
     if (!m)
-        fail("%s: library returned no member, model expects %s", what,
-             show(want->name, want->len));
+        fail("%s: library returned no member, model expects %s", what, show(want->name, want->len));
     const char *name = chring_member_name(m);
     if (!name || strlen(name) != want->len || memcmp(name, want->name, want->len) != 0)
         fail("%s: library returned %s, model expects %s", what,
@@ -485,8 +497,8 @@ static void check_snapshot(const chring_snap_t *s, const model_snap_t *m, uint64
                  chring_snap_member_points(s, lm), m->member_points[m->by_name[i]]);
         double share = chring_member_share(s, lm), want_share = shares[m->by_name[i]];
         if (!close_enough(share, want_share))
-            fail("%s: share of %s is %.17g, model %.17g", which, show(want->name, want->len),
-                 share, want_share);
+            fail("%s: share of %s is %.17g, model %.17g", which, show(want->name, want->len), share,
+                 want_share);
         share_sum += share;
         const obj_t *o = &objs[want->obj];
         if (chring_member_load(lm) != o->load)
@@ -589,7 +601,12 @@ static void check_all(void)
 
 /* ---- writer operations --------------------------------------------------------------------- */
 
-enum { E_INVAL = 1, E_NAMETOOLONG = 2, E_NOENT = 4, E_2BIG = 8 };
+enum {
+    E_INVAL = 1,
+    E_NAMETOOLONG = 2,
+    E_NOENT = 4,
+    E_2BIG = 8
+};
 
 static unsigned name_errors(const bytes_t *n)
 {
@@ -604,7 +621,7 @@ static unsigned weight_errors(uint32_t w)
 {
     if (w == 0)
         return E_INVAL;
-    if ((uint64_t)mcfg.vnodes * w > MODEL_POINTS_MAX)
+    if (model_points_per_weight(&mcfg) * w > MODEL_POINTS_MAX)
         return E_2BIG;
     return 0;
 }
@@ -632,27 +649,42 @@ static int new_obj(const bytes_t *name)
 static const char *err_name(int rc)
 {
     switch (-rc) {
-    case 0: return "0";
-    case EINVAL: return "-EINVAL";
-    case ENAMETOOLONG: return "-ENAMETOOLONG";
-    case ENOENT: return "-ENOENT";
-    case E2BIG: return "-E2BIG";
-    case ENOMEM: return "-ENOMEM";
-    case ENOSPC: return "-ENOSPC";
-    case ERANGE: return "-ERANGE";
-    case EEXIST: return "-EEXIST";
-    default: return "(other)";
+    case 0:
+        return "0";
+    case EINVAL:
+        return "-EINVAL";
+    case ENAMETOOLONG:
+        return "-ENAMETOOLONG";
+    case ENOENT:
+        return "-ENOENT";
+    case E2BIG:
+        return "-E2BIG";
+    case ENOMEM:
+        return "-ENOMEM";
+    case ENOSPC:
+        return "-ENOSPC";
+    case ERANGE:
+        return "-ERANGE";
+    case EEXIST:
+        return "-EEXIST";
+    default:
+        return "(other)";
     }
 }
 
 static unsigned err_bit(int rc)
 {
     switch (-rc) {
-    case EINVAL: return E_INVAL;
-    case ENAMETOOLONG: return E_NAMETOOLONG;
-    case ENOENT: return E_NOENT;
-    case E2BIG: return E_2BIG;
-    default: return 0x100;
+    case EINVAL:
+        return E_INVAL;
+    case ENAMETOOLONG:
+        return E_NAMETOOLONG;
+    case ENOENT:
+        return E_NOENT;
+    case E2BIG:
+        return E_2BIG;
+    default:
+        return 0x100;
     }
 }
 
@@ -678,8 +710,7 @@ static void run_writer(plan_t *p, const char *what, int (*call)(void *), void *a
     if (!p->errors) {
         changed = p->nnext != nmembers;
         for (size_t j = 0; !changed && j < nmembers; j++)
-            changed = members[j].weight != p->next[j].weight ||
-                      members[j].obj != p->next[j].obj;
+            changed = members[j].weight != p->next[j].weight || members[j].obj != p->next[j].obj;
     }
     /* Members about to leave stop counting as live before the call: the library may retire
      * them on another thread as soon as it publishes. */
@@ -791,7 +822,7 @@ static unsigned plan_total(const plan_t *p)
 {
     uint64_t total = 0;
     for (size_t k = 0; k < p->nnext; k++)
-        total += (uint64_t)mcfg.vnodes * p->next[k].weight;
+        total += model_points_per_weight(&mcfg) * p->next[k].weight;
     return total > MODEL_RING_POINTS_MAX ? E_2BIG : 0;
 }
 
@@ -854,7 +885,7 @@ static void op_add(input_t *in)
     if (p.overflow)
         return;
     note("add %s weight %u", show(name->b, name->len), w);
-    struct add_args a = {name->b, w, &objs[obj]};
+    struct add_args a = { name->b, w, &objs[obj] };
     run_writer(&p, "chring_add", call_add, &a);
 }
 
@@ -865,7 +896,7 @@ static void op_remove(input_t *in)
     plan_start(&p);
     p.errors = plan_change(&p, name, 0, -1, 0);
     note("remove %s", show(name->b, name->len));
-    struct add_args a = {name->b, 0, NULL};
+    struct add_args a = { name->b, 0, NULL };
     run_writer(&p, "chring_remove", call_remove, &a);
 }
 
@@ -883,7 +914,7 @@ static void op_set_weight(input_t *in)
         e = plan_change(&p, name, w, -1, 0);
     p.errors = e | (e ? 0 : plan_total(&p));
     note("set_weight %s %u", show(name->b, name->len), w);
-    struct add_args a = {name->b, w, NULL};
+    struct add_args a = { name->b, w, NULL };
     run_writer(&p, "chring_set_weight", call_set_weight, &a);
 }
 
@@ -924,11 +955,11 @@ static void op_batch(input_t *in, int sync)
         q.nnext = 0;
         for (size_t j = 0; j < nmembers; j++)
             for (size_t i = 0; i < a.n; i++)
-                if (model_name_cmp(members[j].name, members[j].len, names[i].b, names[i].len) ==
-                    0)
+                if (model_name_cmp(members[j].name, members[j].len, names[i].b, names[i].len) == 0)
                     q.next[q.nnext++] = members[j];
         for (size_t i = 0; i < a.n; i++)
-            e |= plan_change(&q, &names[i], a.changes[i].weight, (int)((obj_t *)a.changes[i].udata - objs), 1);
+            e |= plan_change(&q, &names[i], a.changes[i].weight,
+                             (int)((obj_t *)a.changes[i].udata - objs), 1);
         p = q;
     } else {
         for (size_t i = 0; i < a.n; i++)
@@ -953,7 +984,7 @@ typedef struct target {
 static target_t take_target(input_t *in)
 {
     uint8_t t = take8(in);
-    target_t x = {NULL, &cur, 1};
+    target_t x = { NULL, &cur, 1 };
     if ((t & 3) == 3 && held[(t >> 2) % HELD]) {
         x.s = held[(t >> 2) % HELD];
         x.m = &held_model[(t >> 2) % HELD];
@@ -986,8 +1017,8 @@ static void op_lookup(input_t *in)
     uint64_t h = model_hash(&t.m->cfg, k->b, k->len);
     uint64_t lh = chring_snap_hash(t.s, key_ptr(k, null_ptr), k->len);
     if (lh != h)
-        fail("chring_snap_hash(%s) = %llu, model %llu", show(k->b, k->len),
-             (unsigned long long)lh, (unsigned long long)h);
+        fail("chring_snap_hash(%s) = %llu, model %llu", show(k->b, k->len), (unsigned long long)lh,
+             (unsigned long long)h);
     const model_member_t *want = model_owner(t.m, h);
     expect_member(chring_snap_lookup(t.s, key_ptr(k, null_ptr), k->len), want,
                   "chring_snap_lookup");
@@ -1004,8 +1035,7 @@ static void op_lookup(input_t *in)
     const model_member_t *now = model_owner(&cur, model_hash(&cur.cfg, k->b, k->len));
     int expect = !now ? -ENOENT : cap < now->len + 1 ? -ENOSPC : (int)now->len;
     if (rc != expect)
-        fail("chring_lookup_name(%s, cap %zu) = %d, model %d", show(k->b, k->len), cap, rc,
-             expect);
+        fail("chring_lookup_name(%s, cap %zu) = %d, model %d", show(k->b, k->len), cap, rc, expect);
     if (rc >= 0 && (memcmp(buf, now->name, now->len) != 0 || buf[now->len] != 0))
         fail("chring_lookup_name(%s) wrote %s, model %s", show(k->b, k->len), show(buf, now->len),
              show(now->name, now->len));
@@ -1030,7 +1060,7 @@ static void op_lookup_n(input_t *in)
     drop_target(&t);
 }
 
-static const uint64_t load_values[] = {0, 1, 2, 3, 5, 10, 1000, UINT64_C(1) << 40};
+static const uint64_t load_values[] = { 0, 1, 2, 3, 5, 10, 1000, UINT64_C(1) << 40 };
 
 typedef struct loads_ctx {
     const model_snap_t *m;
@@ -1061,7 +1091,7 @@ static void op_bounded(input_t *in)
         m += loads[t.m->by_name[i]];
     }
     note("bounded %s c=%g m=%llu", show(k->b, k->len), c, (unsigned long long)m);
-    loads_ctx_t ctx = {t.m, loads, 0};
+    loads_ctx_t ctx = { t.m, loads, 0 };
     const chring_member_t *got =
         chring_snap_lookup_bounded(t.s, key_ptr(k, null_ptr), k->len, c, load_cb, &ctx);
     long owner;
@@ -1219,8 +1249,8 @@ static void op_moved(input_t *in)
     double got = chring_snap_moved(a.s, b), want = model_moved(a.m, bm);
     note("moved = %.17g (model %.17g)", got, want);
     if (!close_enough(got, want))
-        fail("chring_snap_moved = %.17g, model %.17g (%zu and %zu points)", got, want,
-             a.m->npoints, bm->npoints);
+        fail("chring_snap_moved = %.17g, model %.17g (%zu and %zu points)", got, want, a.m->npoints,
+             bm->npoints);
     if (s & 0x40) {
         double back = chring_snap_moved(b, a.s);
         if (!close_enough(back, want))
@@ -1237,10 +1267,14 @@ static uint64_t take_count(input_t *in)
 {
     uint8_t s = take8(in);
     switch (s % 4) {
-    case 0: return s >> 2;
-    case 1: return take8(in) * 1000u + (s >> 2);
-    case 2: return take64(in) >> (s >> 2);
-    default: return take64(in) & ((UINT64_C(1) << 53) - 1);
+    case 0:
+        return s >> 2;
+    case 1:
+        return take8(in) * 1000u + (s >> 2);
+    case 2:
+        return take64(in) >> (s >> 2);
+    default:
+        return take64(in) & ((UINT64_C(1) << 53) - 1);
     }
 }
 
@@ -1291,8 +1325,8 @@ static void op_hash(input_t *in)
     int rc = chring_vnode_label(buf, cap, name->b, i);
     int expect = cap < wl + 1 ? -ENOSPC : (int)wl;
     if (rc != expect)
-        fail("chring_vnode_label(%s, %u, cap %zu) = %d, model %d", show(name->b, name->len), i,
-             cap, rc, expect);
+        fail("chring_vnode_label(%s, %u, cap %zu) = %d, model %d", show(name->b, name->len), i, cap,
+             rc, expect);
     if (rc >= 0 && (memcmp(buf, want, wl) != 0 || buf[wl] != 0))
         fail("chring_vnode_label(%s, %u) wrote %s, model %s", show(name->b, name->len), i,
              show(buf, wl), show(want, wl));
@@ -1308,19 +1342,46 @@ static void op_bad(input_t *in)
     note("bad argument %u", s % 16);
     int rc = 0, expect = -EINVAL;
     switch (s % 16) {
-    case 0: rc = chring_add(ring, NULL, 1, NULL); break;
-    case 1: rc = chring_remove(ring, NULL); break;
-    case 2: rc = chring_set_weight(ring, NULL, 1); break;
-    case 3: rc = chring_add(NULL, "a", 1, NULL); break;
-    case 4: rc = chring_update(ring, NULL, 1); break;
-    case 5: rc = chring_sync(ring, NULL, 2); break;
-    case 6: rc = chring_lookup_name(ring, "k", 1, NULL, 0); break;
-    case 7: rc = chring_lookup_name(ring, NULL, 1, buf, sizeof buf); break;
-    case 8: rc = chring_acquire(ring, NULL, 1, &lease); break;
-    case 9: rc = chring_acquire(ring, "k", 1, NULL); break;
-    case 10: rc = chring_snap_point(NULL, 0, NULL, NULL); break;
-    case 11: rc = chring_vnode_label(NULL, 8, "a", 1); break;
-    case 12: rc = chring_update(ring, NULL, 0); expect = 0; break;
+    case 0:
+        rc = chring_add(ring, NULL, 1, NULL);
+        break;
+    case 1:
+        rc = chring_remove(ring, NULL);
+        break;
+    case 2:
+        rc = chring_set_weight(ring, NULL, 1);
+        break;
+    case 3:
+        rc = chring_add(NULL, "a", 1, NULL);
+        break;
+    case 4:
+        rc = chring_update(ring, NULL, 1);
+        break;
+    case 5:
+        rc = chring_sync(ring, NULL, 2);
+        break;
+    case 6:
+        rc = chring_lookup_name(ring, "k", 1, NULL, 0);
+        break;
+    case 7:
+        rc = chring_lookup_name(ring, NULL, 1, buf, sizeof buf);
+        break;
+    case 8:
+        rc = chring_acquire(ring, NULL, 1, &lease);
+        break;
+    case 9:
+        rc = chring_acquire(ring, "k", 1, NULL);
+        break;
+    case 10:
+        rc = chring_snap_point(NULL, 0, NULL, NULL);
+        break;
+    case 11:
+        rc = chring_vnode_label(NULL, 8, "a", 1);
+        break;
+    case 12:
+        rc = chring_update(ring, NULL, 0);
+        expect = 0;
+        break;
     case 13: {
         const chring_snap_t *s2 = enter();
         if (chring_snap_lookup(s2, NULL, 1) != NULL || chring_snap_lookup_n(s2, "k", 1, NULL, 3))
@@ -1391,7 +1452,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     if (model_selftest() != 0)
         abort();
-    static const chring_allocator_t allocator = {fuzz_alloc, fuzz_free, NULL};
+    static const chring_allocator_t allocator = { fuzz_alloc, fuzz_free, NULL };
     if (chring_set_allocator(&allocator) != 0)
         abort();
     const char *t = getenv("FUZZ_API_TRACE");
@@ -1401,14 +1462,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static void start(const uint8_t *hdr)
 {
-    static const model_profile_t profiles[] = {MODEL_HASH64, MODEL_MURMUR32, MODEL_FNV32,
-                                               MODEL_FNV16,  MODEL_CUSTOM,   MODEL_XXH3};
-    static const chring_profile_t lib_profiles[] = {
-        CHRING_PROFILE_HASH64, CHRING_PROFILE_MURMUR32, CHRING_PROFILE_FNV32,
-        CHRING_PROFILE_FNV16,  CHRING_PROFILE_CUSTOM,   CHRING_PROFILE_XXH3};
-    static const unsigned widths[] = {64, 32, 32, 16, 0, 64};
-    static const unsigned custom_widths[] = {64, 32, 16};
-    size_t p = hdr[0] % 6;
+    static const model_profile_t profiles[] = { MODEL_HASH64, MODEL_MURMUR32, MODEL_FNV32,
+                                                MODEL_FNV16,  MODEL_CUSTOM,   MODEL_XXH3,
+                                                MODEL_NGINX };
+    static const chring_profile_t lib_profiles[] = { CHRING_PROFILE_HASH64, CHRING_PROFILE_MURMUR32,
+                                                     CHRING_PROFILE_FNV32,  CHRING_PROFILE_FNV16,
+                                                     CHRING_PROFILE_CUSTOM, CHRING_PROFILE_XXH3,
+                                                     CHRING_PROFILE_NGINX };
+    static const unsigned widths[] = { 64, 32, 32, 16, 0, 64, 32 };
+    static const unsigned custom_widths[] = { 64, 32, 16 };
+    size_t p = hdr[0] % 7;
     memset(&mcfg, 0, sizeof mcfg);
     mcfg.profile = profiles[p];
     mcfg.bits = widths[p];
@@ -1487,7 +1550,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 5)
         return 0;
     start(data);
-    input_t in = {data + 5, size - 5};
+    input_t in = { data + 5, size - 5 };
     check_all();
     while (more(&in) && op_no < 256) {
         op_no++;
@@ -1506,26 +1569,62 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             section = enter();
         }
         switch (kind) {
-        case 0: case 1: op_add(&in); break;
-        case 2: op_remove(&in); break;
-        case 3: op_set_weight(&in); break;
-        case 4: op_batch(&in, 0); break;
-        case 5: op_batch(&in, 1); break;
-        case 6: op_lookup(&in); break;
-        case 7: op_lookup_n(&in); break;
-        case 8: op_bounded(&in); break;
-        case 9: case 10: op_acquire(&in); break;
-        case 11: op_release(&in); break;
-        case 12: if (op & 0x10) op_put(&in); else op_hold(&in); break;
-        case 13: op_moved(&in); break;
-        case 14:
-            if (op & 0x80) op_quiesce();
-            else if (op & 0x10) op_oom(&in);
-            else if (op & 0x20) op_capacity(&in);
-            else if (op & 0x40) op_hash(&in);
-            else op_bad(&in);
+        case 0:
+        case 1:
+            op_add(&in);
             break;
-        default: op_add(&in); break;
+        case 2:
+            op_remove(&in);
+            break;
+        case 3:
+            op_set_weight(&in);
+            break;
+        case 4:
+            op_batch(&in, 0);
+            break;
+        case 5:
+            op_batch(&in, 1);
+            break;
+        case 6:
+            op_lookup(&in);
+            break;
+        case 7:
+            op_lookup_n(&in);
+            break;
+        case 8:
+            op_bounded(&in);
+            break;
+        case 9:
+        case 10:
+            op_acquire(&in);
+            break;
+        case 11:
+            op_release(&in);
+            break;
+        case 12:
+            if (op & 0x10)
+                op_put(&in);
+            else
+                op_hold(&in);
+            break;
+        case 13:
+            op_moved(&in);
+            break;
+        case 14:
+            if (op & 0x80)
+                op_quiesce();
+            else if (op & 0x10)
+                op_oom(&in);
+            else if (op & 0x20)
+                op_capacity(&in);
+            else if (op & 0x40)
+                op_hash(&in);
+            else
+                op_bad(&in);
+            break;
+        default:
+            op_add(&in);
+            break;
         }
         if (section) {
             check_snapshot(section, &section_model, section_version,

@@ -8,10 +8,10 @@
  * exercise's (murmur32, 16 vnodes).  Every answer must have one of the shapes of docs/cli.md.
  * The target also keeps its own model of the session (the pool in listed order, join order,
  * weights, LOAD values, leases, the SNAP record, the version) and, for the profiles the reference
- * model (fuzz/model.c) knows (hash64, murmur32, fnv32, fnv16, xxh3), checks every answer exactly:
- * owners, hashes, RING points, DIST points and shares, MOVED counts, BOUNDED and ACQUIRE
- * choices, REPLICAS lists, STATS and VERSION.  ketama and nginx get the shape checks and
- * the pool checks only.  A difference prints the line, the answer and the reason, then aborts.
+ * model (fuzz/model.c) knows (all but ketama), checks every answer exactly: owners, hashes,
+ * RING points, DIST points and shares, MOVED counts, BOUNDED and ACQUIRE choices, REPLICAS lists,
+ * STATS and VERSION.  ketama gets the shape checks and the pool checks only.  A difference prints
+ * the line, the answer and the reason, then aborts.
  *
  * Lines that would only cost time (SNAP of more than 4096 keys, a weight that builds more than
  * 65536 points without being refused) are skipped, not fed.
@@ -345,7 +345,7 @@ static bool field(span_t *t, const char *prefix, uint64_t *v)
     size_t i = pl;
     while (i < t->n && t->p[i] >= '0' && t->p[i] <= '9')
         i++;
-    span_t num = {t->p + pl, i - pl};
+    span_t num = { t->p + pl, i - pl };
     if (!number(num, UINT64_MAX, v))
         return false;
     t->p += i;
@@ -386,8 +386,10 @@ static void do_pool(const char *line, size_t len, size_t pos)
 {
     static span_t list[MAX_POOL];
     size_t n;
-    if (!names(line, len, pos, list, &n))
-        { expect_err(); return; }
+    if (!names(line, len, pos, list, &n)) {
+        expect_err();
+        return;
+    }
     expect_ok();
     static tmember_t next[MAX_POOL];
     bool changed = n != st.npool;
@@ -417,8 +419,10 @@ static void do_add(const char *line, size_t len, size_t pos)
 {
     static span_t list[MAX_POOL];
     size_t n;
-    if (!names(line, len, pos, list, &n) || n == 0)
-        { expect_err(); return; }
+    if (!names(line, len, pos, list, &n) || n == 0) {
+        expect_err();
+        return;
+    }
     expect_ok();
     bool changed = false;
     for (size_t i = 0; i < n; i++) {
@@ -440,8 +444,10 @@ static void do_remove(const char *line, size_t len, size_t pos)
 {
     static span_t list[MAX_POOL];
     size_t n;
-    if (!names(line, len, pos, list, &n) || n == 0)
-        { expect_err(); return; }
+    if (!names(line, len, pos, list, &n) || n == 0) {
+        expect_err();
+        return;
+    }
     expect_ok();
     bool changed = false;
     for (size_t i = 0; i < n; i++) {
@@ -476,19 +482,23 @@ static bool name_number(const char *line, size_t len, size_t pos, uint64_t min, 
 
 static uint64_t points_per_weight(void)
 {
-    return st.cfg.vnodes;
+    return model_points_per_weight(&st.cfg);
 }
 
 static void do_weight(const char *line, size_t len, size_t pos)
 {
     long j;
     uint64_t w;
-    if (!name_number(line, len, pos, 1, &j, &w))
-        { expect_err(); return; }
-    if (st.modeled && w * points_per_weight() > MODEL_POINTS_MAX)
-        { expect_err(); return; }
+    if (!name_number(line, len, pos, 1, &j, &w)) {
+        expect_err();
+        return;
+    }
+    if (st.modeled && w * points_per_weight() > MODEL_POINTS_MAX) {
+        expect_err();
+        return;
+    }
     if (!st.modeled && is_err())
-        return; /* ketama/nginx: the limits are the library's to compute */
+        return; /* ketama: the limits are the library's to compute */
     expect_ok();
     if (st.pool[j].weight != w) {
         st.pool[j].weight = (uint32_t)w;
@@ -501,8 +511,10 @@ static void do_load(const char *line, size_t len, size_t pos)
 {
     long j;
     uint64_t v;
-    if (!name_number(line, len, pos, 0, &j, &v))
-        { expect_err(); return; }
+    if (!name_number(line, len, pos, 0, &j, &v)) {
+        expect_err();
+        return;
+    }
     expect_ok();
     st.pool[j].supplied = v;
 }
@@ -531,8 +543,8 @@ static void do_ring(void)
         const char *colon = memchr(lines[i].p, ':', lines[i].n);
         if (!colon)
             fail("RING line %zu has no ':'", i);
-        span_t num = {lines[i].p, (size_t)(colon - lines[i].p)};
-        span_t name = {colon + 1, lines[i].n - num.n - 1};
+        span_t num = { lines[i].p, (size_t)(colon - lines[i].p) };
+        span_t name = { colon + 1, lines[i].n - num.n - 1 };
         uint64_t pos;
         if (!number(num, UINT64_MAX, &pos))
             fail("RING line %zu: bad position", i);
@@ -569,7 +581,7 @@ static void do_dist(void)
         if (l.n < st.pool[i].len + 1 || memcmp(l.p, st.pool[i].name, st.pool[i].len) != 0 ||
             l.p[st.pool[i].len] != ' ')
             fail("DIST line %zu does not start with pool member %zu's name", i, i);
-        span_t rest = {l.p + st.pool[i].len + 1, l.n - st.pool[i].len - 1};
+        span_t rest = { l.p + st.pool[i].len + 1, l.n - st.pool[i].len - 1 };
         uint64_t points;
         if (!field(&rest, "points=", &points) || rest.n < 8 || memcmp(rest.p, " share=", 7) != 0)
             fail("DIST line %zu: expected points=<p> share=<s>", i);
@@ -638,8 +650,10 @@ static void do_snap(uint64_t n)
 
 static void do_moved(void)
 {
-    if (!st.snapped)
-        { expect_err(); return; }
+    if (!st.snapped) {
+        expect_err();
+        return;
+    }
     expect_lines(1);
     span_t l = lines[0];
     uint64_t ring, mod;
@@ -696,8 +710,8 @@ static void do_acquire(span_t key)
         }
     if (!sp)
         fail("ACQUIRE: expected <name> <lease>");
-    span_t name = {lines[0].p, (size_t)(sp - lines[0].p)};
-    span_t num = {sp + 1, lines[0].n - name.n - 1};
+    span_t name = { lines[0].p, (size_t)(sp - lines[0].p) };
+    span_t num = { sp + 1, lines[0].n - name.n - 1 };
     uint64_t number_got;
     if (!number(num, UINT64_MAX, &number_got) || number_got != st.next_lease + 1)
         fail("ACQUIRE: expected lease number %llu", (unsigned long long)st.next_lease + 1);
@@ -729,7 +743,7 @@ static void do_acquire(span_t key)
     st.acquires++;
     st.next_lease++;
     if (st.nleases < MAX_LEASES)
-        st.leases[st.nleases++] = (tlease_t){st.next_lease, id};
+        st.leases[st.nleases++] = (tlease_t){ st.next_lease, id };
     else
         abort();
 }
@@ -739,8 +753,10 @@ static void do_release(const char *line, size_t len, size_t pos)
     span_t tok;
     uint64_t n;
     if (!token(line, len, &pos, &tok) || !rest_blank(line, len, pos) ||
-        !number(tok, UINT64_MAX, &n) || n == 0)
-        { expect_err(); return; }
+        !number(tok, UINT64_MAX, &n) || n == 0) {
+        expect_err();
+        return;
+    }
     for (size_t i = 0; i < st.nleases; i++)
         if (st.leases[i].number == n && st.leases[i].id >= 0) {
             expect_ok();
@@ -760,10 +776,12 @@ static void do_replicas(span_t arg)
     while (sep > 0 && arg.p[sep - 1] != ' ' && arg.p[sep - 1] != '\t')
         sep--;
     uint64_t n;
-    span_t num = {arg.p + sep, end - sep};
-    if (sep == 0 || !number(num, UINT32_MAX, &n) || n == 0)
-        { expect_err(); return; }
-    span_t key = {arg.p, sep - 1};
+    span_t num = { arg.p + sep, end - sep };
+    if (sep == 0 || !number(num, UINT32_MAX, &n) || n == 0) {
+        expect_err();
+        return;
+    }
+    span_t key = { arg.p, sep - 1 };
     expect_lines(1);
     if (st.npool == 0) {
         if (!span_eq(lines[0], "EMPTY", 5))
@@ -798,8 +816,8 @@ static void do_stats(void)
     expect_lines(1 + st.npool);
     span_t l = lines[0];
     uint64_t v[8];
-    static const char *const keys[8] = {"version=", " publishes=", " members=", " points=",
-                                        " leases=", " acquires=", " spills=", " saturated="};
+    static const char *const keys[8] = { "version=", " publishes=", " members=", " points=",
+                                         " leases=", " acquires=",  " spills=",  " saturated=" };
     for (int i = 0; i < 8; i++)
         if (!field(&l, keys[i], &v[i]))
             fail("STATS first line: expected %s<n>", keys[i]);
@@ -811,8 +829,7 @@ static void do_stats(void)
              (unsigned long long)st.version, st.npool, (unsigned long long)outstanding(),
              (unsigned long long)st.acquires);
     if (st.modeled && (v[3] != snap()->npoints || v[6] != st.spills))
-        fail("STATS: model points %zu spills %llu", snap()->npoints,
-             (unsigned long long)st.spills);
+        fail("STATS: model points %zu spills %llu", snap()->npoints, (unsigned long long)st.spills);
     for (size_t i = 0; i < st.npool; i++) {
         const tmember_t *m = &st.pool[i];
         span_t r = lines[1 + i];
@@ -857,8 +874,7 @@ static bool worth_feeding(const char *line, size_t len)
             return false;
     } else if (is_word(cmd, "WEIGHT")) {
         uint64_t w;
-        if (token(line, len, &pos, &a) && token(line, len, &pos, &b) &&
-            number(b, UINT64_MAX, &w)) {
+        if (token(line, len, &pos, &a) && token(line, len, &pos, &b) && number(b, UINT64_MAX, &w)) {
             uint64_t per = points_per_weight();
             if (w * per > 65536 && w * per <= MODEL_POINTS_MAX && w <= UINT32_MAX)
                 return false;
@@ -901,8 +917,10 @@ static void check(const char *line, size_t len)
         do_remove(line, len, pos);
     } else if (is_word(cmd, "LOOKUP") || is_word(cmd, "HASH") || is_word(cmd, "BOUNDED") ||
                is_word(cmd, "ACQUIRE") || is_word(cmd, "REPLICAS")) {
-        if (!spaced)
-            { expect_err(); return; }
+        if (!spaced) {
+            expect_err();
+            return;
+        }
         if (is_word(cmd, "LOOKUP"))
             do_lookup(arg);
         else if (is_word(cmd, "HASH"))
@@ -917,8 +935,10 @@ static void check(const char *line, size_t len)
         span_t t;
         uint64_t n;
         if (!token(line, len, &pos, &t) || !rest_blank(line, len, pos) ||
-            !number(t, CHRING_CLI_SNAP_MAX, &n))
-            { expect_err(); return; }
+            !number(t, CHRING_CLI_SNAP_MAX, &n)) {
+            expect_err();
+            return;
+        }
         do_snap(n);
     } else if (is_word(cmd, "WEIGHT")) {
         do_weight(line, len, pos);
@@ -928,8 +948,10 @@ static void check(const char *line, size_t len)
         do_release(line, len, pos);
     } else if (is_word(cmd, "RING") || is_word(cmd, "DIST") || is_word(cmd, "MOVED") ||
                is_word(cmd, "STATS") || is_word(cmd, "VERSION")) {
-        if (!rest_blank(line, len, pos))
-            { expect_err(); return; }
+        if (!rest_blank(line, len, pos)) {
+            expect_err();
+            return;
+        }
         if (is_word(cmd, "RING"))
             do_ring();
         else if (is_word(cmd, "DIST"))
@@ -956,8 +978,8 @@ static void options(const char *line, size_t len, chring_cli_options_t *opt, cha
     opt->vnodes = 16;
     opt->balance = 0;
     if (token(line, len, &pos, &t) && t.n < 16) {
-        static const char *const known[] = {"hash64", "murmur32", "fnv32", "fnv16",
-                                            "xxh3",   "ketama",   "nginx"};
+        static const char *const known[] = { "hash64", "murmur32", "fnv32", "fnv16",
+                                             "xxh3",   "ketama",   "nginx" };
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
             if (span_eq(t, known[i], strlen(known[i]))) {
                 memcpy(profile, t.p, t.n);
@@ -1020,12 +1042,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (strcmp(opt.profile, "xxh3") == 0) {
         st.cfg.profile = MODEL_XXH3;
         st.cfg.bits = 64;
+    } else if (strcmp(opt.profile, "nginx") == 0) {
+        st.cfg.profile = MODEL_NGINX;
+        st.cfg.bits = 32;
     } else {
-        st.modeled = 0;
+        st.modeled = 0;                /* ketama */
         st.cfg.profile = MODEL_CUSTOM; /* marks "not modelled"; never used to hash */
         st.cfg.bits = 64;
-        if (strcmp(opt.profile, "nginx") == 0)
-            st.cfg.vnodes = 160;
     }
     st.snap_dirty = 1;
 

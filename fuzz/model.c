@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
+#include <zlib.h>
 
 /* ---- hashes (SPEC §2) ---------------------------------------------------------------------- */
 
@@ -107,6 +108,8 @@ uint64_t model_hash(const model_cfg_t *cfg, const void *data, size_t len)
         return cfg->hash(data, len, cfg->hash_ctx) & width_mask(cfg->bits);
     case MODEL_XXH3:
         return XXH3_64bits(data, len);
+    case MODEL_NGINX:
+        return crc32(0L, (const Bytef *)data, (uInt)len);
     }
     abort();
 }
@@ -156,6 +159,55 @@ int model_name_cmp(const char *a, size_t alen, const char *b, size_t blen)
     return alen < blen ? -1 : 1;
 }
 
+uint64_t model_points_per_weight(const model_cfg_t *cfg)
+{
+    return cfg->profile == MODEL_NGINX ? 160 : cfg->vnodes;
+}
+
+/* nginx: HOST and PORT of a server name (SPEC §2.1). */
+static void nginx_split(const char *name, size_t len, size_t *host_off, size_t *host_len,
+                        size_t *port_off, size_t *port_len)
+{
+    *port_len = 0;
+    *port_off = len;
+    if (len >= 5 && (name[0] | 0x20) == 'u' && (name[1] | 0x20) == 'n' && (name[2] | 0x20) == 'i' &&
+        (name[3] | 0x20) == 'x' && name[4] == ':') {
+        *host_off = 5;
+        *host_len = len - 5;
+        return;
+    }
+    *host_off = 0;
+    *host_len = len;
+    for (size_t j = len; j > 0; j--) {
+        char c = name[j - 1];
+        if (c == ':') {
+            *host_len = j - 1;
+            *port_off = j;
+            *port_len = len - j;
+            return;
+        }
+        if (c < '0' || c > '9')
+            return;
+    }
+}
+
+/* nginx: point k = crc32(HOST || "\0" || PORT || LE32(point k-1)), point -1 taken as 0. */
+static uint32_t nginx_point(const char *name, size_t len, uint32_t prev)
+{
+    size_t ho, hl, po, pl;
+    nginx_split(name, len, &ho, &hl, &po, &pl);
+    unsigned char buf[MODEL_NAME_MAX + 8];
+    size_t n = 0;
+    memcpy(buf, name + ho, hl);
+    n += hl;
+    buf[n++] = 0;
+    memcpy(buf + n, name + po, pl);
+    n += pl;
+    for (int b = 0; b < 4; b++)
+        buf[n++] = (unsigned char)(prev >> (8 * b));
+    return (uint32_t)crc32(0L, buf, (uInt)n);
+}
+
 /* ---- building a snapshot ------------------------------------------------------------------- */
 
 /* qsort has no context argument: the members being sorted against are passed through here.
@@ -189,7 +241,7 @@ int model_build(model_snap_t *out, const model_cfg_t *cfg, const model_member_t 
     out->cfg = *cfg;
     uint64_t total = 0;
     for (size_t j = 0; j < n; j++) {
-        total += (uint64_t)cfg->vnodes * members[j].weight;
+        total += model_points_per_weight(cfg) * members[j].weight;
         out->total_weight += members[j].weight;
     }
     if (total > MODEL_RING_POINTS_MAX)
@@ -215,8 +267,18 @@ int model_build(model_snap_t *out, const model_cfg_t *cfg, const model_member_t 
     }
     size_t np = 0;
     for (size_t j = 0; j < n; j++) {
-        uint64_t count = (uint64_t)cfg->vnodes * members[j].weight;
+        uint64_t count = model_points_per_weight(cfg) * members[j].weight;
+        uint32_t chain = 0;
         for (uint32_t i = 0; i < count; i++) {
+            if (cfg->profile == MODEL_NGINX) {
+                chain = nginx_point(members[j].name, members[j].len, chain);
+                out->points[np].pos = chain;
+                out->points[np].member = (uint32_t)j;
+                out->points[np].index = i;
+                out->member_points[j]++;
+                np++;
+                continue;
+            }
             size_t llen = cfg->profile == MODEL_FNV16
                               ? fnv16_label(label, members[j].name, members[j].len, i)
                               : model_label(label, members[j].name, members[j].len, i);
@@ -239,6 +301,19 @@ int model_build(model_snap_t *out, const model_cfg_t *cfg, const model_member_t 
     out->npoints = np;
     sort_members = out->members;
     qsort(out->points, np, sizeof *out->points, point_cmp);
+    if (cfg->profile == MODEL_NGINX) {
+        /* Of equal positions only the first (by name, then index) is kept. */
+        size_t kept = 0;
+        for (size_t i = 0; i < np; i++) {
+            if (kept > 0 && out->points[kept - 1].pos == out->points[i].pos) {
+                out->member_points[out->points[i].member]--;
+                continue;
+            }
+            out->points[kept++] = out->points[i];
+        }
+        np = kept;
+        out->npoints = np;
+    }
     for (size_t j = 0; j < n; j++)
         out->by_name[j] = (uint32_t)j;
     qsort(out->by_name, n, sizeof *out->by_name, by_name_cmp);
@@ -457,8 +532,9 @@ static uint64_t table_hash(const void *data, size_t len, void *ctx)
     static const struct {
         const char *s;
         uint64_t v;
-    } table[] = {{"a#0", 10}, {"b#0", 30}, {"c#0", 50}, {"a#1", 60}, {"b#1", 80}, {"c#1", 95},
-                 {"k1", 5},   {"k2", 55},  {"k3", 85},  {"k4", 97},  {"k5", 30}};
+    } table[] = { { "a#0", 10 }, { "b#0", 30 }, { "c#0", 50 }, { "a#1", 60 },
+                  { "b#1", 80 }, { "c#1", 95 }, { "k1", 5 },   { "k2", 55 },
+                  { "k3", 85 },  { "k4", 97 },  { "k5", 30 } };
     (void)ctx;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strlen(table[i].s) == len && memcmp(table[i].s, data, len) == 0)
@@ -466,13 +542,12 @@ static uint64_t table_hash(const void *data, size_t len, void *ctx)
     return 0;
 }
 
-#define EXPECT(cond)                                                                   \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "model self-test failed: %s (%s:%d)\n", #cond, __FILE__,   \
-                    __LINE__);                                                         \
-            return -1;                                                                 \
-        }                                                                              \
+#define EXPECT(cond) \
+    do { \
+        if (!(cond)) { \
+            fprintf(stderr, "model self-test failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
+            return -1; \
+        } \
     } while (0)
 
 static model_member_t mm(const char *name, uint32_t weight, int obj)
@@ -512,13 +587,13 @@ int model_selftest(void)
     EXPECT(model_capacity_plain(0.5, 5, 2) == 3.0);
 
     /* The worked example: a 10, b 30, c 50, a 60, b 80, c 95. */
-    model_cfg_t cfg = {MODEL_CUSTOM, 64, 2, table_hash, NULL};
-    model_member_t abc[3] = {mm("c", 1, 2), mm("a", 1, 0), mm("b", 1, 1)};
+    model_cfg_t cfg = { MODEL_CUSTOM, 64, 2, table_hash, NULL };
+    model_member_t abc[3] = { mm("c", 1, 2), mm("a", 1, 0), mm("b", 1, 1) };
     model_snap_t s;
     EXPECT(model_build(&s, &cfg, abc, 3) == 0);
     EXPECT(s.npoints == 6);
-    static const uint64_t pos[6] = {10, 30, 50, 60, 80, 95};
-    static const char owners[6] = {'a', 'b', 'c', 'a', 'b', 'c'};
+    static const uint64_t pos[6] = { 10, 30, 50, 60, 80, 95 };
+    static const char owners[6] = { 'a', 'b', 'c', 'a', 'b', 'c' };
     for (size_t i = 0; i < 6; i++) {
         EXPECT(s.points[i].pos == pos[i]);
         EXPECT(s.members[s.points[i].member].name[0] == owners[i]);
@@ -528,7 +603,7 @@ int model_selftest(void)
     EXPECT(strcmp(owner_name(&s, "k3"), "c") == 0);
     EXPECT(strcmp(owner_name(&s, "k4"), "a") == 0);
     EXPECT(strcmp(owner_name(&s, "k5"), "b") == 0);
-    const uint64_t loads[3] = {1, 2, 0}; /* join order c, a, b: a=2, b=0, c=1 */
+    const uint64_t loads[3] = { 1, 2, 0 }; /* join order c, a, b: a=2, b=0, c=1 */
     long owner;
     int sat;
     long j = model_walk(&s, 5, 1.25, 3, loads, &owner, &sat);
@@ -543,8 +618,8 @@ int model_selftest(void)
     model_snap_free(&s);
 
     /* fnv16: alpha, beta, gamma at weight 2, V = 1. */
-    model_cfg_t f16 = {MODEL_FNV16, 16, 1, NULL, NULL};
-    model_member_t greek[3] = {mm("alpha", 2, 0), mm("beta", 2, 1), mm("gamma", 2, 2)};
+    model_cfg_t f16 = { MODEL_FNV16, 16, 1, NULL, NULL };
+    model_member_t greek[3] = { mm("alpha", 2, 0), mm("beta", 2, 1), mm("gamma", 2, 2) };
     EXPECT(model_build(&s, &f16, greek, 3) == 0);
     EXPECT(model_hash(&f16, "orange", 6) == 29675);
     EXPECT(strcmp(owner_name(&s, "orange"), "alpha") == 0);
@@ -554,8 +629,8 @@ int model_selftest(void)
     model_snap_free(&s);
 
     /* moved: removing one of two members moves exactly its share. */
-    model_cfg_t h64 = {MODEL_HASH64, 64, 4, NULL, NULL};
-    model_member_t two[2] = {mm("x", 1, 0), mm("y", 2, 1)};
+    model_cfg_t h64 = { MODEL_HASH64, 64, 4, NULL, NULL };
+    model_member_t two[2] = { mm("x", 1, 0), mm("y", 2, 1) };
     model_snap_t s2;
     EXPECT(model_build(&s, &h64, two, 2) == 0);
     EXPECT(model_build(&s2, &h64, two, 1) == 0);
@@ -563,5 +638,18 @@ int model_selftest(void)
     EXPECT(model_moved(&s, &s) == 0.0);
     model_snap_free(&s);
     model_snap_free(&s2);
+
+    /* nginx: the HOST/PORT split. */
+    size_t ho, hl, po, pl;
+    nginx_split("10.0.0.1:80", 11, &ho, &hl, &po, &pl);
+    EXPECT(ho == 0 && hl == 8 && po == 9 && pl == 2);
+    nginx_split("UNIX:/run/a.sock", 16, &ho, &hl, &po, &pl);
+    EXPECT(ho == 5 && hl == 11 && pl == 0);
+    nginx_split("host:", 5, &ho, &hl, &po, &pl);
+    EXPECT(hl == 4 && pl == 0 && po == 5);
+    nginx_split("a:b", 3, &ho, &hl, &po, &pl);
+    EXPECT(hl == 3 && pl == 0);
+    nginx_split("1234", 4, &ho, &hl, &po, &pl);
+    EXPECT(hl == 4 && pl == 0);
     return 0;
 }

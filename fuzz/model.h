@@ -9,8 +9,9 @@
  * shared the library's code would agree with the library's bugs.
  *
  * Profiles covered: hash64, murmur32, fnv32, fnv16, xxh3 (XXH3_64bits from libxxhash, which
- * SPEC §2 makes normative: no re-write) and custom (any function, 64/32/16 bits).  ketama and
- * nginx are left to the compatibility tests.
+ * SPEC §2 makes normative: no re-write), nginx (CRC-32 from zlib, likewise normative; the
+ * HOST/PORT split, the point chain and the removal of equal points are the model's own) and custom
+ * (any function, 64/32/16 bits).  ketama is left to the compatibility tests.
  */
 #ifndef CHRING_FUZZ_MODEL_H
 #define CHRING_FUZZ_MODEL_H
@@ -28,7 +29,8 @@ typedef enum {
     MODEL_FNV32,
     MODEL_FNV16,
     MODEL_CUSTOM,
-    MODEL_XXH3
+    MODEL_XXH3,
+    MODEL_NGINX
 } model_profile_t;
 
 typedef uint64_t (*model_hash_fn)(const void *data, size_t len, void *ctx);
@@ -58,7 +60,7 @@ typedef struct model_snap {
     model_cfg_t cfg;
     model_member_t *members; /* join order */
     size_t nmembers;
-    uint32_t *by_name; /* member indices sorted by name */
+    uint32_t *by_name;     /* member indices sorted by name */
     model_point_t *points; /* ring order */
     size_t npoints;
     size_t *member_points; /* points placed per member */
@@ -74,6 +76,9 @@ uint32_t model_murmur3_32(const void *data, size_t len, uint32_t seed);
 uint64_t model_hash(const model_cfg_t *cfg, const void *data, size_t len);
 /* Writes "<name>#<i>" (no NUL) into buf (at least len + 11 bytes); returns its length. */
 size_t model_label(char *buf, const char *name, size_t len, uint32_t i);
+
+/* Points per unit of weight: vnodes, or 160 for nginx. */
+uint64_t model_points_per_weight(const model_cfg_t *cfg);
 
 /* memcmp order, shorter first on a common prefix. */
 int model_name_cmp(const char *a, size_t alen, const char *b, size_t blen);
