@@ -585,6 +585,25 @@ static void check_all(void)
             fail("load of %s (through lease %d, live=%d) is %llu, model %llu",
                  show(o->name, o->len), i, o->live, (unsigned long long)chring_member_load(lm),
                  (unsigned long long)o->load);
+        chring_member_stats_t ms;
+        chring_member_stats(lm, &ms);
+        if (ms.load != o->load || ms.acquires != o->acquires || ms.primary != o->primary ||
+            ms.spilled_in != o->spilled_in)
+            fail("stats of %s through lease %d differ from the model's", show(o->name, o->len), i);
+        if (!o->live) {
+            /* A removed member is in no current snapshot: it owns nothing there. */
+            const chring_snap_t *s2 = enter();
+            if (chring_member_share(s2, lm) != 0.0 || chring_snap_weight(s2, lm) != 0 ||
+                chring_snap_member_points(s2, lm) != 0 || chring_member_capacity(ring, s2, lm) != 0)
+                fail("removed member %s (lease %d) still has a share, weight, points or capacity "
+                     "in the current snapshot",
+                     show(o->name, o->len), i);
+            const chring_member_t *same = chring_snap_find(s2, o->name);
+            if (same == lm)
+                fail("chring_snap_find(%s) returns the removed member object",
+                     show(o->name, o->len));
+            leave(s2);
+        }
     }
     for (int id = 0; id < nobjs; id++)
         if (objs[id].added && (objs[id].live || objs[id].leases))
