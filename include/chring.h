@@ -340,6 +340,15 @@ typedef struct chring_lease {
  * counted even without races. */
 CHRING_API int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lease);
 
+/* Takes a lease on a member the caller chose (a retry on the key's next replica, a sticky
+ * session), without the capacity check: m's load and the ring's outstanding leases grow by one,
+ * counted as an acquire with m as primary.  m must be a member of s, which must be the snapshot
+ * of the caller's read section or a held snapshot of r.  Returns 0 and fills *lease, -ENOENT if m
+ * is not in s, -EINVAL for NULL arguments (the lease is cleared on failure).  Reader side;
+ * lock-free, no allocation. */
+CHRING_API int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_member_t *m,
+                                     chring_lease_t *lease);
+
 /* Releases a lease and clears it.  A cleared (or zeroed) lease is a no-op.  Any thread;
  * lock-free.  May retire the member (config.retire) if it was removed and this was its last
  * reference. */

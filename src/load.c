@@ -138,6 +138,29 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
     return 0;
 }
 
+int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_member_t *m,
+                          chring_lease_t *lease)
+{
+    if (lease == NULL)
+        return -EINVAL;
+    lease->member = NULL;
+    lease->reserved_ = 0;
+    if (r == NULL || s == NULL || m == NULL)
+        return -EINVAL;
+    if (chring_snap_weight(s, m) == 0)
+        return -ENOENT;
+    /* s lists m, so s's reference keeps m's word above zero while we add the lease. */
+    chring_member_t *mm = (chring_member_t *)m;
+    struct chring_shard *shard = my_shard(r);
+    ck_pr_faa_64(&mm->word, 1);
+    ck_pr_inc_64(&mm->primary);
+    ck_pr_inc_64(&shard->leases);
+    ck_pr_inc_64(&shard->acquired);
+    lease->member = mm;
+    lease->reserved_ = (uint64_t)(shard - r->shards) << 56 | lease_cookie(mm);
+    return 0;
+}
+
 void chring_release(chring_t *r, chring_lease_t *lease)
 {
     if (r == NULL || lease == NULL || lease->member == NULL)

@@ -597,3 +597,51 @@ Test(leases, saturation_through_a_member_without_points)
     cr_assert_eq(chring_leases(r), 0u, "released");
     chring_free(&r);
 }
+
+Test(leases, acquire_member_leases_the_chosen_member_without_capacity_check)
+{
+    chring_t *r = worked_ring("abc", 1.0);
+    chring_lease_t first, retry, stale;
+    /* Fill b beyond what the bound would admit: acquire_member skips the capacity check. */
+    const chring_snap_t *s = chring_snap_enter(r);
+    const chring_member_t *b = chring_snap_find(s, "b");
+    chring_lease_t extra[4];
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(chring_acquire_member(r, s, b, &extra[i]), 0, "acquire_member %d", i);
+    chring_snap_exit(r, s);
+    cr_assert_eq(load_by_name(r, "b"), 4u, "b holds the 4 chosen leases");
+    cr_assert_eq(chring_leases(r), 4u, "they count in m");
+    chring_member_stats_t st = stats_by_name(r, "b");
+    cr_assert_eq(st.primary, 4u, "counted as primary acquires");
+    cr_assert_eq(st.acquires, 4u, "and as acquires");
+
+    /* A retry on the key's next replica: lookup_n then acquire_member. */
+    acquire_ok(r, "k1", &first, NULL);
+    s = chring_snap_enter(r);
+    const chring_member_t *replicas[2];
+    cr_assert_eq(chring_snap_lookup_n(s, "k1", 2, replicas, 2), 2u, "two replicas");
+    cr_assert_eq(chring_acquire_member(r, s, replicas[1], &retry), 0, "lease on replica 2");
+    cr_assert_eq(retry.member, replicas[1], "the lease is on replica 2");
+    chring_snap_exit(r, s);
+    chring_release(r, &first);
+
+    /* A member no longer in the snapshot is refused, and the lease is cleared. */
+    const chring_snap_t *old = chring_snap_hold(r);
+    const chring_member_t *c = chring_snap_find(old, "c");
+    cr_assert_eq(chring_remove(r, "c"), 0, "remove c");
+    s = chring_snap_enter(r);
+    stale.member = (chring_member_t *)c;
+    cr_assert_eq(chring_acquire_member(r, s, c, &stale), -ENOENT, "c is not in the new snapshot");
+    cr_assert_null(stale.member, "lease cleared on failure");
+    cr_assert_eq(chring_acquire_member(r, s, NULL, &stale), -EINVAL, "NULL member");
+    cr_assert_eq(chring_acquire_member(r, s, b, NULL), -EINVAL, "NULL lease");
+    chring_snap_exit(r, s);
+    chring_snap_put(r, old);
+
+    chring_release(r, &retry);
+    for (int i = 0; i < 4; i++)
+        chring_release(r, &extra[i]);
+    cr_assert_eq(chring_leases(r), 0u, "all released");
+    cr_assert_eq(load_by_name(r, "b"), 0u, "b empty again");
+    chring_free(&r);
+}
