@@ -22,7 +22,8 @@ set ylabel 'ns per lookup (median; log scale)'
 set title 'chring: ns per lookup, 16-byte keys, one read section per lookup' noenhanced
 set grid ytics mytics xtics
 set style data linespoints
-set ytics (10, 20, 50, 100, 200, 500, 1000)
+set ytics (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+set yrange [2:*]
 # 8 chring lines (solid, circles), 5 baselines (dashed, squares), each its own colour
 colours = '#1f77b4 #2ca02c #17becf #bcbd22 #8c564b #e377c2 #ff7f0e #000000 #d62728 #9467bd #7f7f7f #aec7e8 #98df8a'
 do for [i=1:13] { set linetype i lc rgb word(colours, i) lw 2 }
