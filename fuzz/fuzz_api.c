@@ -340,6 +340,8 @@ static uint32_t take_weight(input_t *in)
 {
     uint8_t s = take8(in);
     uint64_t v = model_points_per_weight(&mcfg);
+    if (v == 0)
+        v = mcfg.vnodes; /* ketama: no fixed points per weight */
     if (s < 200)
         return 1 + s % 6;
     switch ((s - 200) % 12) {
@@ -840,8 +842,12 @@ static void plan_start(plan_t *p)
 static unsigned plan_total(const plan_t *p)
 {
     uint64_t total = 0;
-    for (size_t k = 0; k < p->nnext; k++)
-        total += model_points_per_weight(&mcfg) * p->next[k].weight;
+    for (size_t k = 0; k < p->nnext; k++) {
+        uint64_t points = model_points(&mcfg, p->next, p->nnext, k);
+        if (points > MODEL_POINTS_MAX)
+            return E_2BIG;
+        total += points;
+    }
     return total > MODEL_RING_POINTS_MAX ? E_2BIG : 0;
 }
 
@@ -1490,7 +1496,7 @@ static void start(const uint8_t *hdr)
                                                      CHRING_PROFILE_NGINX };
     static const unsigned widths[] = { 64, 32, 32, 16, 0, 64, 32 };
     static const unsigned custom_widths[] = { 64, 32, 16 };
-    size_t p = hdr[0] % 7;
+    size_t p = hdr[0] % 8;
     memset(&mcfg, 0, sizeof mcfg);
     mcfg.profile = profiles[p];
     mcfg.bits = widths[p];

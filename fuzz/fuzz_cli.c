@@ -8,10 +8,9 @@
  * exercise's (murmur32, 16 vnodes).  Every answer must have one of the shapes of docs/cli.md.
  * The target also keeps its own model of the session (the pool in listed order, join order,
  * weights, LOAD values, leases, the SNAP record, the version) and, for the profiles the reference
- * model (fuzz/model.c) knows (all but ketama), checks every answer exactly: owners, hashes,
- * RING points, DIST points and shares, MOVED counts, BOUNDED and ACQUIRE choices, REPLICAS lists,
- * STATS and VERSION.  ketama gets the shape checks and the pool checks only.  A difference prints
- * the line, the answer and the reason, then aborts.
+ * model (fuzz/model.c) knows (all of them), checks every answer exactly: owners, hashes, RING
+ * points, DIST points and shares, MOVED counts, BOUNDED and ACQUIRE choices, REPLICAS lists, STATS
+ * and VERSION.  A difference prints the line, the answer and the reason, then aborts.
  *
  * Lines that would only cost time (SNAP of more than 4096 keys, a weight that builds more than
  * 65536 points without being refused) are skipped, not fed.
@@ -498,7 +497,7 @@ static void do_weight(const char *line, size_t len, size_t pos)
         return;
     }
     if (!st.modeled && is_err())
-        return; /* ketama: the limits are the library's to compute */
+        return; /* not reached (every profile is modelled) */
     expect_ok();
     if (st.pool[j].weight != w) {
         st.pool[j].weight = (uint32_t)w;

@@ -8,7 +8,7 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "api")
 
-# Header: profile (0 hash64, 1 murmur32, 2 fnv32, 3 fnv16, 4 custom, 5 xxh3, 6 nginx), vnodes - 1, balance index,
+# Header: profile (0 hash64, 1 murmur32, 2 fnv32, 3 fnv16, 4 custom, 5 xxh3, 6 nginx, 7 ketama), vnodes - 1, balance index,
 # custom width/garbage, custom buckets - 1.
 def hdr(profile, vnodes, balance=0, cbits=0, garbage=0, buckets=4):
     return bytes([profile, vnodes - 1, balance, cbits | (garbage << 2), buckets - 1])
@@ -87,6 +87,9 @@ seeds = {
     "nginx": hdr(6, 1) + b"\x00" + lit("10.0.0.1:80") + w(1) + b"\x00" + lit("unix:/run/a.sock")
         + w(2) + add(N1) + lookup(key(3)) + lookup_n(key(3), 3) + acquire(0, key(3)) + hold(0)
         + set_weight(N1, w(3)) + moved(0) + remove(N1) + WWRAP0 + add(N2, W7),
+    "ketama": hdr(7, 1) + b"\x00" + lit("10.0.1.1:11211") + w(1) + add(N1) + add(N2, W2_31)
+        + lookup(key(3)) + hold(0) + set_weight(N2, w(1)) + moved(0) + acquire(0, key(3))
+        + add(N3) + bounded(key(4), 0, [1, 0, 2, 0]) + remove(N1) + moved(0),
     "custom16-collisions": hdr(4, 3, cbits=2, garbage=1, buckets=3) + add(A) + add(B) + add(C)
         + add(XH) + b"".join(acquire(i, key(i)) for i in range(10)) + remove(B) + hold(2)
         + b"".join(release(i) for i in range(5)) + moved(2) + put(2),

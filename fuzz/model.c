@@ -10,6 +10,7 @@
 #include <string.h>
 #include <xxhash.h>
 #include <zlib.h>
+#include <md5.h>
 
 /* ---- hashes (SPEC §2) ---------------------------------------------------------------------- */
 
@@ -110,6 +111,15 @@ uint64_t model_hash(const model_cfg_t *cfg, const void *data, size_t len)
         return XXH3_64bits(data, len);
     case MODEL_NGINX:
         return crc32(0L, (const Bytef *)data, (uInt)len);
+    case MODEL_KETAMA: {
+        uint8_t digest[MD5_DIGEST_LENGTH];
+        MD5_CTX ctx;
+        MD5Init(&ctx);
+        MD5Update(&ctx, data, len);
+        MD5Final(digest, &ctx);
+        return (uint32_t)digest[0] | (uint32_t)digest[1] << 8 | (uint32_t)digest[2] << 16 |
+               (uint32_t)digest[3] << 24;
+    }
     }
     abort();
 }
@@ -161,7 +171,48 @@ int model_name_cmp(const char *a, size_t alen, const char *b, size_t blen)
 
 uint64_t model_points_per_weight(const model_cfg_t *cfg)
 {
+    if (cfg->profile == MODEL_KETAMA)
+        return 0;
     return cfg->profile == MODEL_NGINX ? 160 : cfg->vnodes;
+}
+
+/* d_j = floor(pct * 160 / 4 * (float)N + 1e-10f), pct = (float)w_j / (float)W, every step in single
+ * precision (SPEC §2.1), one operation per statement so that nothing is fused or widened. */
+uint32_t model_ketama_digests(uint32_t w, uint64_t total_weight, size_t n)
+{
+    volatile float pct = (float)w / (float)total_weight;
+    volatile float x = pct * (float)160;
+    x = x / (float)4;
+    x = x * (float)n;
+    x = x + 1e-10f;
+    return (uint32_t)floorf(x);
+}
+
+uint64_t model_points(const model_cfg_t *cfg, const model_member_t *members, size_t n, size_t j)
+{
+    if (cfg->profile != MODEL_KETAMA)
+        return model_points_per_weight(cfg) * members[j].weight;
+    uint64_t total = 0;
+    for (size_t k = 0; k < n; k++)
+        total += members[k].weight;
+    return 4 * (uint64_t)model_ketama_digests(members[j].weight, total, n);
+}
+
+/* ketama: the 4 points of digest k of "<name>-<k>" (little-endian words of its MD5). */
+static void ketama_digest_points(const char *name, size_t len, uint32_t k, uint32_t out[4])
+{
+    char label[MODEL_NAME_MAX + 16];
+    memcpy(label, name, len);
+    label[len] = '-';
+    size_t n = len + 1 + decimal(label + len + 1, k);
+    uint8_t digest[MD5_DIGEST_LENGTH];
+    MD5_CTX ctx;
+    MD5Init(&ctx);
+    MD5Update(&ctx, (const uint8_t *)label, n);
+    MD5Final(digest, &ctx);
+    for (int x = 0; x < 4; x++)
+        out[x] = (uint32_t)digest[4 * x] | (uint32_t)digest[4 * x + 1] << 8 |
+                 (uint32_t)digest[4 * x + 2] << 16 | (uint32_t)digest[4 * x + 3] << 24;
 }
 
 /* nginx: HOST and PORT of a server name (SPEC §2.1). */
@@ -241,7 +292,7 @@ int model_build(model_snap_t *out, const model_cfg_t *cfg, const model_member_t 
     out->cfg = *cfg;
     uint64_t total = 0;
     for (size_t j = 0; j < n; j++) {
-        total += model_points_per_weight(cfg) * members[j].weight;
+        total += model_points(cfg, members, n, j);
         out->total_weight += members[j].weight;
     }
     if (total > MODEL_RING_POINTS_MAX)
@@ -267,9 +318,19 @@ int model_build(model_snap_t *out, const model_cfg_t *cfg, const model_member_t 
     }
     size_t np = 0;
     for (size_t j = 0; j < n; j++) {
-        uint64_t count = model_points_per_weight(cfg) * members[j].weight;
-        uint32_t chain = 0;
+        uint64_t count = model_points(cfg, members, n, j);
+        uint32_t chain = 0, words[4];
         for (uint32_t i = 0; i < count; i++) {
+            if (cfg->profile == MODEL_KETAMA) {
+                if (i % 4 == 0)
+                    ketama_digest_points(members[j].name, members[j].len, i / 4, words);
+                out->points[np].pos = words[i % 4];
+                out->points[np].member = (uint32_t)j;
+                out->points[np].index = i;
+                out->member_points[j]++;
+                np++;
+                continue;
+            }
             if (cfg->profile == MODEL_NGINX) {
                 chain = nginx_point(members[j].name, members[j].len, chain);
                 out->points[np].pos = chain;
@@ -651,5 +712,9 @@ int model_selftest(void)
     EXPECT(hl == 3 && pl == 0);
     nginx_split("1234", 4, &ho, &hl, &po, &pl);
     EXPECT(hl == 4 && pl == 0);
+
+    /* ketama: 40 digests at equal weights, 39 for 25 members (SPEC §2.1). */
+    EXPECT(model_ketama_digests(1, 4, 4) == 40);
+    EXPECT(model_ketama_digests(1, 25, 25) == 39);
     return 0;
 }

@@ -30,7 +30,8 @@ typedef enum {
     MODEL_FNV16,
     MODEL_CUSTOM,
     MODEL_XXH3,
-    MODEL_NGINX
+    MODEL_NGINX,
+    MODEL_KETAMA
 } model_profile_t;
 
 typedef uint64_t (*model_hash_fn)(const void *data, size_t len, void *ctx);
@@ -77,8 +78,14 @@ uint64_t model_hash(const model_cfg_t *cfg, const void *data, size_t len);
 /* Writes "<name>#<i>" (no NUL) into buf (at least len + 11 bytes); returns its length. */
 size_t model_label(char *buf, const char *name, size_t len, uint32_t i);
 
-/* Points per unit of weight: vnodes, or 160 for nginx. */
+/* Points per unit of weight: vnodes, 160 for nginx, 0 for ketama (whose counts depend on the
+ * whole membership: see model_points). */
 uint64_t model_points_per_weight(const model_cfg_t *cfg);
+/* ketama: d_j, the digests of a member of weight w among n members of total weight W. */
+uint32_t model_ketama_digests(uint32_t w, uint64_t total_weight, size_t n);
+/* The points member j would have in a ring of these members (before nginx drops equal points
+ * and fnv16 skips taken positions). */
+uint64_t model_points(const model_cfg_t *cfg, const model_member_t *members, size_t n, size_t j);
 
 /* memcmp order, shorter first on a common prefix. */
 int model_name_cmp(const char *a, size_t alen, const char *b, size_t blen);
