@@ -1487,16 +1487,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static void start(const uint8_t *hdr)
 {
-    static const model_profile_t profiles[] = { MODEL_HASH64, MODEL_MURMUR32, MODEL_FNV32,
-                                                MODEL_FNV16,  MODEL_CUSTOM,   MODEL_XXH3,
-                                                MODEL_NGINX };
-    static const chring_profile_t lib_profiles[] = { CHRING_PROFILE_HASH64, CHRING_PROFILE_MURMUR32,
-                                                     CHRING_PROFILE_FNV32,  CHRING_PROFILE_FNV16,
-                                                     CHRING_PROFILE_CUSTOM, CHRING_PROFILE_XXH3,
-                                                     CHRING_PROFILE_NGINX };
-    static const unsigned widths[] = { 64, 32, 32, 16, 0, 64, 32 };
+    static const model_profile_t profiles[] = {
+        MODEL_HASH64, MODEL_MURMUR32, MODEL_FNV32, MODEL_FNV16,
+        MODEL_CUSTOM, MODEL_XXH3,     MODEL_NGINX, MODEL_KETAMA,
+    };
+    static const chring_profile_t lib_profiles[] = {
+        CHRING_PROFILE_HASH64, CHRING_PROFILE_MURMUR32, CHRING_PROFILE_FNV32, CHRING_PROFILE_FNV16,
+        CHRING_PROFILE_CUSTOM, CHRING_PROFILE_XXH3,     CHRING_PROFILE_NGINX, CHRING_PROFILE_KETAMA,
+    };
+    static const unsigned widths[] = { 64, 32, 32, 16, 0, 64, 32, 32 };
     static const unsigned custom_widths[] = { 64, 32, 16 };
-    size_t p = hdr[0] % 8;
+    size_t p = hdr[0] % (sizeof profiles / sizeof profiles[0]);
     memset(&mcfg, 0, sizeof mcfg);
     mcfg.profile = profiles[p];
     mcfg.bits = widths[p];
