@@ -51,6 +51,9 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 # (suite "regress", when this build directory has tests/regress).
 status=0
 summary=""
+work=""
+# An interrupted run leaves no temporary corpus behind.
+trap '[ -n "$work" ] && rm -rf "$work"' EXIT
 if meson test -C "$build" --suite fuzz --suite regress --print-errorlogs --num-processes 2; then
     summary="replays and regression tests: passed"$'\n'
 else
@@ -102,6 +105,7 @@ for t in $targets; do
         cp -r "$work/corpus/." "$FUZZ_KEEP/$t/"
     fi
     rm -rf "$work"
+    work=""
 done
 
 echo "== summary"
