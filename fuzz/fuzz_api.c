@@ -1424,13 +1424,56 @@ static void op_bad(input_t *in)
         expect = 0;
         break;
     default: {
+        /* Configurations chring_new must refuse (SPEC §6), picked by the high bits. */
         chring_t *tmp = NULL;
         chring_config_t cfg;
         chring_config_default(&cfg);
-        cfg.vnodes = 0;
+        switch ((s >> 4) % 5) {
+        case 0:
+            cfg.vnodes = 0;
+            break;
+        case 1:
+            cfg.profile = (chring_profile_t)99;
+            break;
+        case 2:
+            cfg.profile = CHRING_PROFILE_CUSTOM; /* without a function */
+            cfg.hash_bits = 64;
+            break;
+        case 3:
+            cfg.profile = CHRING_PROFILE_CUSTOM;
+            cfg.hash = custom_hash;
+            cfg.hash_ctx = &custom;
+            cfg.hash_bits = 8 + (s & 7) * 8; /* 8..64: only 16, 32, 64 are valid */
+            if (cfg.hash_bits == 16 || cfg.hash_bits == 32 || cfg.hash_bits == 64)
+                cfg.hash_bits = 48;
+            break;
+        default:
+            cfg.vnodes = 0; /* and the output pointer NULL */
+            rc = chring_new(NULL, &cfg);
+            if (rc != -EINVAL)
+                fail("chring_new(NULL, cfg) = %s", err_name(rc));
+            break;
+        }
         rc = chring_new(&tmp, &cfg);
         if (tmp)
-            fail("chring_new with vnodes 0 created a ring");
+            fail("chring_new with a bad configuration (case %u) created a ring", (s >> 4) % 5);
+        if (rc == 0)
+            rc = -1;
+        /* Names of profiles and errors: static strings, never NULL for what the library
+         * returns. */
+        for (int p = 0; p <= CHRING_PROFILE_CUSTOM; p++) {
+            const char *name = chring_profile_name((chring_profile_t)p);
+            chring_profile_t back;
+            if (!name || chring_profile_parse(name, &back) != 0 || back != (chring_profile_t)p)
+                fail("profile %d does not round-trip through its name", p);
+        }
+        static const int errs[] = { 0,       -EINVAL, -ENOMEM, -ENOENT, -ENAMETOOLONG,
+                                    -ENOSPC, -E2BIG,  -ERANGE, -EEXIST, -12345 };
+        for (size_t e = 0; e < sizeof errs / sizeof errs[0]; e++)
+            if (!chring_strerror(errs[e]) || !*chring_strerror(errs[e]))
+                fail("chring_strerror(%d) is empty", errs[e]);
+        if (chring_profile_name((chring_profile_t)99) != NULL)
+            fail("chring_profile_name(99) is not NULL");
         break;
     }
     }
