@@ -14,7 +14,7 @@ set -euo pipefail
 # g++ (header test), clang and its runtimes (fuzzing, sanitizers).  Bench/demo: gnuplot.
 # Examples and their tests: libmemcached (ketama reference), libevent (chring-lb), nginx, wrk, curl.
 DEPS_ALL="liburcu-dev libck-dev libcriterion-dev libxxhash-dev libmd-dev zlib1g-dev
-meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev gnuplot-nox
+make meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev gnuplot-nox
 libmemcached-dev libevent-dev nginx-light wrk curl python3"
 
 if [ "${CHRING_SKIP_DEPS:-0}" = 1 ]; then
