@@ -101,8 +101,7 @@ typedef struct udata {
  * sync of a kept member, a failing batch).  Seeing it as a member's udata, or retiring it, is a
  * violation. */
 static udata_t dummy_udata = {
-    .magic = MAGIC_LIVE, .state = ST_IN_RING, .id = UINT32_MAX, .namelen = 5, .name = "dummy"
-};
+    .magic = MAGIC_LIVE, .state = ST_IN_RING, .id = UINT32_MAX, .namelen = 5, .name = "dummy"};
 
 static _Atomic(unsigned char) *retire_count; /* per udata id */
 static _Atomic(udata_t *) *udata_ptr;        /* per udata id; NULL once freed */
@@ -249,7 +248,8 @@ typedef struct thread {
     uint64_t last_version;
     /* counters */
     uint64_t lookups, bounded, bounded_checked, lookup_n, acquires, releases, holds, nested,
-        lookup_names, hot_acquires, member_checks, late_releases;
+        lookup_names, hot_acquires, member_checks, late_releases, acquire_members,
+        acquire_member_enoent;
     uint64_t max_hot_load_over; /* largest (load - bound) seen, for the report (<= 0 is fine) */
     char pad[64];
 } thread_t;
@@ -417,7 +417,7 @@ static void check_bounded(const chring_snap_t *s, const void *key, size_t len,
     size_t n = chring_snap_len(s);
     size_t k = chring_snap_lookup_n(s, key, len, order, NSLOTS);
     CHECK(k == n, "lookup_n(all) returned %zu of %zu members", k, n);
-    fake_loads_t f = { .salt = salt };
+    fake_loads_t f = {.salt = salt};
     uint64_t total = 0, total_weight = 0;
     for (size_t i = 0; i < n; i++) {
         const chring_member_t *m = chring_snap_member(s, i);
@@ -549,9 +549,7 @@ static void make_key(uint64_t *s, unsigned char *key, size_t *len)
         return;
     case 1:
     case 2:
-    case 3:
-        *len = (size_t)snprintf((char *)key, 64, "key-%" PRIu64, v);
-        return;
+    case 3: *len = (size_t)snprintf((char *)key, 64, "key-%" PRIu64, v); return;
     default:
         memcpy(key, &v, sizeof v);
         *len = sizeof v;
@@ -593,7 +591,7 @@ static void reader_churn_step(thread_t *t)
     t->lookups += 8;
 
     if (r % 8 == 0) {
-        fake_loads_t f = { .salt = r };
+        fake_loads_t f = {.salt = r};
         const chring_member_t *b = chring_snap_lookup_bounded(s, key, len, BALANCE, fake_load, &f);
         check_member(b, "lookup_bounded");
         check_bounded(s, key, len, b, r);
@@ -644,8 +642,43 @@ static void reader_churn_step(thread_t *t)
         if (t->count >= K_CHURN)
             lease_release_oldest(t, (r >> 34) % 8 == 0);
         held_lease_t *h = lease_slot(t);
-        int rc = chring_acquire(ring, key, len, &h->lease);
-        CHECK(rc == 0, "chring_acquire: %s", chring_strerror(rc));
+        unsigned how = (unsigned)((r >> 36) % 16);
+        int rc;
+        if (how == 0 && t->held_snap) {
+            /* A lease on a member of a held snapshot, chosen by the caller: the member may have
+             * left the ring long ago, the lease must still keep it alive. */
+            const chring_snap_t *hs = t->held_snap;
+            const chring_member_t *m =
+                chring_snap_member(hs, (size_t)(r >> 40) % chring_snap_len(hs));
+            rc = chring_acquire_member(ring, hs, m, &h->lease);
+            CHECK(rc == 0, "chring_acquire_member on a held snapshot: %s", chring_strerror(rc));
+            CHECK(h->lease.member == m, "chring_acquire_member leased another member");
+            t->acquire_members++;
+            /* The same member on the current snapshot: -ENOENT if it has left meanwhile. */
+            const chring_snap_t *cur = chring_snap_enter(ring);
+            if (chring_snap_find(cur, chring_member_name(m)) != m) {
+                chring_lease_t none = {NULL, 0};
+                int rc2 = chring_acquire_member(ring, cur, m, &none);
+                CHECK(rc2 == -ENOENT && none.member == NULL,
+                      "chring_acquire_member of a member not in the snapshot returned %d", rc2);
+                t->acquire_member_enoent++;
+            }
+            chring_snap_exit(ring, cur);
+        } else if (how == 1) {
+            /* A retry on the key's second replica, chosen in a read section. */
+            const chring_snap_t *cur = chring_snap_enter(ring);
+            const chring_member_t *rep[2];
+            size_t k = chring_snap_lookup_n(cur, key, len, rep, 2);
+            CHECK(k == 2, "lookup_n(2) returned %zu", k);
+            rc = chring_acquire_member(ring, cur, rep[1], &h->lease);
+            CHECK(rc == 0, "chring_acquire_member on a replica: %s", chring_strerror(rc));
+            CHECK(h->lease.member == rep[1], "chring_acquire_member leased another member");
+            chring_snap_exit(ring, cur);
+            t->acquire_members++;
+        } else {
+            rc = chring_acquire(ring, key, len, &h->lease);
+            CHECK(rc == 0, "chring_acquire: %s", chring_strerror(rc));
+        }
         h->udata = check_member(h->lease.member, "acquired lease");
         h->acquired_version = version;
         t->count++;
@@ -890,7 +923,7 @@ static void writer_step(void)
     } else if (op < 80) { /* a batch of 2..5 changes on distinct names, one publish */
         chring_change_t ch[5];
         unsigned idx[5];
-        bool used[NSLOTS] = { false };
+        bool used[NSLOTS] = {false};
         unsigned n = 2 + (unsigned)((r >> 8) % 4), k = 0;
         unsigned members_after = present_count;
         for (unsigned tries = 0; k < n && tries < 50; tries++) {
@@ -901,14 +934,14 @@ static void writer_step(void)
             uint64_t c = rnd(&writer_seed);
             idx[k] = i;
             if (!slots[i].present) {
-                ch[k++] = (chring_change_t){ slots[i].name, 1 + (uint32_t)(c % MAX_WEIGHT), NULL };
+                ch[k++] = (chring_change_t){slots[i].name, 1 + (uint32_t)(c % MAX_WEIGHT), NULL};
                 members_after++;
             } else if (c % 2 && members_after > MIN_MEMBERS) {
-                ch[k++] = (chring_change_t){ slots[i].name, 0, NULL };
+                ch[k++] = (chring_change_t){slots[i].name, 0, NULL};
                 members_after--;
             } else {
                 ch[k++] =
-                    (chring_change_t){ slots[i].name, other_weight(slots[i].weight), &dummy_udata };
+                    (chring_change_t){slots[i].name, other_weight(slots[i].weight), &dummy_udata};
             }
         }
         if (k == 0)
@@ -970,7 +1003,7 @@ static void writer_step(void)
             if (!slots[i].present || w != slots[i].weight)
                 changed = true;
             idx[k] = i;
-            ch[k++] = (chring_change_t){ slots[i].name, w, u };
+            ch[k++] = (chring_change_t){slots[i].name, w, u};
         }
         /* Feed them in a shuffled order: the result must not depend on it. */
         for (unsigned j = k; j > 1; j--) {
@@ -1010,7 +1043,7 @@ static void writer_step(void)
         CHECK(rc == 0, "chring_add of an existing member, same weight: %s", chring_strerror(rc));
         rc = chring_set_weight(ring, slots[i].name, slots[i].weight);
         CHECK(rc == 0, "chring_set_weight to the same weight: %s", chring_strerror(rc));
-        chring_change_t same = { slots[i].name, slots[i].weight, &dummy_udata };
+        chring_change_t same = {slots[i].name, slots[i].weight, &dummy_udata};
         rc = chring_update(ring, &same, 1);
         CHECK(rc == 0, "chring_update that changes nothing: %s", chring_strerror(rc));
         w_noops++;
@@ -1020,14 +1053,14 @@ static void writer_step(void)
         if (absent < NSLOTS) {
             int rc = chring_remove(ring, slots[absent].name);
             CHECK(rc == -ENOENT, "chring_remove of a non-member returned %d", rc);
-            chring_change_t bad[2] = { { slots[absent].name, 1, &dummy_udata },
-                                       { slots[absent].name, 2, &dummy_udata } };
+            chring_change_t bad[2] = {{slots[absent].name, 1, &dummy_udata},
+                                      {slots[absent].name, 2, &dummy_udata}};
             rc = chring_update(ring, bad, 2);
             CHECK(rc == -EINVAL, "chring_update with a name twice returned %d", rc);
         }
         unsigned i = pick(true);
-        chring_change_t bad2[2] = { { slots[i].name, other_weight(slots[i].weight), &dummy_udata },
-                                    { "", 1, &dummy_udata } };
+        chring_change_t bad2[2] = {{slots[i].name, other_weight(slots[i].weight), &dummy_udata},
+                                   {"", 1, &dummy_udata}};
         int rc = chring_update(ring, bad2, 2);
         CHECK(rc == -EINVAL, "chring_update with an empty name returned %d", rc);
         rc = chring_sync(ring, bad2, 2);
@@ -1066,7 +1099,7 @@ static void writer_quiet_step(const chring_snap_t **prev)
     chring_stats(ring, &st);
     CHECK(st.members == present_count, "stats.members %" PRIu64 " != %u", st.members,
           present_count);
-    struct timespec ts = { 0, 200000 };
+    struct timespec ts = {0, 200000};
     nanosleep(&ts, NULL);
 }
 
@@ -1329,7 +1362,8 @@ int main(int argc, char **argv)
           atomic_load(&retires_total), ids);
 
     uint64_t lookups = 0, bounded = 0, bchecked = 0, lookup_n = 0, acquires = 0, releases = 0,
-             holds = 0, nested = 0, names = 0, hot = 0, mchecks = 0, over = 0, late = 0;
+             holds = 0, nested = 0, names = 0, hot = 0, mchecks = 0, over = 0, late = 0, chosen = 0,
+             enoent = 0;
     for (int i = 0; i < nthreads; i++) {
         thread_t *t = &threads[i];
         lookups += t->lookups;
@@ -1344,6 +1378,8 @@ int main(int argc, char **argv)
         hot += t->hot_acquires;
         mchecks += t->member_checks;
         late += t->late_releases;
+        chosen += t->acquire_members;
+        enoent += t->acquire_member_enoent;
         if (t->max_hot_load_over > over)
             over = t->max_hot_load_over;
     }
@@ -1354,13 +1390,14 @@ int main(int argc, char **argv)
            " recomputed), %" PRIu64 " lookup_n, %" PRIu64 " nested sections, %" PRIu64
            " full snapshot scans, %" PRIu64 " lookup_name\n",
            lookups, (double)lookups / elapsed, bounded, bchecked, lookup_n, nested, mchecks, names);
-    printf("  leases: %" PRIu64 " acquires (%.0f/s; %" PRIu64 " on the hot key), %" PRIu64
+    printf("  leases: %" PRIu64 " acquires (%.0f/s; %" PRIu64 " on the hot key, %" PRIu64
+           " by chring_acquire_member, %" PRIu64 " of it refused as -ENOENT), %" PRIu64
            " releases (%" PRIu64 " after their member left), %" PRIu64 " spills, %" PRIu64
            " saturated; hot-key load above bound "
            "(in-flight slack) at most %" PRIu64 "; hot m read at most %" PRIu64 " (bound %" PRIu64
            ")\n",
-           acquires, (double)acquires / elapsed, hot, releases, late, st.spills, st.saturated, over,
-           max_m_seen, (uint64_t)nthreads * (K_HOT + 1) + m_slack);
+           acquires, (double)acquires / elapsed, hot, chosen, enoent, releases, late, st.spills,
+           st.saturated, over, max_m_seen, (uint64_t)nthreads * (K_HOT + 1) + m_slack);
     printf("  snapshots: %" PRIu64 " held by readers, %" PRIu64 " held by the writer\n", holds,
            w_moved_checks);
     printf("  writer: %" PRIu64 " steps, %" PRIu64 " publishes (%.0f/s): %" PRIu64 " adds, %" PRIu64
