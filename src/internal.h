@@ -47,6 +47,22 @@ extern char chring__tsan_grace_token;
 #define CHRING_GRACE_ENDED() ((void)0)
 #endif
 
+/* Plain atomic loads and stores of shared counters.  ck 0.7's ck_pr_load/ck_pr_store are volatile
+ * accesses even with CK_USE_CC_BUILTINS, which TSan takes for plain ones racing with the
+ * fetch-and-adds; under TSan use the C11 builtins (relaxed: these are counters and flags whose
+ * ordering comes from the RMWs and the RCU publish).  On x86-64 both compile to the same mov. */
+#ifdef CHRING_TSAN
+#define CHRING_LOAD_64(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define CHRING_LOAD_32(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define CHRING_STORE_64(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define CHRING_STORE_32(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#else
+#define CHRING_LOAD_64(p) ck_pr_load_64(p)
+#define CHRING_LOAD_32(p) ck_pr_load_32(p)
+#define CHRING_STORE_64(p, v) ck_pr_store_64((p), (v))
+#define CHRING_STORE_32(p, v) ck_pr_store_32((p), (v))
+#endif
+
 #define CHRING_CACHELINE 64
 #define CHRING_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CHRING_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -157,8 +173,12 @@ double chring__clamp_balance(double c);
 
 /* snapshot.c */
 extern const chring_snap_t chring__empty_snap;
-chring_snap_t *chring__snap_build(const chring_snap_t *shape, chring_member_t *const *members,
-                                  const uint32_t *weights, size_t nmembers, int *err);
+/* Builds the snapshot of this membership (members sorted by name).  shape: the ring's template
+ * (profile fields; never a published snapshot, whose reference count other threads write);
+ * prev: the current snapshot, whose points a mergeable profile reuses. */
+chring_snap_t *chring__snap_build(const chring_snap_t *shape, const chring_snap_t *prev,
+                                  chring_member_t *const *members, const uint32_t *weights,
+                                  size_t nmembers, int *err);
 void chring__snap_unref(chring_snap_t *s);
 void chring__member_unref_snap(chring_member_t *m);
 void chring__member_destroy(chring_member_t *m);

@@ -15,7 +15,8 @@
  * release on another thread than its acquire writes the acquiring thread's shard line: correct,
  * only slower.
  *
- * Admission (SPEC §3).  A thread computes each member's capacity from the m it read, then adds 1
+ * Admission (SPEC §3).  A thread computes each member's capacity from the m it read (read only
+ * once a loaded member must be judged: load 0 is below every capacity, which is >= 1), then adds 1
  * to the member's word and keeps the lease only if the old load was below that capacity; else it
  * takes the 1 back and walks on.  Before the fetch-and-add it looks at the load with a plain
  * atomic load, so full members cost no write.  The walk visits each point at most once; if every
@@ -44,7 +45,7 @@ uint64_t chring__leases(chring_t *r)
 {
     uint64_t sum = 0;
     for (unsigned k = 0; k <= r->shard_mask; k++)
-        sum += ck_pr_load_64(&r->shards[k].leases);
+        sum += CHRING_LOAD_64(&r->shards[k].leases);
     /* Each count is non-negative at every instant; a sum read across instants is, too, but stay
      * safe against a wrapped read. */
     return sum > (UINT64_C(1) << 62) ? 0 : sum;
@@ -65,6 +66,31 @@ static inline uint64_t lease_cookie(const chring_member_t *m)
     return ((uint64_t)(uintptr_t)m ^ UINT64_C(0x4c65617365c0ffee)) & LEASE_COOKIE_MASK;
 }
 
+/* The capacities one acquire judges members by: m read once, on first need, and the capacity
+ * cached per weight (equal weights share one). */
+struct capacity {
+    chring_t *r;
+    const chring_snap_t *s;
+    double c;
+    bool have_total;
+    uint64_t total;
+    uint32_t weight; /* the weight whose capacity is in cap; 0: none yet */
+    uint64_t cap;
+};
+
+static inline uint64_t capacity_of(struct capacity *k, uint32_t weight)
+{
+    if (!k->have_total) {
+        k->total = chring__leases(k->r);
+        k->have_total = true;
+    }
+    if (weight != k->weight) {
+        k->weight = weight;
+        k->cap = chring_capacity_weighted(k->total, weight, k->s->total_weight, k->c);
+    }
+    return k->cap;
+}
+
 int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lease)
 {
     if (r == NULL || lease == NULL || (key == NULL && len > 0)) {
@@ -80,14 +106,15 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
         return -ENOENT;
     }
     const double c = r->balance;
-    const uint64_t total = chring__leases(r);
     size_t i = chring__find(s, chring__key_pos(s, key, len));
     const uint32_t owner = s->owner[i];
 
+    /* m is read only when a loaded member must be judged: a member with load 0 is below every
+     * capacity (c * (m + 1) * w / W > 0, so cap >= 1), which spares the common, lightly loaded
+     * case the read of every shard's line. */
+    struct capacity capacity = {r, s, c, false, 0, 0, 0};
     uint32_t chosen = UINT32_MAX, last = UINT32_MAX, least = owner;
     uint64_t least_load = UINT64_MAX;
-    uint32_t cap_weight = 0; /* the weight whose capacity is cached in cap */
-    uint64_t cap = 0;
     for (size_t step = 0; step < s->npoints; step++) {
         uint32_t j = s->owner[i];
         if (++i == s->npoints)
@@ -96,20 +123,16 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
             continue;
         last = j;
         chring_member_t *m = s->members[j];
-        if (s->weights[j] != cap_weight) {
-            cap_weight = s->weights[j];
-            cap = chring_capacity_weighted(total, cap_weight, s->total_weight, c);
-        }
-        uint64_t load = ck_pr_load_64(&m->word) & CHRING_LOAD_MASK;
+        uint64_t load = CHRING_LOAD_64(&m->word) & CHRING_LOAD_MASK;
         if (load < least_load) {
             least_load = load;
             least = j;
         }
-        if (load >= cap)
-            continue;
+        if (load != 0 && load >= capacity_of(&capacity, s->weights[j]))
+            continue; /* looks full: no write */
         /* Full barrier (lock xadd); the old value decides admission. */
-        uint64_t old = ck_pr_faa_64(&m->word, 1);
-        if ((old & CHRING_LOAD_MASK) < cap) {
+        uint64_t old = CHRING_LOAD_MASK & ck_pr_faa_64(&m->word, 1);
+        if (old == 0 || old < capacity_of(&capacity, s->weights[j])) {
             chosen = j;
             break;
         }
@@ -193,9 +216,9 @@ void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
     memset(out, 0, sizeof *out);
     if (m == NULL)
         return;
-    out->load = ck_pr_load_64(&m->word) & CHRING_LOAD_MASK;
-    out->primary = ck_pr_load_64(&m->primary);
-    out->spilled_in = ck_pr_load_64(&m->spilled_in);
+    out->load = CHRING_LOAD_64(&m->word) & CHRING_LOAD_MASK;
+    out->primary = CHRING_LOAD_64(&m->primary);
+    out->spilled_in = CHRING_LOAD_64(&m->spilled_in);
     out->acquires = out->primary + out->spilled_in;
 }
 
@@ -211,11 +234,11 @@ void chring_stats(chring_t *r, chring_stats_t *out)
     out->members = s->nmembers;
     out->points = s->npoints;
     chring_snap_exit(r, s);
-    out->publishes = ck_pr_load_64(&r->publishes);
+    out->publishes = CHRING_LOAD_64(&r->publishes);
     for (unsigned k = 0; k <= r->shard_mask; k++) {
-        out->acquires += ck_pr_load_64(&r->shards[k].acquired);
-        out->spills += ck_pr_load_64(&r->shards[k].spills);
-        out->saturated += ck_pr_load_64(&r->shards[k].saturated);
+        out->acquires += CHRING_LOAD_64(&r->shards[k].acquired);
+        out->spills += CHRING_LOAD_64(&r->shards[k].spills);
+        out->saturated += CHRING_LOAD_64(&r->shards[k].saturated);
     }
     out->leases = chring__leases(r);
 }

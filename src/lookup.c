@@ -141,10 +141,10 @@ void *chring_member_udata(const chring_member_t *m)
 
 uint32_t chring_member_weight(const chring_member_t *m)
 {
-    return m == NULL ? 0 : ck_pr_load_32(&m->weight);
+    return m == NULL ? 0 : CHRING_LOAD_32(&m->weight);
 }
 
 uint64_t chring_member_load(const chring_member_t *m)
 {
-    return m == NULL ? 0 : (ck_pr_load_64(&m->word) & CHRING_LOAD_MASK);
+    return m == NULL ? 0 : (CHRING_LOAD_64(&m->word) & CHRING_LOAD_MASK);
 }

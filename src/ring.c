@@ -365,7 +365,7 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
         members[slot] = m;
     }
 
-    chring_snap_t *next = chring__snap_build(cur, members, weights, count, &err);
+    chring_snap_t *next = chring__snap_build(&r->shape, cur, members, weights, count, &err);
     if (next == NULL)
         goto out;
     next->version = cur->version + 1;
@@ -373,11 +373,11 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
 
     /* Current weights first, so that a reader of the new snapshot sees them. */
     for (size_t j = 0; j < count; j++)
-        ck_pr_store_32(&members[j]->weight, weights[j]);
+        CHRING_STORE_32(&members[j]->weight, weights[j]);
     /* Release store: the snapshot's contents are visible before the pointer (rcu_assign_pointer
      * has the write barrier; the TSan build uses a C11 release store). */
     CHRING_RCU_ASSIGN(r->current, next);
-    ck_pr_store_64(&r->publishes, r->publishes + 1);
+    CHRING_STORE_64(&r->publishes, r->publishes + 1);
     ncreated = 0; /* the new members now belong to the snapshot */
     retire_snapshot(cur);
 
