@@ -254,9 +254,8 @@ static size_t pool_n, pool_next;
 
 static void pool_reset(void)
 {
-    static const char *const seeds[] = { "a",      "b",      "c",        "node-1",
-                                         "node-2", "node 3", "\xff\xfe", "engine-0",
-                                         "x#1",    "1-a",    "ab",       "a\x01" };
+    static const char *const seeds[] = {"a",        "b",        "c",   "node-1", "node-2", "node 3",
+                                        "\xff\xfe", "engine-0", "x#1", "1-a",    "ab",     "a\x01"};
     pool_n = 0;
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         pool[pool_n].len = strlen(seeds[i]);
@@ -345,37 +344,23 @@ static uint32_t take_weight(input_t *in)
     if (s < 200)
         return 1 + s % 6;
     switch ((s - 200) % 12) {
-    case 0:
-        return 0;
-    case 1:
-        return 7;
-    case 2:
-        return 16;
-    case 3:
-        return (uint32_t)(MODEL_POINTS_MAX / v + 1);
-    case 4:
-        return UINT32_C(0x80000000);
-    case 5:
-        return UINT32_MAX;
-    case 6:
-        return (uint32_t)((UINT64_C(1) << 32) / v);
-    case 7:
-        return (uint32_t)((UINT64_C(1) << 32) / v + 1);
-    case 8:
-        return UINT32_C(0x10000000);
-    case 9:
-        return MODEL_POINTS_MAX + 1;
-    case 10:
-        return 33;
-    default:
-        return 0;
+    case 0: return 0;
+    case 1: return 7;
+    case 2: return 16;
+    case 3: return (uint32_t)(MODEL_POINTS_MAX / v + 1);
+    case 4: return UINT32_C(0x80000000);
+    case 5: return UINT32_MAX;
+    case 6: return (uint32_t)((UINT64_C(1) << 32) / v);
+    case 7: return (uint32_t)((UINT64_C(1) << 32) / v + 1);
+    case 8: return UINT32_C(0x10000000);
+    case 9: return MODEL_POINTS_MAX + 1;
+    case 10: return 33;
+    default: return 0;
     }
 }
 
-static const double balances[] = { 1.25, 1.0,      1.5,       2.0,     0.5,
-                                   NAN,  INFINITY, -INFINITY, -1.0,    1e300,
-                                   1.1,  3.0,      0.0,       DBL_MIN, 1.0 + DBL_EPSILON,
-                                   7.75 };
+static const double balances[] = {1.25, 1.0,   1.5, 2.0, 0.5, NAN,     INFINITY,          -INFINITY,
+                                  -1.0, 1e300, 1.1, 3.0, 0.0, DBL_MIN, 1.0 + DBL_EPSILON, 7.75};
 
 static double take_balance(input_t *in)
 {
@@ -670,42 +655,27 @@ static int new_obj(const bytes_t *name)
 static const char *err_name(int rc)
 {
     switch (-rc) {
-    case 0:
-        return "0";
-    case EINVAL:
-        return "-EINVAL";
-    case ENAMETOOLONG:
-        return "-ENAMETOOLONG";
-    case ENOENT:
-        return "-ENOENT";
-    case E2BIG:
-        return "-E2BIG";
-    case ENOMEM:
-        return "-ENOMEM";
-    case ENOSPC:
-        return "-ENOSPC";
-    case ERANGE:
-        return "-ERANGE";
-    case EEXIST:
-        return "-EEXIST";
-    default:
-        return "(other)";
+    case 0: return "0";
+    case EINVAL: return "-EINVAL";
+    case ENAMETOOLONG: return "-ENAMETOOLONG";
+    case ENOENT: return "-ENOENT";
+    case E2BIG: return "-E2BIG";
+    case ENOMEM: return "-ENOMEM";
+    case ENOSPC: return "-ENOSPC";
+    case ERANGE: return "-ERANGE";
+    case EEXIST: return "-EEXIST";
+    default: return "(other)";
     }
 }
 
 static unsigned err_bit(int rc)
 {
     switch (-rc) {
-    case EINVAL:
-        return E_INVAL;
-    case ENAMETOOLONG:
-        return E_NAMETOOLONG;
-    case ENOENT:
-        return E_NOENT;
-    case E2BIG:
-        return E_2BIG;
-    default:
-        return 0x100;
+    case EINVAL: return E_INVAL;
+    case ENAMETOOLONG: return E_NAMETOOLONG;
+    case ENOENT: return E_NOENT;
+    case E2BIG: return E_2BIG;
+    default: return 0x100;
     }
 }
 
@@ -910,7 +880,7 @@ static void op_add(input_t *in)
     if (p.overflow)
         return;
     note("add %s weight %u", show(name->b, name->len), w);
-    struct add_args a = { name->b, w, &objs[obj] };
+    struct add_args a = {name->b, w, &objs[obj]};
     run_writer(&p, "chring_add", call_add, &a);
 }
 
@@ -921,7 +891,7 @@ static void op_remove(input_t *in)
     plan_start(&p);
     p.errors = plan_change(&p, name, 0, -1, 0);
     note("remove %s", show(name->b, name->len));
-    struct add_args a = { name->b, 0, NULL };
+    struct add_args a = {name->b, 0, NULL};
     run_writer(&p, "chring_remove", call_remove, &a);
 }
 
@@ -939,7 +909,7 @@ static void op_set_weight(input_t *in)
         e = plan_change(&p, name, w, -1, 0);
     p.errors = e | (e ? 0 : plan_total(&p));
     note("set_weight %s %u", show(name->b, name->len), w);
-    struct add_args a = { name->b, w, NULL };
+    struct add_args a = {name->b, w, NULL};
     run_writer(&p, "chring_set_weight", call_set_weight, &a);
 }
 
@@ -1009,7 +979,7 @@ typedef struct target {
 static target_t take_target(input_t *in)
 {
     uint8_t t = take8(in);
-    target_t x = { NULL, &cur, 1 };
+    target_t x = {NULL, &cur, 1};
     if ((t & 3) == 3 && held[(t >> 2) % HELD]) {
         x.s = held[(t >> 2) % HELD];
         x.m = &held_model[(t >> 2) % HELD];
@@ -1085,7 +1055,7 @@ static void op_lookup_n(input_t *in)
     drop_target(&t);
 }
 
-static const uint64_t load_values[] = { 0, 1, 2, 3, 5, 10, 1000, UINT64_C(1) << 40 };
+static const uint64_t load_values[] = {0, 1, 2, 3, 5, 10, 1000, UINT64_C(1) << 40};
 
 typedef struct loads_ctx {
     const model_snap_t *m;
@@ -1116,7 +1086,7 @@ static void op_bounded(input_t *in)
         m += loads[t.m->by_name[i]];
     }
     note("bounded %s c=%g m=%llu", show(k->b, k->len), c, (unsigned long long)m);
-    loads_ctx_t ctx = { t.m, loads, 0 };
+    loads_ctx_t ctx = {t.m, loads, 0};
     const chring_member_t *got =
         chring_snap_lookup_bounded(t.s, key_ptr(k, null_ptr), k->len, c, load_cb, &ctx);
     long owner;
@@ -1292,14 +1262,10 @@ static uint64_t take_count(input_t *in)
 {
     uint8_t s = take8(in);
     switch (s % 4) {
-    case 0:
-        return s >> 2;
-    case 1:
-        return take8(in) * 1000u + (s >> 2);
-    case 2:
-        return take64(in) >> (s >> 2);
-    default:
-        return take64(in) & ((UINT64_C(1) << 53) - 1);
+    case 0: return s >> 2;
+    case 1: return take8(in) * 1000u + (s >> 2);
+    case 2: return take64(in) >> (s >> 2);
+    default: return take64(in) & ((UINT64_C(1) << 53) - 1);
     }
 }
 
@@ -1367,42 +1333,18 @@ static void op_bad(input_t *in)
     note("bad argument %u", s % 16);
     int rc = 0, expect = -EINVAL;
     switch (s % 16) {
-    case 0:
-        rc = chring_add(ring, NULL, 1, NULL);
-        break;
-    case 1:
-        rc = chring_remove(ring, NULL);
-        break;
-    case 2:
-        rc = chring_set_weight(ring, NULL, 1);
-        break;
-    case 3:
-        rc = chring_add(NULL, "a", 1, NULL);
-        break;
-    case 4:
-        rc = chring_update(ring, NULL, 1);
-        break;
-    case 5:
-        rc = chring_sync(ring, NULL, 2);
-        break;
-    case 6:
-        rc = chring_lookup_name(ring, "k", 1, NULL, 0);
-        break;
-    case 7:
-        rc = chring_lookup_name(ring, NULL, 1, buf, sizeof buf);
-        break;
-    case 8:
-        rc = chring_acquire(ring, NULL, 1, &lease);
-        break;
-    case 9:
-        rc = chring_acquire(ring, "k", 1, NULL);
-        break;
-    case 10:
-        rc = chring_snap_point(NULL, 0, NULL, NULL);
-        break;
-    case 11:
-        rc = chring_vnode_label(NULL, 8, "a", 1);
-        break;
+    case 0: rc = chring_add(ring, NULL, 1, NULL); break;
+    case 1: rc = chring_remove(ring, NULL); break;
+    case 2: rc = chring_set_weight(ring, NULL, 1); break;
+    case 3: rc = chring_add(NULL, "a", 1, NULL); break;
+    case 4: rc = chring_update(ring, NULL, 1); break;
+    case 5: rc = chring_sync(ring, NULL, 2); break;
+    case 6: rc = chring_lookup_name(ring, "k", 1, NULL, 0); break;
+    case 7: rc = chring_lookup_name(ring, NULL, 1, buf, sizeof buf); break;
+    case 8: rc = chring_acquire(ring, NULL, 1, &lease); break;
+    case 9: rc = chring_acquire(ring, "k", 1, NULL); break;
+    case 10: rc = chring_snap_point(NULL, 0, NULL, NULL); break;
+    case 11: rc = chring_vnode_label(NULL, 8, "a", 1); break;
     case 12:
         rc = chring_update(ring, NULL, 0);
         expect = 0;
@@ -1428,13 +1370,9 @@ static void op_bad(input_t *in)
         chring_t *tmp = NULL;
         chring_config_t cfg;
         chring_config_default(&cfg);
-        switch ((s >> 4) % 5) {
-        case 0:
-            cfg.vnodes = 0;
-            break;
-        case 1:
-            cfg.profile = (chring_profile_t)99;
-            break;
+        switch ((s >> 4) % 6) {
+        case 0: cfg.vnodes = 0; break;
+        case 1: cfg.profile = (chring_profile_t)99; break;
         case 2:
             cfg.profile = CHRING_PROFILE_CUSTOM; /* without a function */
             cfg.hash_bits = 64;
@@ -1443,10 +1381,27 @@ static void op_bad(input_t *in)
             cfg.profile = CHRING_PROFILE_CUSTOM;
             cfg.hash = custom_hash;
             cfg.hash_ctx = &custom;
-            cfg.hash_bits = 8 + (s & 7) * 8; /* 8..64: only 16, 32, 64 are valid */
+            cfg.hash_bits =
+                8 + (unsigned)(take8(in) % 8) * 8; /* 8..64: only 16, 32, 64 are valid */
             if (cfg.hash_bits == 16 || cfg.hash_bits == 32 || cfg.hash_bits == 64)
                 cfg.hash_bits = 48;
             break;
+        case 4: {
+            /* A valid configuration, but one of chring_new's allocations fails: -ENOMEM and no
+             * ring (LeakSanitizer checks that nothing was left behind), or a ring. */
+            int k = 1 + take8(in) % 8;
+            __atomic_store_n(&fail_countdown, k, __ATOMIC_SEQ_CST);
+            int before = ld(&failed_allocs);
+            int rc2 = chring_new(&tmp, &cfg);
+            __atomic_store_n(&fail_countdown, 0, __ATOMIC_SEQ_CST);
+            if (ld(&failed_allocs) != before ? (rc2 != -ENOMEM || tmp != NULL)
+                                             : (rc2 != 0 || tmp == NULL))
+                fail("chring_new with allocation %d failing = %s, ring %p", k, err_name(rc2),
+                     (void *)tmp);
+            chring_free(&tmp);
+            cfg.vnodes = 0; /* then the refused configuration below */
+            break;
+        }
         default:
             cfg.vnodes = 0; /* and the output pointer NULL */
             rc = chring_new(NULL, &cfg);
@@ -1456,7 +1411,7 @@ static void op_bad(input_t *in)
         }
         rc = chring_new(&tmp, &cfg);
         if (tmp)
-            fail("chring_new with a bad configuration (case %u) created a ring", (s >> 4) % 5);
+            fail("chring_new with a bad configuration (case %u) created a ring", (s >> 4) % 6);
         if (rc == 0)
             rc = -1;
         /* Names of profiles and errors: static strings, never NULL for what the library
@@ -1467,8 +1422,8 @@ static void op_bad(input_t *in)
             if (!name || chring_profile_parse(name, &back) != 0 || back != (chring_profile_t)p)
                 fail("profile %d does not round-trip through its name", p);
         }
-        static const int errs[] = { 0,       -EINVAL, -ENOMEM, -ENOENT, -ENAMETOOLONG,
-                                    -ENOSPC, -E2BIG,  -ERANGE, -EEXIST, -12345 };
+        static const int errs[] = {0,       -EINVAL, -ENOMEM, -ENOENT, -ENAMETOOLONG,
+                                   -ENOSPC, -E2BIG,  -ERANGE, -EEXIST, -12345};
         for (size_t e = 0; e < sizeof errs / sizeof errs[0]; e++)
             if (!chring_strerror(errs[e]) || !*chring_strerror(errs[e]))
                 fail("chring_strerror(%d) is empty", errs[e]);
@@ -1528,7 +1483,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     if (model_selftest() != 0)
         abort();
-    static const chring_allocator_t allocator = { fuzz_alloc, fuzz_free, NULL };
+    static const chring_allocator_t allocator = {fuzz_alloc, fuzz_free, NULL};
     if (chring_set_allocator(&allocator) != 0)
         abort();
     const char *t = getenv("FUZZ_API_TRACE");
@@ -1546,8 +1501,8 @@ static void start(const uint8_t *hdr)
         CHRING_PROFILE_HASH64, CHRING_PROFILE_MURMUR32, CHRING_PROFILE_FNV32, CHRING_PROFILE_FNV16,
         CHRING_PROFILE_CUSTOM, CHRING_PROFILE_XXH3,     CHRING_PROFILE_NGINX, CHRING_PROFILE_KETAMA,
     };
-    static const unsigned widths[] = { 64, 32, 32, 16, 0, 64, 32, 32 };
-    static const unsigned custom_widths[] = { 64, 32, 16 };
+    static const unsigned widths[] = {64, 32, 32, 16, 0, 64, 32, 32};
+    static const unsigned custom_widths[] = {64, 32, 16};
     size_t p = hdr[0] % (sizeof profiles / sizeof profiles[0]);
     memset(&mcfg, 0, sizeof mcfg);
     mcfg.profile = profiles[p];
@@ -1627,7 +1582,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 5)
         return 0;
     start(data);
-    input_t in = { data + 5, size - 5 };
+    input_t in = {data + 5, size - 5};
     check_all();
     while (more(&in) && op_no < 256) {
         op_no++;
@@ -1647,46 +1602,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         switch (kind) {
         case 0:
-        case 1:
-            op_add(&in);
-            break;
-        case 2:
-            op_remove(&in);
-            break;
-        case 3:
-            op_set_weight(&in);
-            break;
-        case 4:
-            op_batch(&in, 0);
-            break;
-        case 5:
-            op_batch(&in, 1);
-            break;
-        case 6:
-            op_lookup(&in);
-            break;
-        case 7:
-            op_lookup_n(&in);
-            break;
-        case 8:
-            op_bounded(&in);
-            break;
+        case 1: op_add(&in); break;
+        case 2: op_remove(&in); break;
+        case 3: op_set_weight(&in); break;
+        case 4: op_batch(&in, 0); break;
+        case 5: op_batch(&in, 1); break;
+        case 6: op_lookup(&in); break;
+        case 7: op_lookup_n(&in); break;
+        case 8: op_bounded(&in); break;
         case 9:
-        case 10:
-            op_acquire(&in);
-            break;
-        case 11:
-            op_release(&in);
-            break;
+        case 10: op_acquire(&in); break;
+        case 11: op_release(&in); break;
         case 12:
             if (op & 0x10)
                 op_put(&in);
             else
                 op_hold(&in);
             break;
-        case 13:
-            op_moved(&in);
-            break;
+        case 13: op_moved(&in); break;
         case 14:
             if (op & 0x80)
                 op_quiesce();
@@ -1699,9 +1632,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             else
                 op_bad(&in);
             break;
-        default:
-            op_add(&in);
-            break;
+        default: op_add(&in); break;
         }
         if (section) {
             check_snapshot(section, &section_model, section_version,

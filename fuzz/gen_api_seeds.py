@@ -90,7 +90,9 @@ seeds = {
     "ketama": hdr(7, 1) + b"\x00" + lit("10.0.1.1:11211") + w(1) + add(N1) + add(N2, W2_31)
         + lookup(key(3)) + hold(0) + set_weight(N2, w(1)) + moved(0) + acquire(0, key(3))
         + add(N3) + bounded(key(4), 0, [1, 0, 2, 0]) + remove(N1) + moved(0),
-    "bad-configurations": hdr(0, 4, buckets=1) + b"".join(bad(15 | (k << 4)) for k in range(16)),
+    "bad-configurations": hdr(0, 4, buckets=1)
+        + b"".join(bad(15 | (k << 4)) + bytes([k]) for k in range(16))
+        + b"".join(bad(15 | (4 << 4)) + bytes([k]) for k in range(8)),
     "custom16-collisions": hdr(4, 3, cbits=2, garbage=1, buckets=3) + add(A) + add(B) + add(C)
         + add(XH) + b"".join(acquire(i, key(i)) for i in range(10)) + remove(B) + hold(2)
         + b"".join(release(i) for i in range(5)) + moved(2) + put(2),
