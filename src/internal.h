@@ -102,6 +102,8 @@ struct chring_snap {
     uint64_t refs; /* one for the published pointer (until its grace period ends) + holds */
     uint64_t version;
     struct rcu_head rcu;
+    chring_t *ring;    /* whose spare-block cache takes this block when it is destroyed */
+    size_t block_size; /* bytes of the allocation that holds this snapshot */
 
     chring_profile_t profile;
     unsigned bits;  /* 64, 32 or 16 */
@@ -112,13 +114,21 @@ struct chring_snap {
 
     size_t nmembers;
     uint64_t total_weight;
-    chring_member_t **members; /* sorted by name */
+    chring_member_t **members; /* sorted by name: member j has rank j */
     uint32_t *weights;         /* weight of members[j] in this snapshot */
     uint32_t *member_points;   /* points of members[j] in this snapshot */
+    uint32_t *member_slot;     /* the slot of members[j] */
+
+    /* Points name their member by slot.  A member keeps its slot from snapshot to snapshot, so a
+     * publish copies the points of unchanged members verbatim; a free slot has no member. */
+    size_t nslots;
+    chring_member_t **slot_member; /* NULL for a free slot */
+    uint32_t *slot_weight;
+    uint32_t *slot_rank; /* the member's rank (index in members) */
 
     size_t npoints;
-    uint64_t *pos;   /* sorted, shifted to 64 bits */
-    uint32_t *owner; /* index into members */
+    uint64_t *pos;   /* sorted by (position, member name), shifted to 64 bits */
+    uint32_t *owner; /* slot of each point's member */
 
     /* Prefix-bucket index: index[b] is the first point whose top index_bits bits are >= b, for
      * b in [0, 2^index_bits]; index[2^index_bits] == npoints. */
@@ -147,6 +157,7 @@ struct chring {
     uint64_t publishes; /* written under lock, read atomically */
     uint64_t join_seq;  /* next join sequence number, under lock */
     chring_snap_t shape; /* the profile fields every snapshot of this ring copies */
+    chring_snap_t *spare; /* a destroyed snapshot's block kept for the next publish (atomic) */
     unsigned shard_mask;
     struct chring_shard *shards; /* shard_mask + 1 shards, cache-line aligned */
 };
@@ -180,6 +191,7 @@ chring_snap_t *chring__snap_build(const chring_snap_t *shape, const chring_snap_
                                   chring_member_t *const *members, const uint32_t *weights,
                                   size_t nmembers, int *err);
 void chring__snap_unref(chring_snap_t *s);
+void chring__snap_drop_spare(chring_t *r);
 void chring__member_unref_snap(chring_member_t *m);
 void chring__member_destroy(chring_member_t *m);
 

@@ -122,17 +122,17 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
         if (j == last)
             continue;
         last = j;
-        chring_member_t *m = s->members[j];
+        chring_member_t *m = s->slot_member[j];
         uint64_t load = CHRING_LOAD_64(&m->word) & CHRING_LOAD_MASK;
         if (load < least_load) {
             least_load = load;
             least = j;
         }
-        if (load != 0 && load >= capacity_of(&capacity, s->weights[j]))
+        if (load != 0 && load >= capacity_of(&capacity, s->slot_weight[j]))
             continue; /* looks full: no write */
         /* Full barrier (lock xadd); the old value decides admission. */
         uint64_t old = CHRING_LOAD_MASK & ck_pr_faa_64(&m->word, 1);
-        if (old == 0 || old < capacity_of(&capacity, s->weights[j])) {
+        if (old == 0 || old < capacity_of(&capacity, s->slot_weight[j])) {
             chosen = j;
             break;
         }
@@ -142,10 +142,10 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
     struct chring_shard *shard = my_shard(r);
     if (CHRING_UNLIKELY(chosen == UINT32_MAX)) {
         chosen = least;
-        ck_pr_faa_64(&s->members[chosen]->word, 1);
+        ck_pr_faa_64(&s->slot_member[chosen]->word, 1);
         ck_pr_inc_64(&shard->saturated);
     }
-    chring_member_t *m = s->members[chosen];
+    chring_member_t *m = s->slot_member[chosen];
     if (chosen == owner) {
         ck_pr_inc_64(&m->primary);
     } else {

@@ -40,14 +40,14 @@ const chring_member_t *chring_snap_lookup_hash(const chring_snap_t *s, uint64_t 
     if (s == NULL || s->npoints == 0)
         return NULL;
     uint64_t h64 = s->shift == 0 ? h : h << s->shift; /* bits above the width fall off */
-    return s->members[s->owner[chring__find(s, h64)]];
+    return s->slot_member[s->owner[chring__find(s, h64)]];
 }
 
 const chring_member_t *chring_snap_lookup(const chring_snap_t *s, const void *key, size_t len)
 {
     if (s == NULL || s->npoints == 0 || (key == NULL && len > 0))
         return NULL;
-    return s->members[s->owner[chring__find(s, chring__key_pos(s, key, len))]];
+    return s->slot_member[s->owner[chring__find(s, chring__key_pos(s, key, len))]];
 }
 
 size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
@@ -59,7 +59,7 @@ size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
     size_t got = 0;
     size_t i = chring__find(s, chring__key_pos(s, key, len));
     for (size_t step = 0; step < s->npoints && got < want; step++) {
-        const chring_member_t *m = s->members[s->owner[i]];
+        const chring_member_t *m = s->slot_member[s->owner[i]];
         bool seen = false;
         for (size_t k = 0; k < got && !seen; k++)
             seen = out[k] == m;
@@ -95,9 +95,9 @@ const chring_member_t *chring_snap_lookup_bounded(const chring_snap_t *s, const 
         if (j == last)
             continue; /* the same member again: same answer */
         last = j;
-        const chring_member_t *m = s->members[j];
+        const chring_member_t *m = s->slot_member[j];
         uint64_t l = load(m, ctx);
-        if (l < chring_capacity_weighted(total, s->weights[j], s->total_weight, c))
+        if (l < chring_capacity_weighted(total, s->slot_weight[j], s->total_weight, c))
             return m;
         if (l < least_load) {
             least_load = l;

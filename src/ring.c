@@ -108,6 +108,8 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     s->hash_ctx = cfg->profile == CHRING_PROFILE_CUSTOM ? cfg->hash_ctx : NULL;
     s->refs = 1;
     s->version = 0;
+    s->ring = r;
+    s->block_size = sizeof *s;
     r->shape = *s;
     r->current = s;
     *out = r;
@@ -152,6 +154,7 @@ void chring_free(chring_t **rp)
     /* Every pending callback (snapshots replaced earlier) runs before the ring goes. */
     rcu_barrier();
     CHRING_GRACE_ENDED();
+    chring__snap_drop_spare(r);
 
     pthread_mutex_destroy(&r->lock);
     chring__free_aligned(r->shards);
