@@ -258,8 +258,9 @@ CHRING_API const chring_member_t *chring_snap_lookup_bounded(
     uint64_t (*load)(const chring_member_t *m, void *ctx), void *ctx);
 
 /* Writes up to n distinct members met walking clockwise from the key's owner (the owner first)
- * into out.  Returns how many were written: min(n, members), 0 on an empty snapshot or for NULL
- * s/out.  Reader side; wait-free. */
+ * into out.  Returns how many were written: min(n, members that have points) -- a member left
+ * without points (fnv16 skips, a tiny ketama share) is never met -- and 0 on an empty snapshot or
+ * for NULL s/out.  Reader side; wait-free. */
 CHRING_API size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
                                        const chring_member_t **out, size_t n);
 
