@@ -21,7 +21,8 @@
  *     they read (name non-empty and equal to the udata's copy, weight in range, load sane) for
  *     every member they meet: inside read sections, on held snapshots outside read sections, and
  *     on leases kept across many publishes (released later, often after their member was
- *     removed).  retire must run exactly once per member (counted per udata), never for a member
+ *     removed; some taken with chring_acquire_member on a key's second replica or on a member
+ *     of a held snapshot that may have left the ring long ago).  retire must run exactly once per member (counted per udata), never for a member
  *     still in the ring, and for every member ever added by the time chring_free() returns.
  *   - Load accounting (SPEC §3).  At quiescent checkpoints (every thread parked on a barrier, no
  *     acquire or release in flight) the ring's outstanding total chring_leases() and every
