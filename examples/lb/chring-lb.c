@@ -125,7 +125,7 @@ struct backend {
     unsigned reap_left;
     bool retired;
     struct backend *prev, *next; /* g_backends, under g_be_lock */
-    _Atomic uint64_t requests, failures, retries_in, retry_inflight, bytes_out, skipped;
+    _Atomic uint64_t requests, failures, retries_in, bytes_out, skipped;
     _Atomic int64_t down_until_ms; /* passive health: skip it until then (CLOCK_MONOTONIC) */
 };
 
@@ -449,7 +449,6 @@ struct proxy {
     struct bconn *bc;                   /* its connection */
     struct backend *be;                 /* the backend of this attempt */
     chring_lease_t lease;               /* first attempt */
-    const chring_snap_t *held;          /* retry: the snapshot that keeps the replica alive */
     char *key;
     size_t keylen;
     int attempt;                        /* 0, 1 */
@@ -485,11 +484,6 @@ static void proxy_finish(struct proxy *p)
     if (p->bc) {
         pool_put(p->w, p->be, p->bc);
         p->bc = NULL;
-    }
-    if (p->held) {
-        SUB(p->be->retry_inflight, 1);
-        chring_snap_put(ring, p->held);
-        p->held = NULL;
     }
     chring_release(ring, &p->lease);
     proxy_unlink(p);
@@ -599,12 +593,13 @@ static void on_backend_chunk(struct evhttp_request *breq, void *arg)
 static int proxy_start_attempt(struct proxy *p);
 
 /* The key's next replica: the first of the key's two replicas that is not the failed backend.
- * The public API cannot lease a given member (notes-for-core/lb.md), so the retry holds the
- * snapshot (which keeps the member and its udata alive) and counts itself in retry_inflight. */
+ * The first lease is released and the replica leased with chring_acquire_member (no capacity
+ * check: the request has to go somewhere), so the retry counts in the ring's m and in the
+ * replica's load like any request. */
 static bool proxy_retry(struct proxy *p)
 {
     struct backend *failed = p->be;
-    const chring_snap_t *s = chring_snap_hold(ring);
+    const chring_snap_t *s = chring_snap_enter(ring);
     const chring_member_t *rep[2];
     size_t n = chring_snap_lookup_n(s, p->key, p->keylen, rep, 2);
     const chring_member_t *target = NULL;
@@ -613,14 +608,15 @@ static bool proxy_retry(struct proxy *p)
             target = rep[i];
             break;
         }
-    if (!target) {
-        chring_snap_put(ring, s);
+    chring_lease_t retry;
+    if (!target || chring_acquire_member(ring, s, target, &retry) != 0) {
+        chring_snap_exit(ring, s);
         return false;
     }
+    chring_snap_exit(ring, s);
     chring_release(ring, &p->lease);
-    p->held = s;
-    p->be = chring_member_udata(target);
-    ADD(p->be->retry_inflight, 1);
+    p->lease = retry;
+    p->be = chring_member_udata(retry.member);
     ADD(p->be->retries_in, 1);
     ADD(p->w->retries, 1);
     p->attempt = 1;
@@ -882,11 +878,10 @@ static void serve_stats(struct worker *w, struct evhttp_request *req)
         if (be)
             evbuffer_add_printf(b,
                                 ",\"requests\":%llu,\"failures\":%llu,\"retries_in\":%llu,"
-                                "\"retry_inflight\":%llu,\"bytes_out\":%llu,\"skipped\":%llu,"
+                                "\"bytes_out\":%llu,\"skipped\":%llu,"
                                 "\"down\":%s",
                                 (unsigned long long)GET(be->requests), (unsigned long long)GET(be->failures),
                                 (unsigned long long)GET(be->retries_in),
-                                (unsigned long long)GET(be->retry_inflight),
                                 (unsigned long long)GET(be->bytes_out), (unsigned long long)GET(be->skipped),
                                 backend_down(be) ? "true" : "false");
         evbuffer_add(b, "}", 1);
