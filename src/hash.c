@@ -101,23 +101,31 @@ uint32_t chring_murmur3_32(const void *data, size_t len, uint32_t seed)
     return h;
 }
 
-int chring_vnode_label(char *buf, size_t cap, const char *name, uint32_t i)
+size_t chring__put_decimal(char *buf, uint32_t i)
 {
-    if (buf == NULL || name == NULL)
-        return -EINVAL;
-    size_t len = strlen(name);
     char digits[10];
     size_t nd = 0;
     do {
         digits[nd++] = (char)('0' + i % 10);
         i /= 10;
     } while (i != 0);
+    for (size_t d = 0; d < nd; d++)
+        buf[d] = digits[nd - 1 - d];
+    return nd;
+}
+
+int chring_vnode_label(char *buf, size_t cap, const char *name, uint32_t i)
+{
+    if (buf == NULL || name == NULL)
+        return -EINVAL;
+    size_t len = strlen(name);
+    char digits[10];
+    size_t nd = chring__put_decimal(digits, i);
     if (len + 1 + nd + 1 > cap || len + 1 + nd > INT32_MAX)
         return -ENOSPC;
     memcpy(buf, name, len);
     buf[len] = '#';
-    for (size_t d = 0; d < nd; d++)
-        buf[len + 1 + d] = digits[nd - 1 - d];
+    memcpy(buf + len + 1, digits, nd);
     buf[len + 1 + nd] = '\0';
     return (int)(len + 1 + nd);
 }

@@ -170,6 +170,7 @@ void *chring__alloc_aligned(size_t size); /* CHRING_CACHELINE-aligned, freed wit
 void chring__free_aligned(void *p);
 
 /* hash.c / profile.c */
+size_t chring__put_decimal(char *buf, uint32_t i); /* decimal digits of i, no NUL; returns count */
 uint64_t chring__profile_hash(chring_profile_t profile, chring_hash_fn fn, void *ctx, unsigned bits,
                               const void *key, size_t len);
 /* Points a member of this weight has under the profile before collision rules (ketama: depends

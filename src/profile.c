@@ -67,20 +67,6 @@ uint64_t chring__profile_points(const chring_snap_t *shape, uint32_t weight, siz
     return points;
 }
 
-/* Appends the decimal digits of i at buf; returns how many. */
-static size_t put_decimal(char *buf, uint32_t i)
-{
-    char digits[10];
-    size_t nd = 0;
-    do {
-        digits[nd++] = (char)('0' + i % 10);
-        i /= 10;
-    } while (i != 0);
-    for (size_t d = 0; d < nd; d++)
-        buf[d] = digits[nd - 1 - d];
-    return nd;
-}
-
 /* Widens n 32-bit values written at the start of out into its n 64-bit slots, last first so that
  * no value is overwritten before it is read. */
 static void widen_u32(uint64_t *out, uint64_t n)
@@ -114,7 +100,7 @@ void chring__profile_positions(const chring_snap_t *shape, const char *name, siz
         for (uint64_t i = 0; i < count; i++) {
             size_t len = 0;
             if (i > 0) {
-                len = put_decimal(label, (uint32_t)i);
+                len = chring__put_decimal(label, (uint32_t)i);
                 label[len++] = '-';
             }
             memcpy(label + len, name, name_len);
@@ -128,7 +114,7 @@ void chring__profile_positions(const chring_snap_t *shape, const char *name, siz
         prefix ^= (unsigned char)'#';
         prefix *= UINT64_C(1099511628211);
         for (uint64_t i = 0; i < count; i++) {
-            size_t nd = put_decimal(label, (uint32_t)i);
+            size_t nd = chring__put_decimal(label, (uint32_t)i);
             uint64_t h = prefix;
             for (size_t d = 0; d < nd; d++) {
                 h ^= (unsigned char)label[d];
@@ -143,7 +129,7 @@ void chring__profile_positions(const chring_snap_t *shape, const char *name, siz
         prefix ^= (unsigned char)'#';
         prefix *= UINT32_C(16777619);
         for (uint64_t i = 0; i < count; i++) {
-            size_t nd = put_decimal(label, (uint32_t)i);
+            size_t nd = chring__put_decimal(label, (uint32_t)i);
             uint32_t h = prefix;
             for (size_t d = 0; d < nd; d++) {
                 h ^= (unsigned char)label[d];
@@ -159,7 +145,7 @@ void chring__profile_positions(const chring_snap_t *shape, const char *name, siz
         memcpy(label, name, name_len);
         label[name_len] = '#';
         for (uint64_t i = 0; i < count; i++) {
-            size_t len = name_len + 1 + put_decimal(label + name_len + 1, (uint32_t)i);
+            size_t len = name_len + 1 + chring__put_decimal(label + name_len + 1, (uint32_t)i);
             out[i] = chring__profile_hash(shape->profile, shape->hash, shape->hash_ctx, shape->bits,
                                           label, len);
         }
