@@ -24,7 +24,13 @@
 #define MEMBERS 100
 #define WINDOW 64
 
-enum kind { K_LOOKUP, K_ACQUIRE, K_ACQUIRE_HOT, K_ACQUIRE_WINDOW, NKINDS };
+enum kind {
+    K_LOOKUP,
+    K_ACQUIRE,
+    K_ACQUIRE_HOT,
+    K_ACQUIRE_WINDOW,
+    NKINDS
+};
 static const char *kind_names[NKINDS] = {"lookup", "acquire_release", "acquire_release_hot_key",
                                          "acquire_release_64_in_flight"};
 static const char *kind_desc[NKINDS] = {
@@ -173,10 +179,12 @@ int main(int argc, char **argv)
     double ms;
     FILE *csv;
 
-    bench_parse(argc, argv, &o, "chring-bench-acquire: acquire + release against a plain lookup", NULL);
+    bench_parse(argc, argv, &o, "chring-bench-acquire: acquire + release against a plain lookup",
+                NULL);
     bench_print_machine("chring-bench-acquire");
     ms = 10 * o.target_ms;
-    printf("# ring %d x 160 (hash64), balance 1.25, 16-byte keys; %.0f ms per measurement, median of %d\n"
+    printf("# ring %d x 160 (hash64), balance 1.25, 16-byte keys; %.0f ms per measurement, median "
+           "of %d\n"
            "# interleaved reps; ns per operation per thread\n\n",
            MEMBERS, ms, o.reps);
 
@@ -191,8 +199,7 @@ int main(int argc, char **argv)
     cfg[ncfg++] = (config_t){.kind = K_ACQUIRE, .threads = 2};
     cfg[ncfg++] = (config_t){.kind = K_ACQUIRE_HOT, .threads = 2};
     cfg[ncfg++] = (config_t){.kind = K_ACQUIRE_WINDOW, .threads = 2};
-    for (int i = 0; i < ncfg; i++)
-    {
+    for (int i = 0; i < ncfg; i++) {
         cfg[i].samples = calloc((size_t)o.reps, sizeof(double));
         cfg[i].cpu_samples = calloc((size_t)o.reps, sizeof(double));
     }
@@ -202,10 +209,12 @@ int main(int argc, char **argv)
         for (int i = 0; i < ncfg; i++) {
             chring_stats_t a, b;
             chring_stats(sh.ring, &a);
-            cfg[i].samples[rep] = run_once(&sh, cfg[i].kind, cfg[i].threads, ms, &cfg[i].cpu_samples[rep]);
+            cfg[i].samples[rep] =
+                run_once(&sh, cfg[i].kind, cfg[i].threads, ms, &cfg[i].cpu_samples[rep]);
             chring_stats(sh.ring, &b);
             if (rep == 0 && b.acquires > a.acquires) {
-                cfg[i].spill_rate = (double)(b.spills - a.spills) / (double)(b.acquires - a.acquires);
+                cfg[i].spill_rate =
+                    (double)(b.spills - a.spills) / (double)(b.acquires - a.acquires);
                 cfg[i].saturated_rate =
                     (double)(b.saturated - a.saturated) / (double)(b.acquires - a.acquires);
             }
@@ -218,8 +227,10 @@ int main(int argc, char **argv)
     }
 
     csv = bench_csv_open(&o, "acquire.csv",
-                         "variant,threads,ns_per_op,ratio_to_lookup,cpu_ns_per_op,cpu_ratio_to_lookup,spill_rate,saturated_rate");
-    printf("| operation | threads | ns per op per thread (wall) | x plain lookup | CPU ns per op | x plain lookup (CPU) | spills | saturated |\n"
+                         "variant,threads,ns_per_op,ratio_to_lookup,cpu_ns_per_op,cpu_ratio_to_"
+                         "lookup,spill_rate,saturated_rate");
+    printf("| operation | threads | ns per op per thread (wall) | x plain lookup | CPU ns per op | "
+           "x plain lookup (CPU) | spills | saturated |\n"
            "|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < ncfg; i++) {
         cfg[i].ns = bench_median(cfg[i].samples, (size_t)o.reps);
@@ -232,12 +243,13 @@ int main(int argc, char **argv)
                 lookup_ns = cfg[j].ns;
                 lookup_cpu = cfg[j].cpu_ns;
             }
-        printf("| %s | %d | %.1f | %.2f | %.1f | %.2f | %.1f%% | %.2f%% |\n", kind_desc[cfg[i].kind],
-               cfg[i].threads, cfg[i].ns, cfg[i].ns / lookup_ns, cfg[i].cpu_ns, cfg[i].cpu_ns / lookup_cpu,
-               100 * cfg[i].spill_rate, 100 * cfg[i].saturated_rate);
-        fprintf(csv, "%s,%d,%.2f,%.3f,%.2f,%.3f,%.4f,%.4f\n", kind_names[cfg[i].kind], cfg[i].threads,
-                cfg[i].ns, cfg[i].ns / lookup_ns, cfg[i].cpu_ns, cfg[i].cpu_ns / lookup_cpu,
-                cfg[i].spill_rate, cfg[i].saturated_rate);
+        printf("| %s | %d | %.1f | %.2f | %.1f | %.2f | %.1f%% | %.2f%% |\n",
+               kind_desc[cfg[i].kind], cfg[i].threads, cfg[i].ns, cfg[i].ns / lookup_ns,
+               cfg[i].cpu_ns, cfg[i].cpu_ns / lookup_cpu, 100 * cfg[i].spill_rate,
+               100 * cfg[i].saturated_rate);
+        fprintf(csv, "%s,%d,%.2f,%.3f,%.2f,%.3f,%.4f,%.4f\n", kind_names[cfg[i].kind],
+                cfg[i].threads, cfg[i].ns, cfg[i].ns / lookup_ns, cfg[i].cpu_ns,
+                cfg[i].cpu_ns / lookup_cpu, cfg[i].spill_rate, cfg[i].saturated_rate);
     }
     fclose(csv);
     printf("\ntarget: acquire + release <= 3 x a plain lookup; CPU time (wall time):\n"

@@ -17,9 +17,9 @@
 #include "chring.h"
 
 typedef struct base_ring {
-    uint64_t *pos;                  /* point positions, ascending */
+    uint64_t *pos;                 /* point positions, ascending */
     const chring_member_t **owner; /* owner of each point */
-    size_t n;                       /* points (>= 1) */
+    size_t n;                      /* points (>= 1) */
 } base_ring_t;
 
 /* Copies the points of s (which must not be empty) into a new base ring. */

@@ -325,7 +325,10 @@ static bool fits(chring_profile_t p, unsigned members)
     return p != CHRING_PROFILE_FNV16 || members * 160u <= 32768u;
 }
 
-static const char *pname(chring_profile_t p) { return chring_profile_name(p); }
+static const char *pname(chring_profile_t p)
+{
+    return chring_profile_name(p);
+}
 
 /* Results kept for the summary tables: [size][profile][keylen] (NAN when not measured). */
 static double res_lookup[NSIZES][NPROFILES][NKEYLENS];
@@ -333,10 +336,22 @@ static double res_pre[NSIZES][NPROFILES];
 static double res_hash[NPROFILES][NKEYLENS];
 static double res_enter_exit[NSIZES];
 static double res_points[NSIZES][NPROFILES];
-enum { B_RWLOCK, B_MUTEX, B_BRANCHLESS, B_RWLOCK_PRE, B_BRANCHY_PRE, B_BRANCHLESS_PRE, B_MEMCACHED,
-       NBASE };
-static const char *base_names[NBASE] = {"rwlock",          "mutex",           "branchless",
-                                        "rwlock_prehashed", "branchy_prehashed", "branchless_prehashed",
+enum {
+    B_RWLOCK,
+    B_MUTEX,
+    B_BRANCHLESS,
+    B_RWLOCK_PRE,
+    B_BRANCHY_PRE,
+    B_BRANCHLESS_PRE,
+    B_MEMCACHED,
+    NBASE
+};
+static const char *base_names[NBASE] = {"rwlock",
+                                        "mutex",
+                                        "branchless",
+                                        "rwlock_prehashed",
+                                        "branchy_prehashed",
+                                        "branchless_prehashed",
                                         "libmemcached"};
 static double res_base[NSIZES][NBASE];
 
@@ -348,12 +363,14 @@ int main(int argc, char **argv)
     size_t nhashes;
     FILE *csv, *plot;
 
-    bench_parse(argc, argv, &o, "chring-bench-lookup: ns per lookup by ring size, key length, profile; baselines",
+    bench_parse(argc, argv, &o,
+                "chring-bench-lookup: ns per lookup by ring size, key length, profile; baselines",
                 NULL);
     bench_print_machine("chring-bench-lookup");
-    printf("# lookup = chring_snap_enter + chring_snap_lookup + chring_snap_exit, independent keys;\n"
-           "# median of %d interleaved reps of ~%.0f ms of thread CPU time each\n\n",
-           o.reps, o.target_ms);
+    printf(
+        "# lookup = chring_snap_enter + chring_snap_lookup + chring_snap_exit, independent keys;\n"
+        "# median of %d interleaved reps of ~%.0f ms of thread CPU time each\n\n",
+        o.reps, o.target_ms);
 
     for (int k = 0; k < NKEYLENS; k++) {
         ks[k].len = keylens[k];
@@ -380,7 +397,8 @@ int main(int argc, char **argv)
         for (int k = 0; k < NKEYLENS; k++)
             res_hash[p][k] = NAN;
 
-    csv = bench_csv_open(&o, "lookup.csv", "variant,profile,members,points,key_len,ns_per_lookup,mlookups_per_s");
+    csv = bench_csv_open(&o, "lookup.csv",
+                         "variant,profile,members,points,key_len,ns_per_lookup,mlookups_per_s");
 
     for (int z = 0; z < NSIZES; z++) {
         unsigned members = sizes[z];
@@ -420,11 +438,13 @@ int main(int argc, char **argv)
                 const chring_member_t *m = chring_snap_lookup(s, key, 16);
                 bench_require(h == chring_hash64(key, 16) && h == hashes[0][i],
                               "inline hash64 differs from chring_hash64 at key %zu", i);
-                bench_require(m == base_owner_branchy(&base, h) && m == base_owner_branchless(&base, h),
+                bench_require(m == base_owner_branchy(&base, h) &&
+                                  m == base_owner_branchless(&base, h),
                               "baseline owner differs from chring's at key %zu (%zu members)", i,
                               (size_t)members);
                 bench_require(m == chring_snap_lookup_hash(s, h),
-                              "chring_snap_lookup_hash differs from chring_snap_lookup at key %zu", i);
+                              "chring_snap_lookup_hash differs from chring_snap_lookup at key %zu",
+                              i);
             }
             chring_snap_exit(rings[0], s);
             pthread_rwlock_init(&rw, NULL);
@@ -436,7 +456,8 @@ int main(int argc, char **argv)
         mc = members <= 100 ? mc_ring(members) : NULL;
         if (mc) {
             size_t differ = mc_disagreements(mc, rings[5], &ks[KEY16], VERIFY_KEYS);
-            printf("# %u members: libmemcached ketama and chring ketama disagree on %zu of %d keys%s\n",
+            printf("# %u members: libmemcached ketama and chring ketama disagree on %zu of %d "
+                   "keys%s\n",
                    members, differ, VERIFY_KEYS, differ ? "  <-- MISMATCH" : "");
         } else if (members <= 100) {
             printf("# %u members: libmemcached refused the ring\n", members);
@@ -485,9 +506,12 @@ int main(int argc, char **argv)
         for (int b = 0; b < NBASE; b++) {
             variant_t *v = &vars[nv];
             bool pre = b == B_RWLOCK_PRE || b == B_BRANCHY_PRE || b == B_BRANCHLESS_PRE;
-            static const bench_fn fns[NBASE] = {run_rwlock,           run_mutex,
-                                                run_branchless,       run_rwlock_prehashed,
-                                                run_branchy_prehashed, run_branchless_prehashed,
+            static const bench_fn fns[NBASE] = {run_rwlock,
+                                                run_mutex,
+                                                run_branchless,
+                                                run_rwlock_prehashed,
+                                                run_branchy_prehashed,
+                                                run_branchless_prehashed,
 #ifdef HAVE_LIBMEMCACHED
                                                 run_libmemcached
 #else
@@ -547,7 +571,8 @@ int main(int argc, char **argv)
                         if (!strcmp(v->kind, base_names[b]))
                             res_base[z][b] = v->ns;
                 fprintf(csv, "%s,%s,%u,%.0f,%zu,%.2f,%.2f\n", v->kind, v->profile, members,
-                        p >= 0 ? res_points[z][p] : res_points[z][0], v->keylen, v->ns, 1e3 / v->ns);
+                        p >= 0 ? res_points[z][p] : res_points[z][0], v->keylen, v->ns,
+                        1e3 / v->ns);
             }
             fflush(csv);
             free(fns);
@@ -575,7 +600,8 @@ int main(int argc, char **argv)
     for (int p = 0; p < NPROFILES; p++) {
         printf("| %s", pname(profiles[p]));
         for (int z = 0; z < NSIZES; z++)
-            isnan(res_lookup[z][p][KEY16]) ? printf(" | -") : printf(" | %.1f", res_lookup[z][p][KEY16]);
+            isnan(res_lookup[z][p][KEY16]) ? printf(" | -")
+                                           : printf(" | %.1f", res_lookup[z][p][KEY16]);
         printf(" |\n");
     }
     for (int p = 0; p < NPROFILES; p++) {
@@ -646,8 +672,9 @@ int main(int argc, char **argv)
         printf(" | %.2f", res_lookup[z][1][KEY16] / res_lookup[z][0][KEY16]);
     printf(" |\n| libmemcached ketama time / chring ketama time | -");
     for (int z = 0; z < NSIZES; z++)
-        isnan(res_base[z][B_MEMCACHED]) ? printf(" | -")
-                                        : printf(" | %.2f", res_base[z][B_MEMCACHED] / res_lookup[z][5][KEY16]);
+        isnan(res_base[z][B_MEMCACHED])
+            ? printf(" | -")
+            : printf(" | %.2f", res_base[z][B_MEMCACHED] / res_lookup[z][5][KEY16]);
     printf(" |\n");
 
     /* Wide CSV for the plot: 16-byte keys. */
@@ -663,8 +690,8 @@ int main(int argc, char **argv)
                 res_base[z][B_MEMCACHED]);
     }
     fclose(plot);
-    printf("\n# CSV: %s/lookup.csv, %s/lookup_plot.csv; load average now %.2f\n", o.out_dir, o.out_dir,
-           bench_loadavg());
+    printf("\n# CSV: %s/lookup.csv, %s/lookup_plot.csv; load average now %.2f\n", o.out_dir,
+           o.out_dir, bench_loadavg());
 
     for (int k = 0; k < NKEYLENS; k++)
         free(ks[k].keys);

@@ -72,9 +72,9 @@ int main(int argc, char **argv)
         chring_profile_t profile;
         unsigned members;
     } rings[] = {
-        {CHRING_PROFILE_HASH64, 10},   {CHRING_PROFILE_HASH64, 100},  {CHRING_PROFILE_HASH64, 1000},
-        {CHRING_PROFILE_XXH3, 1000},   {CHRING_PROFILE_MURMUR32, 1000}, {CHRING_PROFILE_FNV32, 1000},
-        {CHRING_PROFILE_FNV16, 100},   {CHRING_PROFILE_KETAMA, 1000}, {CHRING_PROFILE_NGINX, 1000},
+        {CHRING_PROFILE_HASH64, 10}, {CHRING_PROFILE_HASH64, 100},    {CHRING_PROFILE_HASH64, 1000},
+        {CHRING_PROFILE_XXH3, 1000}, {CHRING_PROFILE_MURMUR32, 1000}, {CHRING_PROFILE_FNV32, 1000},
+        {CHRING_PROFILE_FNV16, 100}, {CHRING_PROFILE_KETAMA, 1000},   {CHRING_PROFILE_NGINX, 1000},
     };
     const chring_allocator_t counting = {count_alloc, count_free, NULL};
     bench_opts_t o;
@@ -82,16 +82,20 @@ int main(int argc, char **argv)
     double hash64_1000 = 0;
     long long leaked_total = 0;
 
-    bench_parse(argc, argv, &o, "chring-bench-memory: library bytes per point against ring size", NULL);
+    bench_parse(argc, argv, &o, "chring-bench-memory: library bytes per point against ring size",
+                NULL);
     bench_print_machine("chring-bench-memory");
     bench_require(chring_set_allocator(&counting) == 0, "chring_set_allocator");
     csv = bench_csv_open(&o, "memory.csv",
                          "profile,members,points,bytes,bytes_per_point,peak_build_bytes_per_point,"
                          "bytes_per_point_after_add,allocations,leaked_bytes");
-    printf("# bytes the library asked for through chring_set_allocator; live after deferred frees settle\n\n");
-    printf("| profile | members | points | live bytes | bytes per point | peak during build per point | "
-           "per point after +1 member (incremental) | allocations | bytes left after chring_free |\n"
-           "|---|---|---|---|---|---|---|---|---|\n");
+    printf("# bytes the library asked for through chring_set_allocator; live after deferred frees "
+           "settle\n\n");
+    printf(
+        "| profile | members | points | live bytes | bytes per point | peak during build per point "
+        "| "
+        "per point after +1 member (incremental) | allocations | bytes left after chring_free |\n"
+        "|---|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof rings / sizeof rings[0]; i++) {
         long long before, built, peak, after_add, after_free, nalloc;
         size_t points, points_add;
@@ -125,11 +129,12 @@ int main(int argc, char **argv)
         if (rings[i].profile == CHRING_PROFILE_HASH64 && rings[i].members == 1000)
             hash64_1000 = per_point;
         printf("| %s | %u | %zu | %lld | %.1f | %.1f | %.1f | %lld | %lld |\n",
-               chring_profile_name(rings[i].profile), rings[i].members, points, built - before, per_point,
-               (double)(peak - before) / (double)points, (double)(after_add - before) / (double)points_add,
-               nalloc, after_free - before);
-        fprintf(csv, "%s,%u,%zu,%lld,%.2f,%.2f,%.2f,%lld,%lld\n", chring_profile_name(rings[i].profile),
-                rings[i].members, points, built - before, per_point, (double)(peak - before) / (double)points,
+               chring_profile_name(rings[i].profile), rings[i].members, points, built - before,
+               per_point, (double)(peak - before) / (double)points,
+               (double)(after_add - before) / (double)points_add, nalloc, after_free - before);
+        fprintf(csv, "%s,%u,%zu,%lld,%.2f,%.2f,%.2f,%lld,%lld\n",
+                chring_profile_name(rings[i].profile), rings[i].members, points, built - before,
+                per_point, (double)(peak - before) / (double)points,
                 (double)(after_add - before) / (double)points_add, nalloc, after_free - before);
     }
     fclose(csv);

@@ -28,9 +28,17 @@
 #include "baseline.h"
 #include "common.h"
 
-enum op { OP_ADD, OP_REMOVE, OP_WEIGHT_UP, OP_WEIGHT_DOWN, OP_REBUILD, OP_NAIVE, NOPS };
-static const char *op_names[NOPS] = {"add", "remove", "weight_up", "weight_down", "rebuild_sync_new_ring",
-                                     "naive_rebuild_qsort"};
+enum op {
+    OP_ADD,
+    OP_REMOVE,
+    OP_WEIGHT_UP,
+    OP_WEIGHT_DOWN,
+    OP_REBUILD,
+    OP_NAIVE,
+    NOPS
+};
+static const char *op_names[NOPS] = {
+    "add", "remove", "weight_up", "weight_down", "rebuild_sync_new_ring", "naive_rebuild_qsort"};
 
 /* Minor page faults of this thread so far: fresh memory touched by a publish faults in page by
  * page, and on this VM each fault costs microseconds of the writer's CPU time. */
@@ -131,52 +139,46 @@ static row_t measure(chring_profile_t profile, unsigned members, int reps, bool 
         chring_snap_put(r, s);
     }
     fprintf(stderr, "publish: %s, %u members...\n", row.profile, members);
-    for (int rep = 0; rep < reps; rep++) {
-        for (int op = 0; op < NOPS; op++) {
-            uint64_t t0, ns = 0;
-            int err = 0;
-            if (op == OP_NAIVE && !naive)
-                continue;
-            pause_ms(5);
-            long f0 = minor_faults();
-            t0 = bench_cpu_ns();
-            switch (op) {
-            case OP_ADD:
-                err = chring_add(r, newcomer, 1, NULL);
-                break;
-            case OP_REMOVE:
-                err = chring_remove(r, newcomer);
-                break;
-            case OP_WEIGHT_UP:
-                err = chring_set_weight(r, existing, 2);
-                break;
-            case OP_WEIGHT_DOWN:
-                err = chring_set_weight(r, existing, 1);
-                break;
-            case OP_REBUILD: {
-                chring_t *fresh = NULL;
-                err = chring_new(&fresh, &cfg);
-                if (err == 0)
-                    err = chring_sync(fresh, all, members + 1);
-                ns = bench_cpu_ns() - t0;
-                chring_free(&fresh);
-                break;
+    /* Two passes: the single-member calls, interleaved among themselves, then the rebuilds, so
+     * that no add or remove runs right after a rebuild has flushed the caches. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int rep = 0; rep < reps; rep++) {
+            for (int op = pass == 0 ? OP_ADD : OP_REBUILD; op < (pass == 0 ? OP_REBUILD : NOPS);
+                 op++) {
+                uint64_t t0, ns = 0;
+                int err = 0;
+                if (op == OP_NAIVE && !naive)
+                    continue;
+                pause_ms(5);
+                long f0 = minor_faults();
+                t0 = bench_cpu_ns();
+                switch (op) {
+                case OP_ADD: err = chring_add(r, newcomer, 1, NULL); break;
+                case OP_REMOVE: err = chring_remove(r, newcomer); break;
+                case OP_WEIGHT_UP: err = chring_set_weight(r, existing, 2); break;
+                case OP_WEIGHT_DOWN: err = chring_set_weight(r, existing, 1); break;
+                case OP_REBUILD: {
+                    chring_t *fresh = NULL;
+                    err = chring_new(&fresh, &cfg);
+                    if (err == 0)
+                        err = chring_sync(fresh, all, members + 1);
+                    ns = bench_cpu_ns() - t0;
+                    chring_free(&fresh);
+                    break;
+                }
+                default: ns = naive_rebuild(members); break;
+                }
+                if (op != OP_REBUILD && op != OP_NAIVE)
+                    ns = bench_cpu_ns() - t0;
+                bench_require(err == 0, "%s %s on %u members: %s", row.profile, op_names[op],
+                              members, chring_strerror(err));
+                samples[op * reps + rep] = (double)ns / 1e6;
+                faults[op * reps + rep] = (double)(minor_faults() - f0);
             }
-            default:
-                ns = naive_rebuild(members);
-                break;
-            }
-            if (op != OP_REBUILD && op != OP_NAIVE)
-                ns = bench_cpu_ns() - t0;
-            bench_require(err == 0, "%s %s on %u members: %s", row.profile, op_names[op], members,
-                          chring_strerror(err));
-            samples[op * reps + rep] = (double)ns / 1e6;
-            faults[op * reps + rep] = (double)(minor_faults() - f0);
         }
-    }
-    for (int op = 0; op < NOPS; op++)
-    {
-        row.ms[op] = (op == OP_NAIVE && !naive) ? NAN : bench_median(samples + op * reps, (size_t)reps);
+    for (int op = 0; op < NOPS; op++) {
+        row.ms[op] =
+            (op == OP_NAIVE && !naive) ? NAN : bench_median(samples + op * reps, (size_t)reps);
         row.faults[op] = bench_median(faults + op * reps, (size_t)reps);
     }
     chring_free(&r);
@@ -189,26 +191,28 @@ static row_t measure(chring_profile_t profile, unsigned members, int reps, bool 
 
 static void print_row(FILE *csv, const row_t *w)
 {
-    printf("| %s | %u | %zu | %.3f | %.3f | %.3f | %.3f | %.3f | ", w->profile, w->members, w->points,
-           w->ms[OP_ADD], w->ms[OP_REMOVE], w->ms[OP_WEIGHT_UP], w->ms[OP_WEIGHT_DOWN], w->ms[OP_REBUILD]);
+    printf("| %s | %u | %zu | %.3f | %.3f | %.3f | %.3f | %.3f | ", w->profile, w->members,
+           w->points, w->ms[OP_ADD], w->ms[OP_REMOVE], w->ms[OP_WEIGHT_UP], w->ms[OP_WEIGHT_DOWN],
+           w->ms[OP_REBUILD]);
     if (!isnan(w->ms[OP_NAIVE]))
         printf("%.3f", w->ms[OP_NAIVE]);
     else
         printf("-");
     printf(" | %.1f | %.0f / %.0f |\n",
-           w->ms[OP_REBUILD] / (w->ms[OP_ADD] > w->ms[OP_REMOVE] ? w->ms[OP_ADD] : w->ms[OP_REMOVE]),
+           w->ms[OP_REBUILD] /
+               (w->ms[OP_ADD] > w->ms[OP_REMOVE] ? w->ms[OP_ADD] : w->ms[OP_REMOVE]),
            w->faults[OP_ADD], w->faults[OP_REMOVE]);
     for (int op = 0; op < NOPS; op++)
-        fprintf(csv, "%s,%u,%zu,%s,%.4f,%.0f\n", w->profile, w->members, w->points, op_names[op], w->ms[op],
-                w->faults[op]);
+        fprintf(csv, "%s,%u,%zu,%s,%.4f,%.0f\n", w->profile, w->members, w->points, op_names[op],
+                w->ms[op], w->faults[op]);
     fflush(csv);
 }
 
 int main(int argc, char **argv)
 {
     static const unsigned sizes[] = {10, 100, 1000};
-    static const chring_profile_t others[] = {CHRING_PROFILE_XXH3,  CHRING_PROFILE_MURMUR32,
-                                              CHRING_PROFILE_FNV32, CHRING_PROFILE_FNV16,
+    static const chring_profile_t others[] = {CHRING_PROFILE_XXH3,   CHRING_PROFILE_MURMUR32,
+                                              CHRING_PROFILE_FNV32,  CHRING_PROFILE_FNV16,
                                               CHRING_PROFILE_KETAMA, CHRING_PROFILE_NGINX};
     bench_opts_t o;
     row_t rows[3];
@@ -221,8 +225,10 @@ int main(int argc, char **argv)
     reps = 3 * o.reps;
     printf("# median of %d reps; milliseconds of the calling thread's CPU time per call\n\n", reps);
     csv = bench_csv_open(&o, "publish.csv", "profile,members,points,operation,ms,minor_faults");
-    printf("| profile | members | points | add | remove | weight 1->2 | weight 2->1 | rebuild (new ring + sync) | "
-           "naive rebuild (labels, hash, qsort) | rebuild / max(add, remove) | page faults add / remove |\n"
+    printf("| profile | members | points | add | remove | weight 1->2 | weight 2->1 | rebuild (new "
+           "ring + sync) | "
+           "naive rebuild (labels, hash, qsort) | rebuild / max(add, remove) | page faults add / "
+           "remove |\n"
            "|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int z = 0; z < 3; z++) {
         rows[z] = measure(CHRING_PROFILE_HASH64, sizes[z], reps, true);
@@ -237,9 +243,11 @@ int main(int argc, char **argv)
         const row_t *w = &rows[2];
         double worst = w->ms[OP_ADD] > w->ms[OP_REMOVE] ? w->ms[OP_ADD] : w->ms[OP_REMOVE];
         printf("\n| target (hash64, 1000 x 160) | target | measured |\n|---|---|---|\n");
-        printf("| add one member | <= 2 ms | %.3f ms |\n| remove one member | <= 2 ms | %.3f ms |\n",
-               w->ms[OP_ADD], w->ms[OP_REMOVE]);
-        printf("| full rebuild / slower of add, remove | >= 20 | %.1f |\n", w->ms[OP_REBUILD] / worst);
+        printf(
+            "| add one member | <= 2 ms | %.3f ms |\n| remove one member | <= 2 ms | %.3f ms |\n",
+            w->ms[OP_ADD], w->ms[OP_REMOVE]);
+        printf("| full rebuild / slower of add, remove | >= 20 | %.1f |\n",
+               w->ms[OP_REBUILD] / worst);
         printf("| naive rebuild / slower of add, remove | - | %.1f |\n", w->ms[OP_NAIVE] / worst);
     }
     printf("\n# CSV: %s/publish.csv; load average now %.2f\n", o.out_dir, bench_loadavg());

@@ -29,7 +29,12 @@
 #define MEMBERS 100
 #define WRITER_HZ 100
 
-enum kind { K_CHRING, K_RWLOCK, K_CONTROL, NKINDS };
+enum kind {
+    K_CHRING,
+    K_RWLOCK,
+    K_CONTROL,
+    NKINDS
+};
 static const char *kind_names[NKINDS] = {"chring", "rwlock", "control"};
 
 typedef struct shared {
@@ -147,7 +152,8 @@ static void *writer_main(void *arg)
             break;
         uint64_t t0 = bench_now_ns();
         if (sh->kind == K_CHRING) {
-            int err = present ? chring_remove(sh->ring, victim) : chring_add(sh->ring, victim, 1, NULL);
+            int err =
+                present ? chring_remove(sh->ring, victim) : chring_add(sh->ring, victim, 1, NULL);
             bench_require(err == 0, "writer: %s", chring_strerror(err));
         } else {
             /* The baseline's writer has both rings ready and only swaps the pointer under the
@@ -170,10 +176,10 @@ static void *writer_main(void *arg)
 }
 
 typedef struct result {
-    double mops;        /* million lookups (or control ops) per second, all readers */
-    double cpus;        /* reader CPU time / wall time */
+    double mops;         /* million lookups (or control ops) per second, all readers */
+    double cpus;         /* reader CPU time / wall time */
     double mops_per_cpu; /* million ops per CPU-second */
-    double pub_per_s;   /* writer publishes per second */
+    double pub_per_s;    /* writer publishes per second */
 } result_t;
 
 static result_t run_once(shared_t *sh, enum kind kind, int threads, bool writer, double ms)
@@ -267,11 +273,13 @@ int main(int argc, char **argv)
     double ms;
     FILE *csv;
 
-    bench_parse(argc, argv, &o, "chring-bench-threads: lookup throughput per thread count, with a writer", NULL);
+    bench_parse(argc, argv, &o,
+                "chring-bench-threads: lookup throughput per thread count, with a writer", NULL);
     bench_print_machine("chring-bench-threads");
     maxt = o.max_threads;
     ms = 10 * o.target_ms;
-    printf("# ring %d x 160 (hash64), 16-byte keys; %.0f ms per measurement, median of %d interleaved reps;\n"
+    printf("# ring %d x 160 (hash64), 16-byte keys; %.0f ms per measurement, median of %d "
+           "interleaved reps;\n"
            "# writer: alternately removes and re-adds one member, %d publishes per second\n\n",
            MEMBERS, ms, o.reps, WRITER_HZ);
 
@@ -308,8 +316,9 @@ int main(int argc, char **argv)
     for (int rep = 0; rep < o.reps; rep++)
         for (int i = 0; i < ncfg; i++)
             cfg[i].samples[rep] = run_once(&sh, cfg[i].kind, cfg[i].threads, cfg[i].writer, ms);
-    csv = bench_csv_open(&o, "threads.csv",
-                         "variant,threads,writer,mlookups_per_s,cpus_used,mlookups_per_cpu_s,publishes_per_s");
+    csv = bench_csv_open(
+        &o, "threads.csv",
+        "variant,threads,writer,mlookups_per_s,cpus_used,mlookups_per_cpu_s,publishes_per_s");
     for (int i = 0; i < ncfg; i++) {
         result_t *m = &cfg[i].median;
         m->mops = median_field(cfg[i].samples, o.reps, offsetof(result_t, mops));
@@ -322,43 +331,54 @@ int main(int argc, char **argv)
     fclose(csv);
 
     printf("## lookups per second (millions, all reader threads together)\n\n");
-    printf("| threads | chring | chring + writer | drop | rwlock | rwlock + writer | chring / rwlock | "
+    printf("| threads | chring | chring + writer | drop | rwlock | rwlock + writer | chring / "
+           "rwlock | "
            "control (Mops/s) | CPUs used (chring) | CPUs used (control) | chring M/CPU-s | "
            "chring + writer M/CPU-s | drop per CPU-s |\n"
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int t = 1; t <= maxt; t++) {
-        const config_t *c = find(cfg, ncfg, K_CHRING, t, false), *cw = find(cfg, ncfg, K_CHRING, t, true);
-        const config_t *r = find(cfg, ncfg, K_RWLOCK, t, false), *rw = find(cfg, ncfg, K_RWLOCK, t, true);
+        const config_t *c = find(cfg, ncfg, K_CHRING, t, false),
+                       *cw = find(cfg, ncfg, K_CHRING, t, true);
+        const config_t *r = find(cfg, ncfg, K_RWLOCK, t, false),
+                       *rw = find(cfg, ncfg, K_RWLOCK, t, true);
         const config_t *k = find(cfg, ncfg, K_CONTROL, t, false);
-        printf("| %d | %.1f | %.1f | %.1f%% | %.1f | %.1f | %.1fx | %.0f | %.2f | %.2f | %.1f | %.1f | %.1f%% |\n",
+        printf("| %d | %.1f | %.1f | %.1f%% | %.1f | %.1f | %.1fx | %.0f | %.2f | %.2f | %.1f | "
+               "%.1f | %.1f%% |\n",
                t, c->median.mops, cw->median.mops, 100 * (1 - cw->median.mops / c->median.mops),
                r->median.mops, rw->median.mops, c->median.mops / r->median.mops, k->median.mops,
                c->median.cpus, k->median.cpus, c->median.mops_per_cpu, cw->median.mops_per_cpu,
                100 * (1 - cw->median.mops_per_cpu / c->median.mops_per_cpu));
     }
     if (maxt >= 2) {
-        const config_t *c1 = find(cfg, ncfg, K_CHRING, 1, false), *c2 = find(cfg, ncfg, K_CHRING, 2, false);
+        const config_t *c1 = find(cfg, ncfg, K_CHRING, 1, false),
+                       *c2 = find(cfg, ncfg, K_CHRING, 2, false);
         const config_t *w2 = find(cfg, ncfg, K_CHRING, 2, true);
-        const config_t *r1 = find(cfg, ncfg, K_RWLOCK, 1, false), *r2 = find(cfg, ncfg, K_RWLOCK, 2, false);
-        const config_t *k1 = find(cfg, ncfg, K_CONTROL, 1, false), *k2 = find(cfg, ncfg, K_CONTROL, 2, false);
+        const config_t *r1 = find(cfg, ncfg, K_RWLOCK, 1, false),
+                       *r2 = find(cfg, ncfg, K_RWLOCK, 2, false);
+        const config_t *k1 = find(cfg, ncfg, K_CONTROL, 1, false),
+                       *k2 = find(cfg, ncfg, K_CONTROL, 2, false);
         printf("\n## ratios (same run)\n\n| ratio | target | measured |\n|---|---|---|\n");
-        printf("| chring 2 threads / 1 thread | >= 1.7 | %.2f |\n", c2->median.mops / c1->median.mops);
+        printf("| chring 2 threads / 1 thread | >= 1.7 | %.2f |\n",
+               c2->median.mops / c1->median.mops);
         printf("| chring throughput drop with the writer, 2 threads | <= 10%% | %.1f%% |\n",
                100 * (1 - w2->median.mops / c2->median.mops));
-        printf("| the same drop in lookups per reader CPU-second (the writer's effect on each lookup, "
-               "without the scheduling noise) | <= 10%% | %.1f%% |\n",
-               100 * (1 - w2->median.mops_per_cpu / c2->median.mops_per_cpu));
-        printf("| control (independent work) 2 threads / 1 thread: what the machine allows | - | %.2f |\n",
+        printf(
+            "| the same drop in lookups per reader CPU-second (the writer's effect on each lookup, "
+            "without the scheduling noise) | <= 10%% | %.1f%% |\n",
+            100 * (1 - w2->median.mops_per_cpu / c2->median.mops_per_cpu));
+        printf("| control (independent work) 2 threads / 1 thread: what the machine allows | - | "
+               "%.2f |\n",
                k2->median.mops / k1->median.mops);
         printf("| chring 2-thread scaling / control's | - | %.2f |\n",
                (c2->median.mops / c1->median.mops) / (k2->median.mops / k1->median.mops));
-        printf("| CPUs actually used by 2 chring readers (CPU time / wall) | 2 | %.2f |\n", c2->median.cpus);
+        printf("| CPUs actually used by 2 chring readers (CPU time / wall) | 2 | %.2f |\n",
+               c2->median.cpus);
         printf("| chring lookups per CPU-second, 2 threads / 1 thread | ~1 | %.2f |\n",
                c2->median.mops_per_cpu / c1->median.mops_per_cpu);
         printf("| rwlock 2 threads / 1 thread | - | %.2f |\n", r2->median.mops / r1->median.mops);
         printf("| chring / rwlock at 2 threads | - | %.1f |\n", c2->median.mops / r2->median.mops);
-        printf("| writer publishes per second achieved (chring, 2 threads) | %d | %.0f |\n", WRITER_HZ,
-               w2->median.pub_per_s);
+        printf("| writer publishes per second achieved (chring, 2 threads) | %d | %.0f |\n",
+               WRITER_HZ, w2->median.pub_per_s);
     }
     printf("\n# CSV: %s/threads.csv; load average now %.2f\n", o.out_dir, bench_loadavg());
 
