@@ -82,11 +82,16 @@ for t in $targets; do
     rc=0
     (cd "$work" && nice "$exe" "${args[@]}" ${FUZZ_ARGS:-} corpus >"$work/fuzz.log" 2>&1) || rc=$?
     logs=("$work/fuzz.log")
-    [ "$jobs" -gt 1 ] && logs+=("$work"/fuzz-*.log)
+    stats=("$work/fuzz.log")
+    if [ "$jobs" -gt 1 ]; then
+        # With -jobs each worker logs to fuzz-N.log (the parent's log repeats them at the end).
+        logs+=("$work"/fuzz-*.log)
+        stats=("$work"/fuzz-*.log)
+    fi
     found=$(ls "$work" | grep -E '^(crash|leak|timeout|oom|slow-unit)-' || true)
-    execs=$(cat "${logs[@]}" 2>/dev/null | sed -n 's/^stat::number_of_executed_units: *//p' |
+    execs=$(cat "${stats[@]}" 2>/dev/null | sed -n 's/^stat::number_of_executed_units: *//p' |
         awk '{s += $1} END {print s + 0}')
-    cov=$(cat "${logs[@]}" 2>/dev/null | grep -Eo 'cov: [0-9]+ ft: [0-9]+' | tail -n 1 || true)
+    cov=$(cat "${stats[@]}" 2>/dev/null | grep -Eo 'cov: [0-9]+ ft: [0-9]+' | tail -n 1 || true)
     corpus=$(ls "$work/corpus" | wc -l)
     line="fuzz_$t: ${seconds}s x $jobs, $execs executions, ${cov:-cov: ?}, corpus $corpus files"
     if [ "$rc" -ne 0 ] || [ -n "$found" ]; then
