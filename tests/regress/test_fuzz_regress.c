@@ -83,6 +83,24 @@ Test(regress, murmur3_null_empty_key_is_defined)
     chring_free(&r);
 }
 
+/* Finding 2 (fuzz_api, UBSan, src/snapshot.c): building an fnv16 snapshot put its uint64_t
+ * scratch array right after npoints uint32_t owners, misaligned whenever the nominal point count
+ * is odd (one member of weight 1 at V = 1 is enough): undefined behaviour, a trap on
+ * strict-alignment machines.  Fails in the UBSan build (test_fuzz_regress_ubsan). */
+Test(regress, fnv16_odd_point_count_builds_without_misaligned_access)
+{
+    chring_t *r = ring_of(CHRING_PROFILE_FNV16, 1);
+    cr_assert_eq(chring_add(r, "a", 1, NULL), 0);
+    cr_assert_eq(chring_add(r, "b", 2, NULL), 0);
+    cr_assert_eq(chring_set_weight(r, "a", 2), 0);
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_assert_eq(chring_snap_len(s), 2u);
+    cr_assert_leq(chring_snap_points(s), 4u);
+    cr_assert_eq(chring_snap_check(s), 0);
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
 /* ---- replays of the fuzz model's checks ---------------------------------------------------- */
 
 /* The SPEC §10 worked example through a custom hash: point order, lookups (a point exactly at the
