@@ -1179,6 +1179,52 @@ static void op_acquire(input_t *in)
     }
 }
 
+/* chring_acquire_member: a lease on a member the caller chose, without the capacity check; on a
+ * held snapshot that may be a member removed since. */
+static void op_acquire_member(input_t *in)
+{
+    int slot = take8(in) % LEASES;
+    if (lease_obj[slot] >= 0)
+        op_release_slot(slot, 0);
+    target_t t = take_target(in);
+    uint8_t sel = take8(in);
+    const chring_member_t *m = NULL;
+    int id = -1, in_snapshot = 0;
+    int from = sel % LEASES;
+    if ((sel & 0x80) && lease_obj[from] >= 0) {
+        m = leases[from].member; /* maybe removed, maybe not in this snapshot */
+        id = lease_obj[from];
+        for (size_t j = 0; j < t.m->nmembers; j++)
+            in_snapshot |= t.m->members[j].obj == id;
+    } else if (t.m->nmembers > 0) {
+        size_t i = sel % t.m->nmembers;
+        m = chring_snap_member(t.s, i);
+        id = t.m->members[t.m->by_name[i]].obj;
+        in_snapshot = 1;
+    }
+    note("acquire_member %s into lease %d on %s snapshot",
+         id >= 0 ? show(objs[id].name, objs[id].len) : "(none)", slot,
+         t.is_current ? "the current" : "a held");
+    int rc = chring_acquire_member(ring, t.s, m, &leases[slot]);
+    drop_target(&t);
+    int expect = !m ? -EINVAL : in_snapshot ? 0 : -ENOENT;
+    if (rc != expect)
+        fail("chring_acquire_member = %s, expected %s", err_name(rc), err_name(expect));
+    if (rc != 0) {
+        if (leases[slot].member != NULL)
+            fail("a refused chring_acquire_member did not clear the lease");
+        return;
+    }
+    if (leases[slot].member != m)
+        fail("chring_acquire_member filled the lease with another member");
+    lease_obj[slot] = id;
+    add_to(&objs[id].leases, 1);
+    objs[id].load++;
+    objs[id].acquires++;
+    objs[id].primary++;
+    acquires++;
+}
+
 static void op_release(input_t *in)
 {
     uint8_t s = take8(in);
@@ -1610,8 +1656,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 6: op_lookup(&in); break;
         case 7: op_lookup_n(&in); break;
         case 8: op_bounded(&in); break;
-        case 9:
-        case 10: op_acquire(&in); break;
+        case 9: op_acquire(&in); break;
+        case 10:
+            if (op & 0x10)
+                op_acquire_member(&in);
+            else
+                op_acquire(&in);
+            break;
         case 11: op_release(&in); break;
         case 12:
             if (op & 0x10)

@@ -45,6 +45,9 @@ def lookup_n(k, n): return bytes([7, 0]) + k + bytes([n])
 def bounded(k, balance, loads): return bytes([8, 0]) + k + bytes([balance]) + bytes(loads)
 def acquire(slot, k): return bytes([9, slot]) + k
 def release(slot): return bytes([11, slot])
+def acquire_member(slot, sel, held=None):
+    t = 0 if held is None else (3 | (held << 2))
+    return bytes([0x1a, slot, t, sel])
 def release_twice(slot): return bytes([11, slot | 0xc0])
 def hold(slot): return bytes([0x0c, slot])
 def put(slot): return bytes([0x1c, slot])
@@ -93,6 +96,11 @@ seeds = {
     "bad-configurations": hdr(0, 4, buckets=1)
         + b"".join(bad(15 | (k << 4)) + bytes([k]) for k in range(16))
         + b"".join(bad(15 | (4 << 4)) + bytes([k]) for k in range(8)),
+    # Leases on chosen members: live, removed but listed by a held snapshot, not in the snapshot.
+    "acquire-member": hdr(0, 3) + add(A) + add(B) + add(C) + acquire_member(0, 1) + hold(0)
+        + remove(B) + acquire_member(1, 1, held=0) + acquire_member(2, 0x81)
+        + acquire_member(3, 0x81, held=0) + acquire(4, key(1)) + release(1) + put(0)
+        + quiesce() + release(3) + quiesce(),
     "custom16-collisions": hdr(4, 3, cbits=2, garbage=1, buckets=3) + add(A) + add(B) + add(C)
         + add(XH) + b"".join(acquire(i, key(i)) for i in range(10)) + remove(B) + hold(2)
         + b"".join(release(i) for i in range(5)) + moved(2) + put(2),
