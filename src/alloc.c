@@ -57,13 +57,13 @@ void chring__free(void *p)
  * allocator needs no aligned variant. */
 void *chring__alloc_aligned(size_t size)
 {
-    if (size > SIZE_MAX - CHRING_CACHELINE - sizeof(void *))
+    if (size > SIZE_MAX - CHRING_DESTRUCTIVE - sizeof(void *))
         return NULL;
-    char *raw = chring__alloc(size + CHRING_CACHELINE + sizeof(void *));
+    char *raw = chring__alloc(size + CHRING_DESTRUCTIVE + sizeof(void *));
     if (raw == NULL)
         return NULL;
-    uintptr_t at = ((uintptr_t)(raw + sizeof(void *)) + CHRING_CACHELINE - 1) &
-                   ~(uintptr_t)(CHRING_CACHELINE - 1);
+    uintptr_t at = ((uintptr_t)(raw + sizeof(void *)) + CHRING_DESTRUCTIVE - 1) &
+                   ~(uintptr_t)(CHRING_DESTRUCTIVE - 1);
     ((void **)at)[-1] = raw;
     return (void *)at;
 }

@@ -64,6 +64,10 @@ extern char chring__tsan_grace_token;
 #endif
 
 #define CHRING_CACHELINE 64
+/* Written-by-one-thread lines that others read or write sit this far apart: Intel's adjacent-line
+ * prefetcher fetches 64-byte lines in 128-byte aligned pairs, so neighbours 64 bytes apart still
+ * bounce between cores together. */
+#define CHRING_DESTRUCTIVE 128
 #define CHRING_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CHRING_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -144,7 +148,7 @@ struct chring_shard {
     uint64_t acquired; /* statistics */
     uint64_t spills;
     uint64_t saturated;
-    char pad_[CHRING_CACHELINE - 4 * sizeof(uint64_t)];
+    char pad_[CHRING_DESTRUCTIVE - 4 * sizeof(uint64_t)];
 };
 
 struct chring {
@@ -166,7 +170,7 @@ struct chring {
 void *chring__alloc(size_t size);
 void *chring__calloc(size_t n, size_t size);
 void chring__free(void *p);
-void *chring__alloc_aligned(size_t size); /* CHRING_CACHELINE-aligned, freed with _free_aligned */
+void *chring__alloc_aligned(size_t size); /* CHRING_DESTRUCTIVE-aligned, freed with _free_aligned */
 void chring__free_aligned(void *p);
 
 /* hash.c / profile.c */

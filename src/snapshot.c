@@ -556,14 +556,16 @@ static chring_snap_t *build_full(const chring_snap_t *shape, chring_member_t *co
     }
     identity_slots(s);
 
+    /* 64-bit arrays first, then the 32-bit ones: every array stays aligned. */
     uint64_t *tpos = (uint64_t *)(void *)scratch;
-    uint32_t *towner = (uint32_t *)(void *)(tpos + npoints);
+    bool fnv16 = shape->profile == CHRING_PROFILE_FNV16;
+    uint64_t *start = tpos + npoints;                                      /* fnv16 only */
+    uint32_t *towner = (uint32_t *)(void *)(start + (fnv16 ? nmembers : 0));
+    uint32_t *order = towner + npoints;                                    /* fnv16 only */
 
-    if (shape->profile == CHRING_PROFILE_FNV16) {
+    if (fnv16) {
         /* Raw positions in name order into the scratch, then placed member by member in join
          * order, each member's points in index order; a position already taken is skipped. */
-        uint64_t *start = (uint64_t *)(void *)(towner + npoints);
-        uint32_t *order = (uint32_t *)(void *)(start + nmembers);
         uint64_t at = 0;
         for (size_t j = 0; j < nmembers; j++) {
             uint64_t count = chring__profile_points(shape, weights[j], nmembers, total_weight);
