@@ -126,11 +126,13 @@ static void *worker_main(void *arg)
 }
 
 /* ns per operation per thread (wall time), averaged over the threads; *cpu_ns the same in thread
- * CPU time, which leaves out the time a thread waited for a core. */
-static double run_once(shared_t *sh, enum kind kind, int threads, double ms, double *cpu_ns)
+ * CPU time, which leaves out the time a thread waited for a core; *cpus the CPUs the threads got
+ * (CPU time / wall time, summed): near the thread count only if they really ran in parallel. */
+static double run_once(shared_t *sh, enum kind kind, int threads, double ms, double *cpu_ns,
+                       double *cpus)
 {
     worker_t wk[64];
-    double ns = 0, cpu = 0;
+    double ns = 0, cpu = 0, used = 0;
 
     sh->kind = kind;
     atomic_store(&sh->ready, 0);
@@ -154,8 +156,10 @@ static double run_once(shared_t *sh, enum kind kind, int threads, double ms, dou
         pthread_join(wk[t].tid, NULL);
         ns += (double)wk[t].wall_ns / (double)wk[t].ops;
         cpu += (double)wk[t].cpu_ns / (double)wk[t].ops;
+        used += (double)wk[t].cpu_ns / (double)wk[t].wall_ns;
     }
     *cpu_ns = cpu / threads;
+    *cpus = used;
     return ns / threads;
 }
 
@@ -164,6 +168,8 @@ typedef struct config {
     int threads;
     double *samples;
     double *cpu_samples;
+    double *cpus_samples;
+    double cpus;
     double ns;
     double cpu_ns;
     double spill_rate;
@@ -202,6 +208,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < ncfg; i++) {
         cfg[i].samples = calloc((size_t)o.reps, sizeof(double));
         cfg[i].cpu_samples = calloc((size_t)o.reps, sizeof(double));
+        cfg[i].cpus_samples = calloc((size_t)o.reps, sizeof(double));
     }
 
     fprintf(stderr, "acquire: %d configurations x %d reps x %.0f ms...\n", ncfg, o.reps, ms);
@@ -209,8 +216,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < ncfg; i++) {
             chring_stats_t a, b;
             chring_stats(sh.ring, &a);
-            cfg[i].samples[rep] =
-                run_once(&sh, cfg[i].kind, cfg[i].threads, ms, &cfg[i].cpu_samples[rep]);
+            cfg[i].samples[rep] = run_once(&sh, cfg[i].kind, cfg[i].threads, ms,
+                                           &cfg[i].cpu_samples[rep], &cfg[i].cpus_samples[rep]);
             chring_stats(sh.ring, &b);
             if (rep == 0 && b.acquires > a.acquires) {
                 cfg[i].spill_rate =
@@ -228,13 +235,14 @@ int main(int argc, char **argv)
 
     csv = bench_csv_open(&o, "acquire.csv",
                          "variant,threads,ns_per_op,ratio_to_lookup,cpu_ns_per_op,cpu_ratio_to_"
-                         "lookup,spill_rate,saturated_rate");
+                         "lookup,spill_rate,saturated_rate,cpus_used");
     printf("| operation | threads | ns per op per thread (wall) | x plain lookup | CPU ns per op | "
-           "x plain lookup (CPU) | spills | saturated |\n"
-           "|---|---|---|---|---|---|---|---|\n");
+           "x plain lookup (CPU) | spills | saturated | CPUs used |\n"
+           "|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < ncfg; i++) {
         cfg[i].ns = bench_median(cfg[i].samples, (size_t)o.reps);
         cfg[i].cpu_ns = bench_median(cfg[i].cpu_samples, (size_t)o.reps);
+        cfg[i].cpus = bench_median(cfg[i].cpus_samples, (size_t)o.reps);
     }
     for (int i = 0; i < ncfg; i++) {
         double lookup_ns = 0, lookup_cpu = 0;
@@ -243,13 +251,13 @@ int main(int argc, char **argv)
                 lookup_ns = cfg[j].ns;
                 lookup_cpu = cfg[j].cpu_ns;
             }
-        printf("| %s | %d | %.1f | %.2f | %.1f | %.2f | %.1f%% | %.2f%% |\n",
+        printf("| %s | %d | %.1f | %.2f | %.1f | %.2f | %.1f%% | %.2f%% | %.2f |\n",
                kind_desc[cfg[i].kind], cfg[i].threads, cfg[i].ns, cfg[i].ns / lookup_ns,
                cfg[i].cpu_ns, cfg[i].cpu_ns / lookup_cpu, 100 * cfg[i].spill_rate,
-               100 * cfg[i].saturated_rate);
-        fprintf(csv, "%s,%d,%.2f,%.3f,%.2f,%.3f,%.4f,%.4f\n", kind_names[cfg[i].kind],
+               100 * cfg[i].saturated_rate, cfg[i].cpus);
+        fprintf(csv, "%s,%d,%.2f,%.3f,%.2f,%.3f,%.4f,%.4f,%.3f\n", kind_names[cfg[i].kind],
                 cfg[i].threads, cfg[i].ns, cfg[i].ns / lookup_ns, cfg[i].cpu_ns,
-                cfg[i].cpu_ns / lookup_cpu, cfg[i].spill_rate, cfg[i].saturated_rate);
+                cfg[i].cpu_ns / lookup_cpu, cfg[i].spill_rate, cfg[i].saturated_rate, cfg[i].cpus);
     }
     fclose(csv);
     printf("\ntarget: acquire + release <= 3 x a plain lookup; CPU time (wall time):\n"
@@ -264,6 +272,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < ncfg; i++) {
         free(cfg[i].samples);
         free(cfg[i].cpu_samples);
+        free(cfg[i].cpus_samples);
     }
     free((void *)sh.keys);
     return 0;
