@@ -269,6 +269,15 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
             return -E2BIG;
     }
 
+    /* A repeated name is bad input visible in the arguments: find it before allocating when the
+     * batch is small (a pairwise scan); a large batch finds it in its sorted copy below. */
+    if (n <= 64) {
+        for (size_t a = 1; a < n; a++)
+            for (size_t b = 0; b < a; b++)
+                if (strcmp(changes[a].name, changes[b].name) == 0)
+                    return -EINVAL;
+    }
+
     struct change_ref *sorted = NULL;
     if (n > 0) {
         sorted = chring__calloc(n, sizeof *sorted);
