@@ -3,10 +3,11 @@
  *
  * Design note.
  * - A snapshot is one allocation: its header, the members sorted by name with their weights and
- *   point counts, the points sorted by (position, member index) and a prefix-bucket index.  The
- *   member order is the name order, so sorting points by member index breaks position ties by
- *   name, which makes the ring a pure function of the membership (Karger et al. 1997); only the
- *   fnv16 profile, which skips taken positions in join order, depends on history, as SPEC §2 says.
+ *   point counts, the slot table, the points sorted by (position, member name) and a
+ *   prefix-bucket index.  Breaking position ties by name makes the ring a pure function of the
+ *   membership (Karger et al. 1997); only the fnv16 profile, which skips taken positions in join
+ *   order, depends on history, as SPEC §2 says.  A point names its member by slot, which a member
+ *   keeps across snapshots, so a publish can copy unchanged points verbatim (build_merge).
  * - Reference counts (shared/notes/lifetime.md): a snapshot is born with one reference, owned by
  *   the ring's published pointer and dropped by an RCU callback after the grace period that
  *   follows its replacement; chring_snap_hold adds one.  A snapshot holds one reference (the high
@@ -164,12 +165,6 @@ static int name_cmp(const char *a, size_t alen, const char *b, size_t blen)
     if (c != 0)
         return c;
     return (alen > blen) - (alen < blen);
-}
-
-/* Points of a member of a mergeable profile: vnodes * weight. */
-static uint64_t shape_points(const chring_snap_t *shape, uint32_t weight)
-{
-    return (uint64_t)shape->vnodes * weight;
 }
 
 struct layout {
@@ -415,7 +410,7 @@ static chring_snap_t *build_merge(const chring_snap_t *shape, const chring_snap_
             } else {
                 drop[slot_of[j]] = 1; /* re-weighted: its points are generated afresh */
                 gone += prev->member_points[ia];
-                fresh += (size_t)shape_points(shape, weights[j]);
+                fresh += (size_t)chring__profile_points(shape, weights[j], nmembers, total_weight);
             }
             ia++;
             continue;
@@ -425,7 +420,7 @@ static chring_snap_t *build_merge(const chring_snap_t *shape, const chring_snap_
         while (free_cursor < prev->nslots && prev->slot_member[free_cursor] != NULL)
             free_cursor++;
         slot_of[j] = free_cursor < prev->nslots ? (uint32_t)free_cursor++ : (uint32_t)nslots++;
-        fresh += (size_t)shape_points(shape, weights[j]);
+        fresh += (size_t)chring__profile_points(shape, weights[j], nmembers, total_weight);
     }
 
     size_t npoints = kept + fresh;
@@ -465,7 +460,7 @@ static chring_snap_t *build_merge(const chring_snap_t *shape, const chring_snap_
             s->member_points[j] = prev->member_points[prev->slot_rank[slot]];
             continue;
         }
-        uint64_t count = shape_points(shape, weights[j]);
+        uint64_t count = chring__profile_points(shape, weights[j], nmembers, total_weight);
         chring__profile_positions(shape, members[j]->name, members[j]->name_len, weights[j],
                                   nmembers, total_weight, count, fpos + at);
         for (uint64_t i = 0; i < count; i++) {
