@@ -1,5 +1,5 @@
 /* chring-bench-acquire: the cost of chring_acquire + chring_release against a plain lookup
- * measured in the same run (issue 7, item 4): 1 thread, 2 threads on distinct keys, 2 threads on
+ * measured in the same run (docs/bench.md §4): 1 thread, 2 threads on distinct keys, 2 threads on
  * one hot key, and a proxy-like pattern that keeps 64 leases in flight per thread.
  *
  * SPDX-License-Identifier: MIT

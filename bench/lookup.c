@@ -1,5 +1,6 @@
 /* chring-bench-lookup: ns per lookup against ring size, key length and profile, with the
- * baselines a user would otherwise pick, measured in the same run (issue 7, items 1, 2 and 7).
+ * baselines a user would otherwise pick, measured in the same run (docs/bench.md §1, 2 and the
+ * plot).
  *
  * SPDX-License-Identifier: MIT
  *

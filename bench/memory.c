@@ -1,4 +1,4 @@
-/* chring-bench-memory: the library's memory per point against ring size (issue 7, item 6),
+/* chring-bench-memory: the library's memory per point against ring size (docs/bench.md §6),
  * counted through chring_set_allocator.
  *
  * SPDX-License-Identifier: MIT

@@ -1,4 +1,4 @@
-/* chring-bench-publish: publish latency against ring size (issue 7, item 5): add one member,
+/* chring-bench-publish: publish latency against ring size (docs/bench.md §5): add one member,
  * remove one member, change one weight, against a full rebuild measured in the same run.
  *
  * SPDX-License-Identifier: MIT

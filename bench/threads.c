@@ -1,5 +1,5 @@
 /* chring-bench-threads: lookup throughput per thread count, with and without a writer thread
- * publishing 100 membership changes per second (issue 7, item 3), against the same ring behind a
+ * publishing 100 membership changes per second (docs/bench.md §3), against the same ring behind a
  * pthread_rwlock_t, and a control loop of trivial independent work that shows how far this machine
  * can scale at all.
  *

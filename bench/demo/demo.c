@@ -479,8 +479,8 @@ static void run_pass(int mode)
  * ------------------------------------------------------------------------------------------- */
 
 /* The most requests a worker's acquire can count as in flight: its other QUEUE - 1 slots busy, the
- * other workers' QUEUE slots each, and (SPEC §3 lets m be off by the operations in flight) one
- * request in flight per other worker. */
+ * other workers' QUEUE slots each, and (docs/design.md §3 lets m be off by the operations in
+ * flight) one request in flight per other worker. */
 static uint64_t max_inflight(void)
 {
     return (uint64_t)nworkers * (QUEUE + 1) - 2;
