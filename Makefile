@@ -40,31 +40,22 @@ test:
 	@scripts/test.sh $(BUILD) $(MESON_ARGS)
 
 demo: build
-	@if [ -x $(BUILD)/bench/demo/chring-demo ]; then \
-		$(BUILD)/bench/demo/chring-demo $(DEMO_ARGS); \
-	else \
-		echo "make demo: $(BUILD)/bench/demo/chring-demo was not built (no bench/demo/ yet, or -Dbench=false)"; \
-		exit 1; \
-	fi
+	@test -x $(BUILD)/bench/demo/chring-demo || \
+		{ echo "make demo: $(BUILD)/bench/demo/chring-demo was not built (-Dbench=false)"; exit 1; }
+	@$(BUILD)/bench/demo/chring-demo $(DEMO_ARGS)
 
 bench: build
 	meson test -C $(BUILD) --benchmark --verbose --logbase benchlog
 
 fuzz:
-	@if [ -f fuzz/run.sh ]; then \
-		bash fuzz/run.sh; \
-	else \
-		echo "make fuzz: there is no fuzz/run.sh yet"; \
-		exit 1; \
-	fi
+	@bash fuzz/run.sh
 
 install: build
 	@if [ -n "$(PREFIX)" ]; then meson configure $(BUILD) -Dprefix=$(PREFIX); fi
 	meson install -C $(BUILD) $(if $(DESTDIR),--destdir $(DESTDIR))
 
 format:
-	@files=$$(for d in $(FORMAT_DIRS); do [ -d $$d ] && find $$d -name '*.[ch]' -o -name '*.cpp'; done); \
-	if [ -n "$$files" ]; then clang-format -i $$files; fi
+	@clang-format -i $$(find $(FORMAT_DIRS) -name '*.[ch]' -o -name '*.cpp')
 
 clean:
 	rm -rf $(BUILD)

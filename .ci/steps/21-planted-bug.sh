@@ -13,12 +13,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 scripts/deps.sh gcc clang libclang-rt-14-dev liburcu-dev libck-dev libxxhash-dev libmd-dev \
-    zlib1g-dev meson ninja-build pkg-config
+    zlib1g-dev meson ninja-build pkg-config libcriterion-dev
 
 cap=${CHRING_PLANTED_CAP:-60}
 per_run=${CHRING_PLANTED_RUN:-4}
 tsan_cc=${CHRING_TSAN_CC:-clang}
-areas=(-Donly=tests/stress -Dtests=true -Dbench=false -Dexamples=false -Dtools=false -Dfuzz=false)
+# As in step 20: the test areas are configured, only the torture test is built.
+areas=(-Dtests=true -Dbench=false -Dexamples=false -Dtools=false -Dfuzz=false)
 
 setup() { # DIR CC MESON_OPTION...
     local dir=$1 cc=$2
