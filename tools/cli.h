@@ -1,4 +1,5 @@
-/* chring command engine: the protocol of the `chring` tool (SPEC §7) without any I/O policy.
+/* chring command engine: the protocol of the `chring` tool (docs/design.md §7) without any I/O
+ * policy.
  *
  * SPDX-License-Identifier: MIT
  *
@@ -32,8 +33,8 @@ typedef struct chring_cli_options {
     const char *profile; /* a profile name (hash64, murmur32, fnv32, fnv16, xxh3, ketama, nginx);
                             NULL means hash64 */
     uint32_t vnodes;     /* points per unit of weight; 0 means the default (160) */
-    double balance;      /* c of BOUNDED and ACQUIRE; 0 (or NaN, or negative) means the default
-                            1.25; other values below 1 act as 1 (SPEC §3) */
+    double balance;      /* c of BOUNDED and ACQUIRE; 0 (or NaN, or negative) means the
+                            default 1.25; other values below 1 act as 1 (docs/design.md §3) */
 } chring_cli_options_t;
 
 /* Creates an engine with an empty pool.  opt NULL means every default.  Returns 0 and sets *out,
@@ -49,6 +50,10 @@ void chring_cli_free(chring_cli_t *cli);
  * is answered "ERR <reason>".  Blank lines and lines whose first non-blank byte is '#' produce no
  * output.  Does not flush out.  The commands and answers are documented in docs/cli.md. */
 void chring_cli_exec(chring_cli_t *cli, const char *line, size_t len, FILE *out);
+
+/* Writes the command summary of `chring --help` to out: one line per command (a line may name
+ * two), each starting with two spaces and ending in '\n'.  Does not flush out. */
+void chring_cli_usage(FILE *out);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
-/* chring: the command-line tool (SPEC §7).  Options, input and output; the commands themselves
- * live in cli.c.
+/* chring: the command-line tool (docs/design.md §7).  Options, input and output; the commands
+ * themselves live in the command engine (cli.h).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -17,28 +17,15 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char usage_text[] =
+/* --help: these lines, the engine's list of commands (chring_cli_usage), then the last line. */
+static const char usage_head[] =
     "usage: chring [--profile P] [--vnodes N] [--balance C] [FILE...]\n"
     "Reads commands from FILEs or stdin (-), one per line; answers each on stdout.\n"
     "  --profile P  hash64 (default) murmur32 fnv32 fnv16 xxh3 ketama nginx\n"
     "  --vnodes N   points per unit of weight (default 160; ketama, nginx ignore it)\n"
     "  --balance C  bounded-load factor of BOUNDED and ACQUIRE (default 1.25)\n"
-    "Commands (any case; blank lines and # comments are ignored)         answer\n"
-    "  POOL n1 n2 ...      pool := these names, weight 1, in this order  OK\n"
-    "  ADD n.. / REMOVE n.. join / leave (unknown, repeated: ignored)    OK\n"
-    "  LOOKUP <key>        owner of key (the rest of the line)           name | EMPTY\n"
-    "  HASH <s>            the profile's hash of s (rest of the line)    decimal\n"
-    "  RING                every point, in ring order                   <hash>:<name>\n"
-    "  DIST                each member, in pool order     <name> points=<p> share=<x>\n"
-    "  SNAP <n>            record owners of key0..key<n-1>: ring, mod    OK\n"
-    "  MOVED               keys whose owner changed since SNAP    ring=<x> mod=<y>\n"
-    "  WEIGHT <name> <w>   set a member's weight                         OK\n"
-    "  LOAD <name> <n>     set the load BOUNDED sees for a member        OK\n"
-    "  BOUNDED <key>       owner with bounded loads (LOAD values)        name | EMPTY\n"
-    "  ACQUIRE <key>       place it on the built-in counters <name> <lease> | EMPTY\n"
-    "  RELEASE <lease>     release a lease                               OK\n"
-    "  REPLICAS <key> <n>  n distinct owners clockwise             names... | EMPTY\n"
-    "  STATS / VERSION     ring and member counters / snapshot version\n"
+    "Commands (any case; blank lines and # comments are ignored)         answer\n";
+static const char usage_tail[] =
     "Bad lines answer ERR <reason>.  Exit 0 unless input could not be read.\n";
 
 /* Reads lines from fd and hands each to the engine, flushing stdout after every answer.
@@ -124,7 +111,7 @@ static void bad_usage(const char *fmt, const char *what)
 
 int main(int argc, char **argv)
 {
-    chring_cli_options_t opt = { .profile = NULL, .vnodes = 0, .balance = 0 };
+    chring_cli_options_t opt = {.profile = NULL, .vnodes = 0, .balance = 0};
     const char *vnodes_text = NULL;
     int first_file = argc;
     for (int i = 1; i < argc; i++) {
@@ -135,7 +122,9 @@ int main(int argc, char **argv)
             break;
         }
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            fputs(usage_text, stdout);
+            fputs(usage_head, stdout);
+            chring_cli_usage(stdout);
+            fputs(usage_tail, stdout);
             return 0;
         }
         if (strcmp(arg, "--version") == 0) {
@@ -165,7 +154,8 @@ int main(int argc, char **argv)
     }
 
     if (vnodes_text) {
-        /* ketama and nginx fix their own point counts and accept any value (SPEC 2.1). */
+        /* ketama and nginx fix their own point counts and accept any value (docs/design.md
+         * §2.1). */
         chring_profile_t profile = CHRING_PROFILE_HASH64;
         if (opt.profile)
             chring_profile_parse(opt.profile, &profile);
