@@ -8,7 +8,7 @@
  * SPDX-License-Identifier: MIT
  */
 #define _POSIX_C_SOURCE 200809L
-#include "lb.h"
+#include "members.h"
 
 #include <chring.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * SPDX-License-Identifier: MIT
  */
 #define _POSIX_C_SOURCE 200809L
-#include "lb.h"
+#include "members.h"
 
 #include <chring.h>
 #include <ctype.h>
@@ -133,7 +133,8 @@ int lb_entries_read_file(lb_entries_t *es, const char *path, char *msg, size_t m
         if (hash)
             *hash = '\0';
         char *save = NULL;
-        for (char *tok = strtok_r(line, " \t\r\n", &save); tok; tok = strtok_r(NULL, " \t\r\n", &save)) {
+        for (char *tok = strtok_r(line, " \t\r\n", &save); tok;
+             tok = strtok_r(NULL, " \t\r\n", &save)) {
             const char *err = NULL;
             if (lb_entries_put(es, tok, &err) < 0) {
                 snprintf(msg, msgcap, "%s:%u: '%s': %s", path, lineno, tok, err);

@@ -1,0 +1,263 @@
+/* chring-lb: the command-line options and their defaults.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#define _GNU_SOURCE
+#include "lb.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct lb_config lb_cfg;
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: chring-lb [options] --backend HOST:PORT[=WEIGHT]... | --members FILE\n"
+        "  --listen HOST:PORT        listen address (default 127.0.0.1:8080)\n"
+        "  --threads N               worker threads (default: one per core)\n"
+        "  --backend HOST:PORT[=W]   a backend (repeatable); its member name is HOST:PORT as "
+        "written\n"
+        "  --members FILE            backends, one HOST:PORT[=W] per line, '#' comments;\n"
+        "                            re-read on SIGHUP and applied with chring_sync\n"
+        "  --key path|header:NAME|query:NAME   routing key (default path)\n"
+        "  --key-prefix N            route by the key's first N bytes\n"
+        "  --profile NAME            hash64 (default), xxh3, murmur32, fnv32, fnv16, ketama, "
+        "nginx\n"
+        "  --vnodes N                points per unit of weight (default 160)\n"
+        "  --balance C               bounded-load factor c (default 1.25)\n"
+        "  --backend-timeout SECS    connect/read timeout towards backends (default 3)\n"
+        "  --client-timeout SECS     idle timeout of client connections (default 15)\n"
+        "  --fail-timeout SECS       after a failure, send a backend's keys to their next replica\n"
+        "                            for this long without trying it (default 1; 0: off)\n"
+        "  --max-headers BYTES       largest request header block (default 8192)\n"
+        "  --max-body BYTES          largest request body, buffered (default 16777216)\n"
+        "  --max-idle N              idle backend connections per backend per thread (default 64)\n"
+        "  --verbose                 log retries and retirements\n"
+        "GET /_chring/stats answers the ring's and every member's statistics as JSON.\n");
+}
+
+/* Prints "chring-lb: <message>" on standard error.  Returns -1 for the caller to return. */
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...)
+{
+    char *msg = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    va_end(ap);
+    fprintf(stderr, "chring-lb: %s\n", msg ? msg : "out of memory");
+    free(msg);
+    return -1;
+}
+
+/* Seconds, at most a day: above 0, or 0 too when zero_ok.  Returns 0 / -1. */
+static int parse_seconds(const char *s, bool zero_ok, double *out)
+{
+    char *end;
+    double d = strtod(s, &end);
+    if (*end || !(zero_ok ? d >= 0 : d > 0) || d > 86400)
+        return -1;
+    *out = d;
+    return 0;
+}
+
+static int parse_timeval(const char *s, struct timeval *tv)
+{
+    double d;
+    if (parse_seconds(s, false, &d) < 0)
+        return -1;
+    tv->tv_sec = (time_t)d;
+    tv->tv_usec = (suseconds_t)((d - (double)tv->tv_sec) * 1e6);
+    return 0;
+}
+
+static int parse_size(const char *s, size_t *out, size_t lo, size_t hi)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || s[0] == '-' || v < lo || v > hi)
+        return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+static int parse_key(const char *arg)
+{
+    if (strcmp(arg, "path") == 0) {
+        lb_cfg.key_kind = KEY_PATH;
+    } else if (strncmp(arg, "header:", 7) == 0 && arg[7]) {
+        lb_cfg.key_kind = KEY_HEADER;
+        lb_cfg.key_name = arg + 7;
+    } else if (strncmp(arg, "query:", 6) == 0 && arg[6]) {
+        lb_cfg.key_kind = KEY_QUERY;
+        lb_cfg.key_name = arg + 6;
+    } else {
+        return bad("--key: path, header:NAME or query:NAME");
+    }
+    return 0;
+}
+
+static void set_defaults(void)
+{
+    snprintf(lb_cfg.listen_host, sizeof lb_cfg.listen_host, "127.0.0.1");
+    lb_cfg.listen_port = 8080;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    lb_cfg.threads = ncpu > 0 ? (unsigned)ncpu : 1;
+    lb_cfg.key_kind = KEY_PATH;
+    lb_cfg.profile = CHRING_PROFILE_HASH64;
+    lb_cfg.vnodes = CHRING_DEFAULT_VNODES;
+    lb_cfg.balance = CHRING_DEFAULT_BALANCE;
+    lb_cfg.backend_timeout = (struct timeval){3, 0};
+    lb_cfg.client_timeout = (struct timeval){15, 0};
+    lb_cfg.max_headers = 8192;
+    lb_cfg.max_body = 16u << 20;
+    lb_cfg.max_idle = 64;
+    lb_cfg.high_water = 256u << 10;
+    lb_cfg.fail_timeout_ms = 1000;
+}
+
+enum {
+    O_LISTEN = 256,
+    O_THREADS,
+    O_BACKEND,
+    O_MEMBERS,
+    O_KEY,
+    O_KEYPREFIX,
+    O_PROFILE,
+    O_VNODES,
+    O_BALANCE,
+    O_BTIMEOUT,
+    O_CTIMEOUT,
+    O_FAILTIMEOUT,
+    O_MAXHDR,
+    O_MAXBODY,
+    O_MAXIDLE,
+    O_VERBOSE,
+    O_HELP
+};
+
+static const struct option opts[] = {
+    {"listen", required_argument, 0, O_LISTEN},
+    {"threads", required_argument, 0, O_THREADS},
+    {"backend", required_argument, 0, O_BACKEND},
+    {"members", required_argument, 0, O_MEMBERS},
+    {"key", required_argument, 0, O_KEY},
+    {"key-prefix", required_argument, 0, O_KEYPREFIX},
+    {"profile", required_argument, 0, O_PROFILE},
+    {"vnodes", required_argument, 0, O_VNODES},
+    {"balance", required_argument, 0, O_BALANCE},
+    {"backend-timeout", required_argument, 0, O_BTIMEOUT},
+    {"client-timeout", required_argument, 0, O_CTIMEOUT},
+    {"fail-timeout", required_argument, 0, O_FAILTIMEOUT},
+    {"max-headers", required_argument, 0, O_MAXHDR},
+    {"max-body", required_argument, 0, O_MAXBODY},
+    {"max-idle", required_argument, 0, O_MAXIDLE},
+    {"verbose", no_argument, 0, O_VERBOSE},
+    {"help", no_argument, 0, O_HELP},
+    {0, 0, 0, 0},
+};
+
+/* Applies one option.  Returns 0 / -1 (reported). */
+static int parse_option(int c, const char *arg)
+{
+    size_t v;
+    double d;
+    const char *err;
+    switch (c) {
+    case O_LISTEN: {
+        uint16_t port;
+        if (lb_split_hostport(arg, lb_cfg.listen_host, sizeof lb_cfg.listen_host, &port) < 0)
+            return bad("--listen %s: expected HOST:PORT", arg);
+        lb_cfg.listen_port = port;
+        return 0;
+    }
+    case O_THREADS:
+        if (parse_size(arg, &v, 1, 256) < 0)
+            return bad("--threads: 1..256");
+        lb_cfg.threads = (unsigned)v;
+        return 0;
+    case O_BACKEND:
+        if (lb_entries_put(&lb_cfg.static_entries, arg, &err) < 0)
+            return bad("--backend %s: %s", arg, err);
+        return 0;
+    case O_MEMBERS: lb_cfg.members_file = arg; return 0;
+    case O_KEY: return parse_key(arg);
+    case O_KEYPREFIX:
+        if (parse_size(arg, &lb_cfg.key_prefix, 1, 1u << 20) < 0)
+            return bad("--key-prefix: a positive number of bytes");
+        return 0;
+    case O_PROFILE:
+        if (chring_profile_parse(arg, &lb_cfg.profile) < 0 ||
+            lb_cfg.profile == CHRING_PROFILE_CUSTOM)
+            return bad("--profile %s: unknown", arg);
+        return 0;
+    case O_VNODES:
+        if (parse_size(arg, &v, 1, CHRING_POINTS_MAX) < 0)
+            return bad("--vnodes: 1..%u", CHRING_POINTS_MAX);
+        lb_cfg.vnodes = (uint32_t)v;
+        return 0;
+    case O_BALANCE: {
+        char *end;
+        lb_cfg.balance = strtod(arg, &end);
+        if (*end || !isfinite(lb_cfg.balance) || lb_cfg.balance < 1)
+            return bad("--balance: a number >= 1");
+        return 0;
+    }
+    case O_BTIMEOUT:
+        if (parse_timeval(arg, &lb_cfg.backend_timeout) < 0)
+            return bad("--backend-timeout: seconds > 0");
+        return 0;
+    case O_CTIMEOUT:
+        if (parse_timeval(arg, &lb_cfg.client_timeout) < 0)
+            return bad("--client-timeout: seconds > 0");
+        return 0;
+    case O_FAILTIMEOUT:
+        if (parse_seconds(arg, true, &d) < 0)
+            return bad("--fail-timeout: seconds >= 0");
+        lb_cfg.fail_timeout_ms = (int64_t)(d * 1000);
+        return 0;
+    case O_MAXHDR:
+        if (parse_size(arg, &lb_cfg.max_headers, 256, 1u << 20) < 0)
+            return bad("--max-headers: 256..1048576");
+        return 0;
+    case O_MAXBODY:
+        if (parse_size(arg, &lb_cfg.max_body, 0, (size_t)1 << 31) < 0)
+            return bad("--max-body: 0..2147483648");
+        return 0;
+    case O_MAXIDLE:
+        if (parse_size(arg, &v, 0, 100000) < 0)
+            return bad("--max-idle: 0..100000");
+        lb_cfg.max_idle = (unsigned)v;
+        return 0;
+    case O_VERBOSE: lb_cfg.verbose = true; return 0;
+    case O_HELP: usage(stdout); exit(0);
+    default: usage(stderr); return -1;
+    }
+}
+
+int lb_config_parse(int argc, char **argv)
+{
+    set_defaults();
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
+        if (parse_option(c, optarg) < 0)
+            return -1;
+    if (optind < argc)
+        return bad("unexpected argument '%s'", argv[optind]);
+    if (lb_cfg.static_entries.n == 0 && !lb_cfg.members_file) {
+        bad("no backends: give --backend or --members");
+        usage(stderr);
+        return -1;
+    }
+    return 0;
+}

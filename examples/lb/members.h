@@ -1,0 +1,36 @@
+/* chring-lb: "host:port[=weight]" entries and members files, shared by chring-lb and
+ * chring-lb-expect.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef CHRING_LB_MEMBERS_H
+#define CHRING_LB_MEMBERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One "host:port[=weight]" entry of --backend or of a --members file. */
+typedef struct lb_entry {
+    char *name; /* "host:port" exactly as written: the ring member's name */
+    uint32_t weight;
+} lb_entry_t;
+
+typedef struct lb_entries {
+    lb_entry_t *v;
+    size_t n, cap;
+} lb_entries_t;
+
+/* Parses one "host:port[=weight]" token into e (name malloc'ed).  Returns 0, or -1 with a reason
+ * in err (static storage). */
+int lb_parse_entry(const char *tok, lb_entry_t *e, const char **err);
+/* Adds an entry, replacing the weight of an earlier one of the same name.  Returns 0 / -1. */
+int lb_entries_put(lb_entries_t *es, const char *tok, const char **err);
+/* Reads a members file: one entry per line (several per line allowed, separated by blanks),
+ * '#' starts a comment.  Returns 0, or -1 with a message written into msg. */
+int lb_entries_read_file(lb_entries_t *es, const char *path, char *msg, size_t msgcap);
+void lb_entries_free(lb_entries_t *es);
+
+/* Splits "host:port" ("[v6]:port" too) into host and port.  Returns 0 / -1. */
+int lb_split_hostport(const char *name, char *host, size_t hostcap, uint16_t *port);
+
+#endif
