@@ -152,7 +152,7 @@ bool lb_backend_down(struct backend *be);
  * --fail-timeout. */
 void lb_backend_mark(struct backend *be, bool ok);
 
-/* An idle connection of worker w to be, or a new one.  Returns NULL when out of memory.
+/* An idle connection of worker w to be, or a new one.  Returns NULL when none can be made.
  * Worker w's thread only. */
 struct bconn *lb_pool_get(struct worker *w, struct backend *be);
 /* Gives bc (may be NULL) back to worker w's pool of be; an excess connection is freed later, so
