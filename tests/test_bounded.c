@@ -89,7 +89,11 @@ static chring_t *indexed_ring(int members, uint32_t vnodes)
     return r;
 }
 
-enum key_pattern { DISTINCT_KEYS, ONE_HOT_KEY, THREE_HOT_KEYS };
+enum key_pattern {
+    DISTINCT_KEYS,
+    ONE_HOT_KEY,
+    THREE_HOT_KEYS
+};
 
 /* Places `count` keys one by one with bounded lookups, incrementing the chosen member's load.
  * Checks every placement against the rule: the first member clockwise (the order of
@@ -103,15 +107,9 @@ static void place_keys(chring_t *r, int members, enum key_pattern pattern, int c
     char key[32];
     for (int k = 0; k < count; k++) {
         switch (pattern) {
-        case DISTINCT_KEYS:
-            key_name(key, sizeof key, k);
-            break;
-        case ONE_HOT_KEY:
-            snprintf(key, sizeof key, "hot");
-            break;
-        case THREE_HOT_KEYS:
-            snprintf(key, sizeof key, "hot-%d", k % 3);
-            break;
+        case DISTINCT_KEYS: key_name(key, sizeof key, k); break;
+        case ONE_HOT_KEY: snprintf(key, sizeof key, "hot"); break;
+        case THREE_HOT_KEYS: snprintf(key, sizeof key, "hot-%d", k % 3); break;
         }
         size_t len = strlen(key);
         uint64_t cap = chring_capacity(placed, (uint64_t)members, c);
@@ -363,4 +361,84 @@ Test(bounded, load_sum_covers_every_member)
     }
     chring_snap_exit(r, s);
     chring_free(&r);
+}
+
+/* The capacity formula itself (docs/design.md §3, §10): chring_capacity and
+ * chring_capacity_weighted. */
+
+Test(capacity, spec_reference_cases)
+{
+    cr_assert_eq(chring_capacity(3, 3, 1.25), 2u, "(3,3,1.25)");
+    cr_assert_eq(chring_capacity(0, 8, 1.25), 1u, "(0,8,1.25)");
+    cr_assert_eq(chring_capacity(7, 8, 1.25), 2u, "(7,8,1.25)");
+    cr_assert_eq(chring_capacity(100, 8, 1.25), 16u, "(100,8,1.25)");
+    cr_assert_eq(chring_capacity(10, 0, 1.25), 0u, "(10,0,1.25): no members");
+    cr_assert_eq(chring_capacity(5, 2, 0.5), 3u, "(5,2,0.5): c acts as 1");
+}
+
+Test(capacity, c_below_one_nan_infinite_or_negative_acts_as_one)
+{
+    for (uint64_t m = 0; m < 200; m += 7) {
+        for (uint64_t n = 1; n < 12; n++) {
+            uint64_t one = chring_capacity(m, n, 1.0);
+            cr_assert_eq(one, (uint64_t)ceil((double)(m + 1) / (double)n), "c = 1");
+            cr_assert_eq(chring_capacity(m, n, 0.5), one, "c = 0.5, m=%llu n=%llu",
+                         (unsigned long long)m, (unsigned long long)n);
+            cr_assert_eq(chring_capacity(m, n, 0.0), one, "c = 0");
+            cr_assert_eq(chring_capacity(m, n, -2.0), one, "c = -2");
+            cr_assert_eq(chring_capacity(m, n, NAN), one, "c = NaN");
+            cr_assert_eq(chring_capacity(m, n, INFINITY), one, "c = inf");
+            cr_assert_eq(chring_capacity(m, n, -INFINITY), one, "c = -inf");
+        }
+    }
+}
+
+Test(capacity, is_computed_in_ieee_double_as_written)
+{
+    /* 1.1 * 50 is 55.000000000000007 in double, so the normative double formula gives 56 where
+     * exact arithmetic would give 55. */
+    cr_assert_eq(chring_capacity(49, 1, 1.1), 56u, "ceil(1.1 * 50 / 1) in double");
+    for (uint64_t m = 0; m < 300; m += 3) {
+        for (uint64_t n = 1; n < 20; n++) {
+            const double cs[] = {1.0, 1.1, 1.25, 1.3, 2.0, 3.7};
+            for (size_t i = 0; i < 6; i++) {
+                double expect = ceil(cs[i] * (double)(m + 1) / (double)n);
+                cr_assert_eq(chring_capacity(m, n, cs[i]), (uint64_t)expect, "m=%llu n=%llu c=%g",
+                             (unsigned long long)m, (unsigned long long)n, cs[i]);
+            }
+        }
+    }
+}
+
+Test(capacity, weighted_is_left_to_right_double)
+{
+    /* Left to right: ceil(((1.1 * 10) * 5) / 11) = 5; ceil(1.1 * (10 * 5 / 11)) would be 6. */
+    cr_assert_eq(chring_capacity_weighted(9, 5, 11, 1.1), 5u, "(9,5,11,1.1)");
+    /* ceil(((1.1 * 12) * 5) / 6) = 11; ceil(1.1 * 12 * (5 / 6)) would be 12. */
+    cr_assert_eq(chring_capacity_weighted(11, 5, 6, 1.1), 11u, "(11,5,6,1.1)");
+    /* 3 leases, weight 2 of 4, c = 1.25: ceil(1.25 * 4 * 2 / 4) = 3. */
+    cr_assert_eq(chring_capacity_weighted(3, 2, 4, 1.25), 3u, "(3,2,4,1.25)");
+    cr_assert_eq(chring_capacity_weighted(10, 1, 0, 1.25), 0u, "total weight 0");
+    cr_assert_eq(chring_capacity_weighted(5, 1, 2, 0.5), 3u, "c below 1 acts as 1");
+    cr_assert_eq(chring_capacity_weighted(5, 1, 2, NAN), 3u, "NaN acts as 1");
+    cr_assert_eq(chring_capacity_weighted(5, 1, 2, INFINITY), 3u, "inf acts as 1");
+    for (uint64_t m = 0; m < 100; m += 3)
+        for (uint64_t w = 1; w < 5; w++)
+            for (uint64_t tw = w; tw < 14; tw++) {
+                double expect = ceil(1.25 * (double)(m + 1) * (double)w / (double)tw);
+                cr_assert_eq(chring_capacity_weighted(m, w, tw, 1.25), (uint64_t)expect,
+                             "m=%llu w=%llu W=%llu", (unsigned long long)m, (unsigned long long)w,
+                             (unsigned long long)tw);
+            }
+}
+
+Test(capacity, weighted_with_unit_weights_equals_unweighted)
+{
+    const double cs[] = {1.0, 1.1, 1.25, 2.0};
+    for (size_t i = 0; i < 4; i++)
+        for (uint64_t m = 0; m < 500; m += 11)
+            for (uint64_t n = 1; n < 17; n++)
+                cr_assert_eq(chring_capacity_weighted(m, 1, n, cs[i]), chring_capacity(m, n, cs[i]),
+                             "m=%llu n=%llu c=%g", (unsigned long long)m, (unsigned long long)n,
+                             cs[i]);
 }

@@ -1,4 +1,4 @@
-/* Hash functions, vnode labels, capacities and error names (SPEC §2, §3, §5, §10).
+/* Hash functions and vnode labels (docs/design.md §2, §5, §10).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -53,8 +53,18 @@ static uint32_t ref_murmur3_32(const void *data, size_t len, uint32_t seed)
 }
 
 static const char *const sample_strings[] = {
-    "", "a", "ab", "abc", "abcd", "abcde", "foobar", "engine-0#7", "engine-0#8",
-    "Hello, world!", "The quick brown fox jumps over the lazy dog", "\xff\x00\x80",
+    "",
+    "a",
+    "ab",
+    "abc",
+    "abcd",
+    "abcde",
+    "foobar",
+    "engine-0#7",
+    "engine-0#8",
+    "Hello, world!",
+    "The quick brown fox jumps over the lazy dog",
+    "\xff\x00\x80",
 };
 #define SAMPLE_COUNT (sizeof sample_strings / sizeof sample_strings[0])
 
@@ -176,157 +186,4 @@ Test(hash, vnode_label_rejects_null_arguments)
     char buf[16];
     cr_assert_eq(chring_vnode_label(NULL, 16, "a", 0), -EINVAL, "NULL buf");
     cr_assert_eq(chring_vnode_label(buf, sizeof buf, NULL, 0), -EINVAL, "NULL name");
-}
-
-Test(capacity, spec_reference_cases)
-{
-    cr_assert_eq(chring_capacity(3, 3, 1.25), 2u, "(3,3,1.25)");
-    cr_assert_eq(chring_capacity(0, 8, 1.25), 1u, "(0,8,1.25)");
-    cr_assert_eq(chring_capacity(7, 8, 1.25), 2u, "(7,8,1.25)");
-    cr_assert_eq(chring_capacity(100, 8, 1.25), 16u, "(100,8,1.25)");
-    cr_assert_eq(chring_capacity(10, 0, 1.25), 0u, "(10,0,1.25): no members");
-    cr_assert_eq(chring_capacity(5, 2, 0.5), 3u, "(5,2,0.5): c acts as 1");
-}
-
-Test(capacity, c_below_one_nan_infinite_or_negative_acts_as_one)
-{
-    for (uint64_t m = 0; m < 200; m += 7) {
-        for (uint64_t n = 1; n < 12; n++) {
-            uint64_t one = chring_capacity(m, n, 1.0);
-            cr_assert_eq(one, (uint64_t)ceil((double)(m + 1) / (double)n), "c = 1");
-            cr_assert_eq(chring_capacity(m, n, 0.5), one, "c = 0.5, m=%llu n=%llu",
-                         (unsigned long long)m, (unsigned long long)n);
-            cr_assert_eq(chring_capacity(m, n, 0.0), one, "c = 0");
-            cr_assert_eq(chring_capacity(m, n, -2.0), one, "c = -2");
-            cr_assert_eq(chring_capacity(m, n, NAN), one, "c = NaN");
-            cr_assert_eq(chring_capacity(m, n, INFINITY), one, "c = inf");
-            cr_assert_eq(chring_capacity(m, n, -INFINITY), one, "c = -inf");
-        }
-    }
-}
-
-Test(capacity, is_computed_in_ieee_double_as_written)
-{
-    /* 1.1 * 50 is 55.000000000000007 in double, so the normative double formula gives 56 where
-     * exact arithmetic would give 55. */
-    cr_assert_eq(chring_capacity(49, 1, 1.1), 56u, "ceil(1.1 * 50 / 1) in double");
-    for (uint64_t m = 0; m < 300; m += 3) {
-        for (uint64_t n = 1; n < 20; n++) {
-            const double cs[] = {1.0, 1.1, 1.25, 1.3, 2.0, 3.7};
-            for (size_t i = 0; i < 6; i++) {
-                double expect = ceil(cs[i] * (double)(m + 1) / (double)n);
-                cr_assert_eq(chring_capacity(m, n, cs[i]), (uint64_t)expect,
-                             "m=%llu n=%llu c=%g", (unsigned long long)m, (unsigned long long)n,
-                             cs[i]);
-            }
-        }
-    }
-}
-
-Test(capacity, weighted_is_left_to_right_double)
-{
-    /* Left to right: ceil(((1.1 * 10) * 5) / 11) = 5; ceil(1.1 * (10 * 5 / 11)) would be 6. */
-    cr_assert_eq(chring_capacity_weighted(9, 5, 11, 1.1), 5u, "(9,5,11,1.1)");
-    /* ceil(((1.1 * 12) * 5) / 6) = 11; ceil(1.1 * 12 * (5 / 6)) would be 12. */
-    cr_assert_eq(chring_capacity_weighted(11, 5, 6, 1.1), 11u, "(11,5,6,1.1)");
-    /* 3 leases, weight 2 of 4, c = 1.25: ceil(1.25 * 4 * 2 / 4) = 3. */
-    cr_assert_eq(chring_capacity_weighted(3, 2, 4, 1.25), 3u, "(3,2,4,1.25)");
-    cr_assert_eq(chring_capacity_weighted(10, 1, 0, 1.25), 0u, "total weight 0");
-    cr_assert_eq(chring_capacity_weighted(5, 1, 2, 0.5), 3u, "c below 1 acts as 1");
-    cr_assert_eq(chring_capacity_weighted(5, 1, 2, NAN), 3u, "NaN acts as 1");
-    cr_assert_eq(chring_capacity_weighted(5, 1, 2, INFINITY), 3u, "inf acts as 1");
-    for (uint64_t m = 0; m < 100; m += 3)
-        for (uint64_t w = 1; w < 5; w++)
-            for (uint64_t tw = w; tw < 14; tw++) {
-                double expect = ceil(1.25 * (double)(m + 1) * (double)w / (double)tw);
-                cr_assert_eq(chring_capacity_weighted(m, w, tw, 1.25), (uint64_t)expect,
-                             "m=%llu w=%llu W=%llu", (unsigned long long)m,
-                             (unsigned long long)w, (unsigned long long)tw);
-            }
-}
-
-Test(capacity, weighted_with_unit_weights_equals_unweighted)
-{
-    const double cs[] = {1.0, 1.1, 1.25, 2.0};
-    for (size_t i = 0; i < 4; i++)
-        for (uint64_t m = 0; m < 500; m += 11)
-            for (uint64_t n = 1; n < 17; n++)
-                cr_assert_eq(chring_capacity_weighted(m, 1, n, cs[i]), chring_capacity(m, n, cs[i]),
-                             "m=%llu n=%llu c=%g", (unsigned long long)m, (unsigned long long)n,
-                             cs[i]);
-}
-
-Test(errors, strerror_names_each_errno_distinctly)
-{
-    const int errs[] = {-EINVAL, -ENOMEM, -ENOENT, -ENAMETOOLONG, -ENOSPC, -E2BIG, -ERANGE, -EEXIST};
-    const size_t count = sizeof errs / sizeof errs[0];
-    const char *unknown = chring_strerror(-123456);
-    cr_assert_not_null(unknown, "strerror of an unknown value");
-    cr_assert_str_eq(unknown, "unknown error", "as documented in the header");
-    cr_assert_not_null(chring_strerror(0), "strerror(0)");
-    cr_assert_str_eq(chring_strerror(0), "success", "as documented in the header");
-    for (size_t i = 0; i < count; i++) {
-        const char *text = chring_strerror(errs[i]);
-        cr_assert_not_null(text, "strerror(%d)", errs[i]);
-        cr_assert_gt(strlen(text), 0u, "strerror(%d) is empty", errs[i]);
-        cr_assert_str_neq(text, unknown, "strerror(%d) is the unknown text", errs[i]);
-        cr_assert_str_neq(text, "success", "strerror(%d) says success", errs[i]);
-        for (size_t j = 0; j < i; j++)
-            cr_assert_str_neq(text, chring_strerror(errs[j]), "%d and %d share a name", errs[i],
-                              errs[j]);
-    }
-}
-
-Test(errors, strerror_of_positive_or_huge_values_is_safe)
-{
-    cr_assert_not_null(chring_strerror(1 << 30), "huge positive");
-    cr_assert_not_null(chring_strerror(-(1 << 30)), "huge negative");
-    cr_assert_not_null(chring_strerror(-2147483647 - 1), "INT_MIN");
-}
-
-Test(profiles, names_round_trip)
-{
-    const chring_profile_t all[] = {CHRING_PROFILE_HASH64, CHRING_PROFILE_MURMUR32,
-                                    CHRING_PROFILE_FNV32,  CHRING_PROFILE_FNV16,
-                                    CHRING_PROFILE_XXH3,   CHRING_PROFILE_KETAMA,
-                                    CHRING_PROFILE_NGINX,  CHRING_PROFILE_CUSTOM};
-    const char *const names[] = {"hash64", "murmur32", "fnv32", "fnv16", "xxh3", "ketama", "nginx"};
-    for (size_t i = 0; i < 7; i++) {
-        const char *name = chring_profile_name(all[i]);
-        cr_assert_not_null(name, "name of profile %d", (int)all[i]);
-        cr_assert_str_eq(name, names[i], "SPEC §7 spells it so");
-    }
-    for (size_t i = 0; i < 8; i++) {
-        chring_profile_t parsed = (chring_profile_t)99;
-        cr_assert_eq(chring_profile_parse(chring_profile_name(all[i]), &parsed), 0, "parse %s",
-                     chring_profile_name(all[i]));
-        cr_assert_eq(parsed, all[i], "round trip of %s", chring_profile_name(all[i]));
-    }
-    chring_profile_t out;
-    cr_assert_null(chring_profile_name((chring_profile_t)77), "unknown profile value");
-    cr_assert_eq(chring_profile_parse("sha1", &out), -EINVAL, "unknown name");
-    cr_assert_eq(chring_profile_parse(NULL, &out), -EINVAL, "NULL name");
-    cr_assert_eq(chring_profile_parse("hash64", NULL), -EINVAL, "NULL out");
-}
-
-Test(config, defaults_are_documented_values)
-{
-    chring_config_t cfg;
-    memset(&cfg, 0xab, sizeof cfg);
-    chring_config_default(&cfg);
-    cr_assert_eq(cfg.profile, CHRING_PROFILE_HASH64, "profile");
-    cr_assert_eq(cfg.vnodes, 160u, "vnodes");
-    cr_assert_float_eq(cfg.balance, 1.25, 0.0, "balance");
-    cr_assert(cfg.retire == NULL, "retire");
-    cr_assert(cfg.hash == NULL, "hash");
-    chring_config_default(NULL);
-}
-
-Test(version, runtime_version_matches_header)
-{
-    cr_assert_eq(chring_version_number(), (unsigned)CHRING_VERSION_NUMBER, "version number");
-    char expect[32];
-    snprintf(expect, sizeof expect, "%d.%d.%d", CHRING_VERSION_MAJOR, CHRING_VERSION_MINOR,
-             CHRING_VERSION_PATCH);
-    cr_assert_str_eq(chring_version(), expect, "version string");
 }

@@ -1,35 +1,28 @@
-/* The ring against an independent model (SPEC §1, §2): after every step of a random sequence of
- * adds, removes, weight changes, batches and syncs, the snapshot's points must be exactly the
- * labels' hashes sorted by (position, name, index), and every lookup must be the first point at
- * or after the key's hash, wrapping.  Run for each mergeable profile and for coarse custom
- * hashes whose many equal positions exercise the tie order.
+/* The ring against the reference model (tests/model/, shared with the fuzz targets;
+ * docs/design.md §1, §2, §3): after every step of a random sequence of adds, removes, weight
+ * changes, batches and syncs, the snapshot must be the model's snapshot built from scratch from
+ * the same membership: every point's position and member in ring order, the members in name
+ * order with their weights, point counts and exact arc shares; every lookup, pre-hashed lookup,
+ * n-replica lookup and bounded lookup must answer as the model does, and the fraction of keys
+ * moved since the previous step must be the model's.  Run for every profile and for coarse
+ * custom hashes whose many equal positions exercise the tie order.
  *
  * SPDX-License-Identifier: MIT
  */
 #include "chring_test.h"
 
-#include <xxhash.h>
+#include "model.h"
 
 #define MAX_MEMBERS 24
 #define VNODES 12
 #define MAX_WEIGHT 4
-#define MAX_POINTS (MAX_MEMBERS * VNODES * MAX_WEIGHT)
 
-typedef uint64_t (*model_hash)(const void *data, size_t len);
-
-struct model {
-    model_hash hash;
-    unsigned bits;
+/* The membership the test has asked for, kept next to the ring. */
+struct run {
+    model_cfg_t cfg;
     uint32_t weight[MAX_MEMBERS]; /* 0: not a member */
-    int fnv16;                    /* labels "<name>", "<i>-<name>"; skip taken positions */
-    uint64_t join[MAX_MEMBERS];   /* join sequence of each member (fnv16) */
+    uint64_t join[MAX_MEMBERS];   /* join sequence of each member (fnv16 places in join order) */
     uint64_t seq;
-};
-
-struct model_point {
-    uint64_t pos;
-    int member;
-    uint32_t index;
 };
 
 static void member_name(char *buf, size_t cap, int j)
@@ -39,26 +32,16 @@ static void member_name(char *buf, size_t cap, int j)
     snprintf(buf, cap, "%s%d", stems[j % 8], j / 8);
 }
 
-static int name_order(int a, int b)
+/* The member number j of a name made by member_name, or -1. */
+static int member_number(const char *name)
 {
-    char x[32], y[32];
-    member_name(x, sizeof x, a);
-    member_name(y, sizeof y, b);
-    size_t lx = strlen(x), ly = strlen(y);
-    int c = memcmp(x, y, lx < ly ? lx : ly);
-    if (c)
-        return c;
-    return (lx > ly) - (lx < ly);
-}
-
-static int compare_model_points(const void *a, const void *b)
-{
-    const struct model_point *x = a, *y = b;
-    if (x->pos != y->pos)
-        return x->pos < y->pos ? -1 : 1;
-    if (x->member != y->member)
-        return name_order(x->member, y->member);
-    return (x->index > y->index) - (x->index < y->index);
+    char buf[32];
+    for (int j = 0; j < MAX_MEMBERS; j++) {
+        member_name(buf, sizeof buf, j);
+        if (strcmp(buf, name) == 0)
+            return j;
+    }
+    return -1;
 }
 
 static uint64_t width_mask(unsigned bits)
@@ -66,130 +49,139 @@ static uint64_t width_mask(unsigned bits)
     return bits == 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
 }
 
-static size_t model_points_fnv16(const struct model *md, struct model_point *out)
+/* The model's snapshot of the run's membership: members in join order (obj = member number). */
+static void model_of(const struct run *md, model_snap_t *out)
 {
-    /* SPEC §2: member by member in join order, each member's points in index order; a
-     * position already taken is skipped. */
-    static unsigned char taken[65536];
-    memset(taken, 0, sizeof taken);
-    int order[MAX_MEMBERS], members = 0;
-    for (int j = 0; j < MAX_MEMBERS; j++)
-        if (md->weight[j])
-            order[members++] = j;
-    for (int a = 1; a < members; a++)
-        for (int b = a; b > 0 && md->join[order[b - 1]] > md->join[order[b]]; b--) {
-            int t = order[b];
-            order[b] = order[b - 1];
-            order[b - 1] = t;
-        }
-    size_t count = 0;
-    for (int o = 0; o < members; o++) {
-        int j = order[o];
-        char name[32], label[48];
-        member_name(name, sizeof name, j);
-        for (uint32_t i = 0; i < md->weight[j] * VNODES; i++) {
-            int len = i == 0 ? snprintf(label, sizeof label, "%s", name)
-                             : snprintf(label, sizeof label, "%u-%s", (unsigned)i, name);
-            uint64_t pos = ref_fnv1a32(label, (size_t)len) & 0xffffu;
-            if (taken[pos])
-                continue;
-            taken[pos] = 1;
-            out[count].pos = pos;
-            out[count].member = j;
-            out[count].index = i;
-            count++;
-        }
-    }
-    qsort(out, count, sizeof *out, compare_model_points);
-    return count;
-}
-
-static size_t model_points(const struct model *md, struct model_point *out)
-{
-    if (md->fnv16)
-        return model_points_fnv16(md, out);
-    size_t count = 0;
+    static model_member_t members[MAX_MEMBERS];
+    size_t n = 0;
     for (int j = 0; j < MAX_MEMBERS; j++) {
-        char name[32], label[48];
-        member_name(name, sizeof name, j);
-        for (uint32_t i = 0; i < md->weight[j] * VNODES; i++) {
-            int len = snprintf(label, sizeof label, "%s#%u", name, (unsigned)i);
-            out[count].pos = md->hash(label, (size_t)len) & width_mask(md->bits);
-            out[count].member = j;
-            out[count].index = i;
-            count++;
-        }
+        if (md->weight[j] == 0)
+            continue;
+        model_member_t *m = &members[n++];
+        memset(m, 0, sizeof *m);
+        member_name(m->name, sizeof m->name, j);
+        m->len = strlen(m->name);
+        m->weight = md->weight[j];
+        m->obj = j;
     }
-    qsort(out, count, sizeof *out, compare_model_points);
-    return count;
+    for (size_t a = 1; a < n; a++)
+        for (size_t b = a; b > 0 && md->join[members[b - 1].obj] > md->join[members[b].obj]; b--) {
+            model_member_t t = members[b];
+            members[b] = members[b - 1];
+            members[b - 1] = t;
+        }
+    cr_assert_eq(model_build(out, &md->cfg, members, n), 0, "model_build");
 }
 
-static void model_check(chring_t *r, const struct model *md, int step)
+/* Caller-supplied loads for the bounded lookups, by member number: uneven, so that some owners
+ * are full. */
+static uint64_t run_load(int j, int step)
 {
-    static struct model_point expect[MAX_POINTS];
-    size_t count = model_points(md, expect);
+    return (uint64_t)((j * 7 + step) % 5) * (uint64_t)(j % 3);
+}
+
+struct load_ctx {
+    int step;
+};
+
+static uint64_t load_cb(const chring_member_t *m, void *ctx)
+{
+    const struct load_ctx *lc = ctx;
+    int j = member_number(chring_member_name(m));
+    cr_assert_geq(j, 0, "load asked for an unknown member %s", chring_member_name(m));
+    return run_load(j, lc->step);
+}
+
+static const char *model_name_at(const model_snap_t *ms, uint32_t member)
+{
+    return ms->members[member].name;
+}
+
+static void model_check(chring_t *r, const struct run *md, const model_snap_t *ms, int step)
+{
     const chring_snap_t *s = chring_snap_enter(r);
     cr_assert_eq(chring_snap_check(s), 0, "step %d: snapshot invariants", step);
+    cr_assert_eq(chring_snap_hash_bits(s), ms->cfg.bits, "step %d: width", step);
+    size_t count = ms->npoints;
     cr_assert_eq(chring_snap_points(s), count, "step %d: point count", step);
-    size_t members = 0;
-    for (int j = 0; j < MAX_MEMBERS; j++)
-        members += md->weight[j] > 0;
-    cr_assert_eq(chring_snap_len(s), members, "step %d: member count", step);
-    char name[32];
+    cr_assert_eq(chring_snap_len(s), ms->nmembers, "step %d: member count", step);
     for (size_t i = 0; i < count; i++) {
         uint64_t pos;
         const chring_member_t *m;
         cr_assert_eq(chring_snap_point(s, i, &pos, &m), 0, "step %d: point %zu", step, i);
-        member_name(name, sizeof name, expect[i].member);
-        cr_assert_eq(pos, expect[i].pos, "step %d: position of point %zu", step, i);
-        cr_assert_str_eq(chring_member_name(m), name, "step %d: owner of point %zu at %llu", step,
-                         i, (unsigned long long)pos);
+        cr_assert_eq(pos, ms->points[i].pos, "step %d: position of point %zu", step, i);
+        cr_assert_str_eq(chring_member_name(m), model_name_at(ms, ms->points[i].member),
+                         "step %d: owner of point %zu at %llu", step, i, (unsigned long long)pos);
     }
+    cr_assert_eq(chring_snap_point(s, count, NULL, NULL), -ERANGE, "step %d: past the end", step);
+    /* Members in name order, their weights, point counts and exact shares. */
+    for (size_t i = 0; i < ms->nmembers; i++) {
+        const model_member_t *want = &ms->members[ms->by_name[i]];
+        const chring_member_t *m = chring_snap_member(s, i);
+        cr_assert_not_null(m, "step %d: member %zu", step, i);
+        cr_assert_str_eq(chring_member_name(m), want->name, "step %d: member %zu by name", step, i);
+        cr_assert_eq(chring_snap_find(s, want->name), m, "step %d: find %s", step, want->name);
+        cr_assert_eq(chring_snap_weight(s, m), want->weight, "step %d: weight of %s", step,
+                     want->name);
+        size_t mine = ms->member_points[ms->by_name[i]];
+        cr_assert_eq(chring_snap_member_points(s, m), mine, "step %d: points of %s", step,
+                     want->name);
+        if (model_points_per_weight(&ms->cfg) == VNODES && ms->cfg.profile != MODEL_FNV16)
+            cr_assert_eq(mine, (size_t)want->weight * VNODES, "step %d: V * w", step);
+        cr_assert_float_eq(chring_member_share(s, m), model_share(ms, ms->by_name[i]), 1e-9,
+                           "step %d: share of %s", step, want->name);
+    }
+    char name[32];
     for (int j = 0; j < MAX_MEMBERS; j++) {
         member_name(name, sizeof name, j);
-        const chring_member_t *m = chring_snap_find(s, name);
-        if (md->weight[j] == 0) {
-            cr_assert_null(m, "step %d: %s should be absent", step, name);
-            continue;
-        }
-        cr_assert_not_null(m, "step %d: %s missing", step, name);
-        cr_assert_eq(chring_snap_weight(s, m), md->weight[j], "step %d: weight of %s", step, name);
-        size_t mine = 0;
-        for (size_t i = 0; i < count; i++)
-            mine += expect[i].member == j;
-        cr_assert_eq(chring_snap_member_points(s, m), mine, "step %d: points of %s", step, name);
-        if (!md->fnv16)
-            cr_assert_eq(mine, (size_t)md->weight[j] * VNODES, "step %d: V * w", step);
+        if (md->weight[j] == 0)
+            cr_assert_null(chring_snap_find(s, name), "step %d: %s should be absent", step, name);
     }
-    /* Lookups: the first point at or after the key's hash, wrapping. */
+    /* Lookups: the first point at or after the key's hash, wrapping; n replicas clockwise; the
+     * bounded walk with uneven loads. */
+    uint64_t total = 0;
+    static uint64_t loads[MAX_MEMBERS];
+    for (size_t k = 0; k < ms->nmembers; k++) {
+        loads[k] = run_load(ms->members[k].obj, step);
+        total += loads[k];
+    }
+    struct load_ctx lc = {step};
     char key[32];
     for (int k = 0; k < 300; k++) {
         int len = snprintf(key, sizeof key, "key-%d", k * 7919 + step);
-        uint64_t h = md->hash(key, (size_t)len) & width_mask(md->bits);
+        uint64_t h = model_hash(&ms->cfg, key, (size_t)len);
         cr_assert_eq(chring_snap_hash(s, key, (size_t)len), h, "step %d: hash of %s", step, key);
         const chring_member_t *got = chring_snap_lookup(s, key, (size_t)len);
-        if (count == 0) {
+        long owner = model_owner_point(ms, h);
+        if (owner < 0) {
             cr_assert_null(got, "step %d: empty ring", step);
             continue;
         }
-        size_t lo = 0, hi = count;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (expect[mid].pos < h)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo == count)
-            lo = 0;
-        member_name(name, sizeof name, expect[lo].member);
         cr_assert_not_null(got, "step %d: no owner", step);
-        cr_assert_str_eq(chring_member_name(got), name, "step %d: owner of %s (hash %llu)", step,
-                         key, (unsigned long long)h);
+        cr_assert_str_eq(chring_member_name(got), model_name_at(ms, ms->points[owner].member),
+                         "step %d: owner of %s (hash %llu)", step, key, (unsigned long long)h);
         cr_assert_eq(chring_snap_lookup_hash(s, h), got, "step %d: lookup_hash", step);
+        if (k % 10 != 0)
+            continue;
+        const chring_member_t *replicas[4];
+        uint32_t want[4];
+        size_t n = chring_snap_lookup_n(s, key, (size_t)len, replicas, 4);
+        cr_assert_eq(n, model_lookup_n(ms, h, want, 4), "step %d: lookup_n of %s", step, key);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_str_eq(chring_member_name(replicas[i]), model_name_at(ms, want[i]),
+                             "step %d: replica %zu of %s", step, i, key);
+        long mowner;
+        int saturated;
+        long chosen = model_walk(ms, h, 1.25, total, loads, &mowner, &saturated);
+        const chring_member_t *bounded =
+            chring_snap_lookup_bounded(s, key, (size_t)len, 1.25, load_cb, &lc);
+        cr_assert(!saturated, "step %d: consistent loads never saturate the model", step);
+        cr_assert_not_null(bounded, "step %d: bounded lookup of %s", step, key);
+        cr_assert_str_eq(chring_member_name(bounded), model_name_at(ms, (uint32_t)chosen),
+                         "step %d: bounded lookup of %s", step, key);
     }
     /* Shares sum to one on a non-empty ring. */
-    if (members > 0) {
+    if (ms->nmembers > 0) {
         double sum = 0;
         for (size_t i = 0; i < chring_snap_len(s); i++)
             sum += chring_member_share(s, chring_snap_member(s, i));
@@ -208,7 +200,25 @@ static uint32_t rng_below(uint32_t n)
     return (uint32_t)((rng_state * 2685821657736338717ull) >> 33) % n;
 }
 
-static void run_model(chring_t *r, struct model *md, uint64_t seed, int steps)
+/* Checks the ring against the model now, and the keys moved since the previous check (held). */
+static void check_step(chring_t *r, const struct run *md, const chring_snap_t **held,
+                       model_snap_t *held_model, int step)
+{
+    model_snap_t now;
+    model_of(md, &now);
+    model_check(r, md, &now, step);
+    const chring_snap_t *s = chring_snap_hold(r);
+    if (*held != NULL) {
+        cr_assert_float_eq(chring_snap_moved(*held, s), model_moved(held_model, &now), 1e-9,
+                           "step %d: moved since the previous step", step);
+        chring_snap_put(r, *held);
+        model_snap_free(held_model);
+    }
+    *held = s;
+    *held_model = now;
+}
+
+static void run_model(chring_t *r, struct run *md, uint64_t seed, int steps)
 {
     rng_state = seed;
     memset(md->weight, 0, sizeof md->weight);
@@ -217,7 +227,9 @@ static void run_model(chring_t *r, struct model *md, uint64_t seed, int steps)
     char names[MAX_MEMBERS][32];
     for (int j = 0; j < MAX_MEMBERS; j++)
         member_name(names[j], sizeof names[j], j);
-    model_check(r, md, -1);
+    const chring_snap_t *held = NULL;
+    model_snap_t held_model;
+    check_step(r, md, &held, &held_model, -1);
     for (int step = 0; step < steps; step++) {
         int j = (int)rng_below(MAX_MEMBERS);
         uint32_t w = 1 + rng_below(MAX_WEIGHT);
@@ -287,8 +299,8 @@ static void run_model(chring_t *r, struct model *md, uint64_t seed, int steps)
             for (int f = 0; f < MAX_MEMBERS; f++) {
                 int k = feed_order[f];
                 if (rng_below(3) == 0) {
-                    uint32_t sw = md->weight[k] && rng_below(2) ? md->weight[k]
-                                                                 : 1 + rng_below(MAX_WEIGHT);
+                    uint32_t sw =
+                        md->weight[k] && rng_below(2) ? md->weight[k] : 1 + rng_below(MAX_WEIGHT);
                     feed[n++] = (chring_change_t){names[k], sw, NULL};
                     next[k] = sw;
                 }
@@ -297,16 +309,41 @@ static void run_model(chring_t *r, struct model *md, uint64_t seed, int steps)
             for (size_t f = 0; f < n; f++)
                 for (int k = 0; k < MAX_MEMBERS; k++)
                     if (feed[f].name == names[k] && md->weight[k] == 0)
-                        md->join[k] = ++md->seq;
+                        md->join[k] = ++md->seq; /* new members join in array order */
             memcpy(md->weight, next, sizeof next);
             break;
         }
         }
-        model_check(r, md, step);
+        check_step(r, md, &held, &held_model, step);
     }
+    chring_snap_put(r, held);
+    model_snap_free(&held_model);
 }
 
-static chring_t *model_ring(chring_profile_t profile, chring_hash_fn custom, unsigned bits)
+/* Coarse hashes: few distinct positions, so many points share one (ties by name, index). */
+static uint64_t c_coarse64(const void *d, size_t n, void *ctx)
+{
+    (void)ctx;
+    return (ref_fnv1a32(d, n) % 97) * 0x0290000000000000ull;
+}
+
+static uint64_t c_coarse16(const void *d, size_t n, void *ctx)
+{
+    (void)ctx;
+    return (ref_fnv1a32(d, n) % 61) * 1000u;
+}
+
+/* Only the low 32 bits count on a 32-bit custom ring. */
+static uint64_t c_wide32(const void *d, size_t n, void *ctx)
+{
+    (void)ctx;
+    return ref_hash64(d, n);
+}
+
+/* Runs the random sequence on a new ring of the profile (custom: hash and width), against the
+ * model configured alike. */
+static void random_changes(chring_profile_t profile, model_profile_t mprofile, unsigned bits,
+                           chring_hash_fn custom, uint64_t seed, int steps)
 {
     chring_config_t cfg;
     chring_config_default(&cfg);
@@ -316,110 +353,67 @@ static chring_t *model_ring(chring_profile_t profile, chring_hash_fn custom, uns
         cfg.hash = custom;
         cfg.hash_bits = bits;
     }
-    return ring_create(&cfg);
+    chring_t *r = ring_create(&cfg);
+    struct run md;
+    memset(&md, 0, sizeof md);
+    md.cfg = (model_cfg_t){mprofile, bits, VNODES, custom, NULL};
+    run_model(r, &md, seed, steps);
+    chring_free(&r);
 }
 
-static uint64_t h_hash64(const void *d, size_t n)
+Test(model, model_passes_its_self_test)
 {
-    return ref_hash64(d, n);
-}
-static uint64_t h_fnv32(const void *d, size_t n)
-{
-    return ref_fnv1a32(d, n);
-}
-static uint64_t h_murmur32(const void *d, size_t n)
-{
-    return chring_murmur3_32(d, n, 0);
-}
-static uint64_t h_xxh3(const void *d, size_t n)
-{
-    return XXH3_64bits(d, n);
-}
-/* Coarse hashes: few distinct positions, so many points share one (ties by name, index). */
-static uint64_t h_coarse64(const void *d, size_t n)
-{
-    return (ref_fnv1a32(d, n) % 97) * 0x0290000000000000ull;
-}
-static uint64_t h_coarse16(const void *d, size_t n)
-{
-    return (ref_fnv1a32(d, n) % 61) * 1000u;
-}
-static uint64_t h_wide32(const void *d, size_t n)
-{
-    /* Only the low 32 bits count on a 32-bit custom ring. */
-    return ref_hash64(d, n);
-}
-
-static uint64_t c_coarse64(const void *d, size_t n, void *ctx)
-{
-    (void)ctx;
-    return h_coarse64(d, n);
-}
-static uint64_t c_coarse16(const void *d, size_t n, void *ctx)
-{
-    (void)ctx;
-    return h_coarse16(d, n);
-}
-static uint64_t c_wide32(const void *d, size_t n, void *ctx)
-{
-    (void)ctx;
-    return h_wide32(d, n);
+    cr_assert_eq(model_selftest(), 0, "the model against the reference values (stderr)");
 }
 
 Test(model, hash64_random_changes)
 {
-    struct model md = {h_hash64, 64, {0}, 0, {0}, 0};
-    chring_t *r = model_ring(CHRING_PROFILE_HASH64, NULL, 64);
-    run_model(r, &md, 0x1234567ull, 120);
-    chring_free(&r);
+    random_changes(CHRING_PROFILE_HASH64, MODEL_HASH64, 64, NULL, 0x1234567ull, 120);
 }
 
 Test(model, fnv32_random_changes)
 {
-    struct model md = {h_fnv32, 32, {0}, 0, {0}, 0};
-    chring_t *r = model_ring(CHRING_PROFILE_FNV32, NULL, 32);
-    run_model(r, &md, 0x7654321ull, 80);
-    chring_free(&r);
+    random_changes(CHRING_PROFILE_FNV32, MODEL_FNV32, 32, NULL, 0x7654321ull, 80);
 }
 
 Test(model, murmur32_random_changes)
 {
-    struct model md = {h_murmur32, 32, {0}, 0, {0}, 0};
-    chring_t *r = model_ring(CHRING_PROFILE_MURMUR32, NULL, 32);
-    run_model(r, &md, 0xabcdefull, 80);
-    chring_free(&r);
+    random_changes(CHRING_PROFILE_MURMUR32, MODEL_MURMUR32, 32, NULL, 0xabcdefull, 80);
 }
 
 Test(model, xxh3_random_changes)
 {
-    struct model md = {h_xxh3, 64, {0}, 0, {0}, 0};
-    chring_t *r = model_ring(CHRING_PROFILE_XXH3, NULL, 64);
-    run_model(r, &md, 0x5eedull, 80);
-    chring_free(&r);
+    random_changes(CHRING_PROFILE_XXH3, MODEL_XXH3, 64, NULL, 0x5eedull, 80);
 }
 
 Test(model, coarse_64bit_custom_ties_by_name_and_index)
 {
-    struct model md = {h_coarse64, 64, {0}, 0, {0}, 0};
-    chring_t *r = model_ring(CHRING_PROFILE_CUSTOM, c_coarse64, 64);
-    run_model(r, &md, 0xc0a75eull, 120);
-    chring_free(&r);
+    random_changes(CHRING_PROFILE_CUSTOM, MODEL_CUSTOM, 64, c_coarse64, 0xc0a75eull, 120);
 }
 
 Test(model, coarse_16bit_custom_ties_by_name_and_index)
 {
-    struct model md = {h_coarse16, 16, {0}, 0, {0}, 0};
-    chring_t *r = model_ring(CHRING_PROFILE_CUSTOM, c_coarse16, 16);
-    run_model(r, &md, 0x16b17ull, 120);
-    chring_free(&r);
+    random_changes(CHRING_PROFILE_CUSTOM, MODEL_CUSTOM, 16, c_coarse16, 0x16b17ull, 120);
 }
 
 Test(model, custom_32bit_truncates_wide_values)
 {
-    struct model md = {h_wide32, 32, {0}, 0, {0}, 0};
-    chring_t *r = model_ring(CHRING_PROFILE_CUSTOM, c_wide32, 32);
-    run_model(r, &md, 0x32ull, 80);
-    chring_free(&r);
+    random_changes(CHRING_PROFILE_CUSTOM, MODEL_CUSTOM, 32, c_wide32, 0x32ull, 80);
+}
+
+Test(model, fnv16_random_changes_follow_join_order)
+{
+    random_changes(CHRING_PROFILE_FNV16, MODEL_FNV16, 16, NULL, 0xf16ull, 150);
+}
+
+Test(model, nginx_random_changes)
+{
+    random_changes(CHRING_PROFILE_NGINX, MODEL_NGINX, 32, NULL, 0x9e11ull, 60);
+}
+
+Test(model, ketama_random_changes)
+{
+    random_changes(CHRING_PROFILE_KETAMA, MODEL_KETAMA, 32, NULL, 0x4e7a3aull, 60);
 }
 
 /* Points at the very ends of the ring. */
@@ -499,19 +493,6 @@ Test(model, sixteen_bit_top_wraps)
     chring_free(&r);
 }
 
-static uint64_t h_fnv16(const void *d, size_t n)
-{
-    return ref_fnv1a32(d, n) & 0xffffu;
-}
-
-Test(model, fnv16_random_changes_follow_join_order)
-{
-    struct model md = {h_fnv16, 16, {0}, 1, {0}, 0};
-    chring_t *r = model_ring(CHRING_PROFILE_FNV16, NULL, 16);
-    run_model(r, &md, 0xf16ull, 150);
-    chring_free(&r);
-}
-
 /* Lookups on a large ring agree with a binary search over the snapshot's own point list, for
  * hashes spread over the whole width and hashes right at, just before and just after points. */
 static void check_large_ring(chring_profile_t profile, int members)
@@ -542,19 +523,13 @@ static void check_large_ring(chring_profile_t profile, int members)
         uint64_t h;
         size_t at = (size_t)rng_below((uint32_t)count);
         switch (k % 4) {
-        case 0:
-            h = ((uint64_t)rng_below(UINT32_MAX) << 32 | rng_below(UINT32_MAX)) & mask;
-            break;
-        case 1:
-            h = pos[at];
-            break;
+        case 0: h = ((uint64_t)rng_below(UINT32_MAX) << 32 | rng_below(UINT32_MAX)) & mask; break;
+        case 1: h = pos[at]; break;
         case 2:
             h = pos[at] - 1;
             h &= mask;
             break;
-        default:
-            h = (pos[at] + 1) & mask;
-            break;
+        default: h = (pos[at] + 1) & mask; break;
         }
         size_t lo = 0, hi = count;
         while (lo < hi) {
@@ -565,8 +540,7 @@ static void check_large_ring(chring_profile_t profile, int members)
                 hi = mid;
         }
         const chring_member_t *expect = owner[lo == count ? 0 : lo];
-        cr_assert_eq(chring_snap_lookup_hash(s, h), expect, "hash %llu",
-                     (unsigned long long)h);
+        cr_assert_eq(chring_snap_lookup_hash(s, h), expect, "hash %llu", (unsigned long long)h);
     }
     chring_snap_exit(r, s);
     free(pos);
@@ -589,27 +563,4 @@ Test(model, large_murmur32_ring_lookups_agree_with_points)
 Test(model, large_fnv16_ring_lookups_agree_with_points)
 {
     check_large_ring(CHRING_PROFILE_FNV16, 200);
-}
-
-Test(model, default_config_equals_null_config)
-{
-    chring_config_t cfg;
-    chring_config_default(&cfg);
-    chring_t *a = ring_create(NULL);
-    chring_t *b = ring_create(&cfg);
-    /* The configuration is copied: changing it afterwards changes nothing. */
-    cfg.vnodes = 3;
-    cfg.profile = CHRING_PROFILE_FNV32;
-    add_numbered(a, "n", 0, 5);
-    add_numbered(b, "n", 0, 5);
-    const chring_snap_t *sa = chring_snap_enter(a);
-    const chring_snap_t *sb = chring_snap_enter(b);
-    cr_assert_eq(chring_snap_points(sb), 800u, "5 x 160: the copy of the config is used");
-    cr_assert_eq(chring_snap_profile(sb), CHRING_PROFILE_HASH64, "profile copied");
-    cr_assert_eq(chring_snap_points(sa), chring_snap_points(sb), "same points");
-    cr_assert_float_eq(chring_snap_moved(sa, sb), 0.0, 0.0, "same ring");
-    chring_snap_exit(b, sb);
-    chring_snap_exit(a, sa);
-    chring_free(&a);
-    chring_free(&b);
 }

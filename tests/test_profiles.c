@@ -40,8 +40,8 @@ static uint64_t ref_profile_fnv16(const char *t)
     return ref_fnv1a32(t, strlen(t)) & 0xffffu;
 }
 
-static const char *const probe_keys[] = {"", "a", "test", "Hello, world!", "orange", "apple",
-                                         "user:12345", "\xff\xfe"};
+static const char *const probe_keys[] = {"",       "a",     "test",       "Hello, world!",
+                                         "orange", "apple", "user:12345", "\xff\xfe"};
 #define PROBE_COUNT (sizeof probe_keys / sizeof probe_keys[0])
 
 /* Checks snap_hash, the width, and that the points are exactly the labels' hashes. */
@@ -55,8 +55,8 @@ static void check_profile(chring_profile_t profile, unsigned bits, ref_hash ref)
     cr_assert_eq(chring_snap_profile(s), profile, "profile");
     cr_assert_eq(chring_snap_hash_bits(s), bits, "width");
     for (size_t i = 0; i < PROBE_COUNT; i++)
-        cr_assert_eq(chring_snap_hash(s, probe_keys[i], strlen(probe_keys[i])),
-                     ref(probe_keys[i]), "hash of probe %zu", i);
+        cr_assert_eq(chring_snap_hash(s, probe_keys[i], strlen(probe_keys[i])), ref(probe_keys[i]),
+                     "hash of probe %zu", i);
     /* Every point is the hash of "<name>#<i>" (fnv16 labels differ and are checked apart). */
     cr_assert_eq(chring_snap_points(s), 24u, "3 x 8 points");
     int found[3][8] = {{0}};
@@ -77,8 +77,7 @@ static void check_profile(chring_profile_t profile, unsigned bits, ref_hash ref)
                 hit = 1;
             }
         }
-        cr_assert(hit, "point %zu at %llu is no label of %s", p, (unsigned long long)pos,
-                  names[n]);
+        cr_assert(hit, "point %zu at %llu is no label of %s", p, (unsigned long long)pos, names[n]);
     }
     /* Lookups agree with a linear scan over the points. */
     for (size_t i = 0; i < PROBE_COUNT; i++) {
@@ -435,8 +434,7 @@ Test(profiles, custom_widths_ignore_higher_bits)
 
 Test(profiles, custom_hash_receives_ctx_and_labels)
 {
-    static const struct table_entry entries[] = {{"srv#0", 1000}, {"srv#1", 2000},
-                                                 {"srv#2", 3000}};
+    static const struct table_entry entries[] = {{"srv#0", 1000}, {"srv#1", 2000}, {"srv#2", 3000}};
     static const struct table_hash table = {entries, 3, 5};
     chring_t *r = table_ring(&table, 64, 3, 1.25);
     add_or_fail(r, "srv", 1, NULL);
@@ -450,4 +448,29 @@ Test(profiles, custom_hash_receives_ctx_and_labels)
     cr_assert_eq(chring_snap_hash(s, "zz", 2), 5u, "fallback through ctx");
     chring_snap_exit(r, s);
     chring_free(&r);
+}
+
+Test(profiles, names_round_trip)
+{
+    const chring_profile_t all[] = {CHRING_PROFILE_HASH64, CHRING_PROFILE_MURMUR32,
+                                    CHRING_PROFILE_FNV32,  CHRING_PROFILE_FNV16,
+                                    CHRING_PROFILE_XXH3,   CHRING_PROFILE_KETAMA,
+                                    CHRING_PROFILE_NGINX,  CHRING_PROFILE_CUSTOM};
+    const char *const names[] = {"hash64", "murmur32", "fnv32", "fnv16", "xxh3", "ketama", "nginx"};
+    for (size_t i = 0; i < 7; i++) {
+        const char *name = chring_profile_name(all[i]);
+        cr_assert_not_null(name, "name of profile %d", (int)all[i]);
+        cr_assert_str_eq(name, names[i], "the tool's --profile spells it so (docs/design.md §7)");
+    }
+    for (size_t i = 0; i < 8; i++) {
+        chring_profile_t parsed = (chring_profile_t)99;
+        cr_assert_eq(chring_profile_parse(chring_profile_name(all[i]), &parsed), 0, "parse %s",
+                     chring_profile_name(all[i]));
+        cr_assert_eq(parsed, all[i], "round trip of %s", chring_profile_name(all[i]));
+    }
+    chring_profile_t out;
+    cr_assert_null(chring_profile_name((chring_profile_t)77), "unknown profile value");
+    cr_assert_eq(chring_profile_parse("sha1", &out), -EINVAL, "unknown name");
+    cr_assert_eq(chring_profile_parse(NULL, &out), -EINVAL, "NULL name");
+    cr_assert_eq(chring_profile_parse("hash64", NULL), -EINVAL, "NULL out");
 }

@@ -1,4 +1,4 @@
-/* The fuzz targets' reference model of chring (see model.h).  Written for clarity, not speed.
+/* The reference model of chring (see model.h).  Written for clarity, not speed.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -12,7 +12,7 @@
 #include <zlib.h>
 #include <md5.h>
 
-/* ---- hashes (SPEC §2) ---------------------------------------------------------------------- */
+/* ---- hashes (docs/design.md §2) ------------------------------------------------------------ */
 
 uint64_t model_fnv1a64(const void *data, size_t len)
 {
@@ -97,20 +97,13 @@ uint64_t model_hash(const model_cfg_t *cfg, const void *data, size_t len)
     if (len == 0)
         data = "";
     switch (cfg->profile) {
-    case MODEL_HASH64:
-        return model_mix64(model_fnv1a64(data, len));
-    case MODEL_MURMUR32:
-        return model_murmur3_32(data, len, 0);
-    case MODEL_FNV32:
-        return model_fnv1a32(data, len);
-    case MODEL_FNV16:
-        return model_fnv1a32(data, len) & 0xffffu;
-    case MODEL_CUSTOM:
-        return cfg->hash(data, len, cfg->hash_ctx) & width_mask(cfg->bits);
-    case MODEL_XXH3:
-        return XXH3_64bits(data, len);
-    case MODEL_NGINX:
-        return crc32(0L, (const Bytef *)data, (uInt)len);
+    case MODEL_HASH64: return model_mix64(model_fnv1a64(data, len));
+    case MODEL_MURMUR32: return model_murmur3_32(data, len, 0);
+    case MODEL_FNV32: return model_fnv1a32(data, len);
+    case MODEL_FNV16: return model_fnv1a32(data, len) & 0xffffu;
+    case MODEL_CUSTOM: return cfg->hash(data, len, cfg->hash_ctx) & width_mask(cfg->bits);
+    case MODEL_XXH3: return XXH3_64bits(data, len);
+    case MODEL_NGINX: return crc32(0L, (const Bytef *)data, (uInt)len);
     case MODEL_KETAMA: {
         uint8_t digest[MD5_DIGEST_LENGTH];
         MD5_CTX ctx;
@@ -177,7 +170,8 @@ uint64_t model_points_per_weight(const model_cfg_t *cfg)
 }
 
 /* d_j = floor(pct * 160 / 4 * (float)N + 1e-10f), pct = (float)w_j / (float)W, every step in single
- * precision (SPEC §2.1), one operation per statement so that nothing is fused or widened. */
+ * precision (docs/design.md §2.1), one operation per statement so that nothing is fused or
+ * widened. */
 uint32_t model_ketama_digests(uint32_t w, uint64_t total_weight, size_t n)
 {
     volatile float pct = (float)w / (float)total_weight;
@@ -215,7 +209,7 @@ static void ketama_digest_points(const char *name, size_t len, uint32_t k, uint3
                  (uint32_t)digest[4 * x + 2] << 16 | (uint32_t)digest[4 * x + 3] << 24;
 }
 
-/* nginx: HOST and PORT of a server name (SPEC §2.1). */
+/* nginx: HOST and PORT of a server name (docs/design.md §2.1). */
 static void nginx_split(const char *name, size_t len, size_t *host_off, size_t *host_len,
                         size_t *port_off, size_t *port_len)
 {
@@ -262,7 +256,7 @@ static uint32_t nginx_point(const char *name, size_t len, uint32_t prev)
 /* ---- building a snapshot ------------------------------------------------------------------- */
 
 /* qsort has no context argument: the members being sorted against are passed through here.
- * The fuzz targets are single-threaded. */
+ * The model's users are single-threaded (model.h). */
 static const model_member_t *sort_members;
 
 static int point_cmp(const void *pa, const void *pb)
@@ -443,7 +437,7 @@ size_t model_lookup_n(const model_snap_t *s, uint64_t h, uint32_t *out, size_t n
 
 /* ---- exact fractions ----------------------------------------------------------------------- */
 
-typedef unsigned __int128 u128;
+__extension__ typedef unsigned __int128 u128; /* exact counts of up to 2^64 positions */
 
 static u128 ring_size(unsigned bits)
 {
@@ -536,7 +530,7 @@ double model_moved(const model_snap_t *a, const model_snap_t *b)
     return fraction(differ, a->cfg.bits);
 }
 
-/* ---- bounded loads (SPEC §3) --------------------------------------------------------------- */
+/* ---- bounded loads (docs/design.md §3) ----------------------------------------------------- */
 
 double model_balance(double c)
 {
@@ -586,16 +580,15 @@ long model_walk(const model_snap_t *s, uint64_t h, double c, uint64_t m, const u
     return least;
 }
 
-/* ---- self-test against SPEC §10 ------------------------------------------------------------ */
+/* ---- self-test against docs/design.md §10 -------------------------------------------------- */
 
 static uint64_t table_hash(const void *data, size_t len, void *ctx)
 {
     static const struct {
         const char *s;
         uint64_t v;
-    } table[] = { { "a#0", 10 }, { "b#0", 30 }, { "c#0", 50 }, { "a#1", 60 },
-                  { "b#1", 80 }, { "c#1", 95 }, { "k1", 5 },   { "k2", 55 },
-                  { "k3", 85 },  { "k4", 97 },  { "k5", 30 } };
+    } table[] = {{"a#0", 10}, {"b#0", 30}, {"c#0", 50}, {"a#1", 60}, {"b#1", 80}, {"c#1", 95},
+                 {"k1", 5},   {"k2", 55},  {"k3", 85},  {"k4", 97},  {"k5", 30}};
     (void)ctx;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strlen(table[i].s) == len && memcmp(table[i].s, data, len) == 0)
@@ -648,13 +641,13 @@ int model_selftest(void)
     EXPECT(model_capacity_plain(0.5, 5, 2) == 3.0);
 
     /* The worked example: a 10, b 30, c 50, a 60, b 80, c 95. */
-    model_cfg_t cfg = { MODEL_CUSTOM, 64, 2, table_hash, NULL };
-    model_member_t abc[3] = { mm("c", 1, 2), mm("a", 1, 0), mm("b", 1, 1) };
+    model_cfg_t cfg = {MODEL_CUSTOM, 64, 2, table_hash, NULL};
+    model_member_t abc[3] = {mm("c", 1, 2), mm("a", 1, 0), mm("b", 1, 1)};
     model_snap_t s;
     EXPECT(model_build(&s, &cfg, abc, 3) == 0);
     EXPECT(s.npoints == 6);
-    static const uint64_t pos[6] = { 10, 30, 50, 60, 80, 95 };
-    static const char owners[6] = { 'a', 'b', 'c', 'a', 'b', 'c' };
+    static const uint64_t pos[6] = {10, 30, 50, 60, 80, 95};
+    static const char owners[6] = {'a', 'b', 'c', 'a', 'b', 'c'};
     for (size_t i = 0; i < 6; i++) {
         EXPECT(s.points[i].pos == pos[i]);
         EXPECT(s.members[s.points[i].member].name[0] == owners[i]);
@@ -664,7 +657,7 @@ int model_selftest(void)
     EXPECT(strcmp(owner_name(&s, "k3"), "c") == 0);
     EXPECT(strcmp(owner_name(&s, "k4"), "a") == 0);
     EXPECT(strcmp(owner_name(&s, "k5"), "b") == 0);
-    const uint64_t loads[3] = { 1, 2, 0 }; /* join order c, a, b: a=2, b=0, c=1 */
+    const uint64_t loads[3] = {1, 2, 0}; /* join order c, a, b: a=2, b=0, c=1 */
     long owner;
     int sat;
     long j = model_walk(&s, 5, 1.25, 3, loads, &owner, &sat);
@@ -679,8 +672,8 @@ int model_selftest(void)
     model_snap_free(&s);
 
     /* fnv16: alpha, beta, gamma at weight 2, V = 1. */
-    model_cfg_t f16 = { MODEL_FNV16, 16, 1, NULL, NULL };
-    model_member_t greek[3] = { mm("alpha", 2, 0), mm("beta", 2, 1), mm("gamma", 2, 2) };
+    model_cfg_t f16 = {MODEL_FNV16, 16, 1, NULL, NULL};
+    model_member_t greek[3] = {mm("alpha", 2, 0), mm("beta", 2, 1), mm("gamma", 2, 2)};
     EXPECT(model_build(&s, &f16, greek, 3) == 0);
     EXPECT(model_hash(&f16, "orange", 6) == 29675);
     EXPECT(strcmp(owner_name(&s, "orange"), "alpha") == 0);
@@ -690,8 +683,8 @@ int model_selftest(void)
     model_snap_free(&s);
 
     /* moved: removing one of two members moves exactly its share. */
-    model_cfg_t h64 = { MODEL_HASH64, 64, 4, NULL, NULL };
-    model_member_t two[2] = { mm("x", 1, 0), mm("y", 2, 1) };
+    model_cfg_t h64 = {MODEL_HASH64, 64, 4, NULL, NULL};
+    model_member_t two[2] = {mm("x", 1, 0), mm("y", 2, 1)};
     model_snap_t s2;
     EXPECT(model_build(&s, &h64, two, 2) == 0);
     EXPECT(model_build(&s2, &h64, two, 1) == 0);
@@ -713,7 +706,7 @@ int model_selftest(void)
     nginx_split("1234", 4, &ho, &hl, &po, &pl);
     EXPECT(hl == 4 && pl == 0);
 
-    /* ketama: 40 digests at equal weights, 39 for 25 members (SPEC §2.1). */
+    /* ketama: 40 digests at equal weights, 39 for 25 members (docs/design.md §2.1). */
     EXPECT(model_ketama_digests(1, 4, 4) == 40);
     EXPECT(model_ketama_digests(1, 25, 25) == 39);
     return 0;

@@ -1,20 +1,26 @@
-/* A reference model of chring for the fuzz targets: small, slow and obviously correct.
+/* A reference model of chring: small, slow and obviously correct.  The unit tests
+ * (tests/test_model.c) and the fuzz targets (fuzz/) check the library against it.
  *
  * SPDX-License-Identifier: MIT
  *
- * The model re-derives everything from SPEC.md and shares no code with the library: its own
- * FNV-1a, Mix64 and MurmurHash3, its own label formatting, a sorted array of points rebuilt from
- * scratch after every change, plain binary and linear search, its own capacity arithmetic
- * (SPEC §3) and exact moved/share fractions computed with 128-bit integers.  A model that
- * shared the library's code would agree with the library's bugs.
+ * The model re-derives everything from the contract (docs/design.md) and shares no code with the
+ * library: its own FNV-1a, Mix64 and MurmurHash3, its own label formatting, a sorted array of
+ * points rebuilt from scratch after every change, plain binary and linear search, its own
+ * capacity arithmetic (docs/design.md §3) and exact moved/share fractions computed with 128-bit
+ * integers.  A model that shared the library's code would agree with the library's bugs.  It
+ * includes no header of the library and links none of its code.
  *
  * Profiles covered: hash64, murmur32, fnv32, fnv16, xxh3 (XXH3_64bits from libxxhash, which
- * SPEC §2 makes normative: no re-write), nginx (CRC-32 from zlib, likewise normative; the
- * HOST/PORT split, the point chain and the removal of equal points are the model's own) and custom
- * (any function, 64/32/16 bits).  ketama is left to the compatibility tests.
+ * docs/design.md §2 makes normative: no re-write), nginx (CRC-32 from zlib, likewise normative;
+ * the HOST/PORT split, the point chain and the removal of equal points are the model's own),
+ * ketama (MD5 from libmd, likewise; the single-precision digest counts and the four points per
+ * digest are the model's own) and custom (any function, 64/32/16 bits).
+ *
+ * Not thread-safe: model_build sorts through a file-level pointer (qsort has no context
+ * argument).  Its users are single-threaded.
  */
-#ifndef CHRING_FUZZ_MODEL_H
-#define CHRING_FUZZ_MODEL_H
+#ifndef CHRING_TEST_MODEL_H
+#define CHRING_TEST_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -68,7 +74,7 @@ typedef struct model_snap {
     uint64_t total_weight;
 } model_snap_t;
 
-/* Hashes, written from SPEC §2 alone. */
+/* Hashes, written from docs/design.md §2 alone. */
 uint64_t model_fnv1a64(const void *data, size_t len);
 uint32_t model_fnv1a32(const void *data, size_t len);
 uint64_t model_mix64(uint64_t z);
@@ -107,21 +113,21 @@ void model_shares(const model_snap_t *s, double *out);
 /* The exact fraction of positions whose owner's name differs between a and b. */
 double model_moved(const model_snap_t *a, const model_snap_t *b);
 
-/* c as SPEC §3 uses it: below 1, NaN or infinite acts as 1. */
+/* c as docs/design.md §3 uses it: below 1, NaN or infinite acts as 1. */
 double model_balance(double c);
 /* ceil(c * (m + 1) * w / W) in IEEE double, left to right, as a double; 0 when W == 0. */
 double model_capacity(double c, uint64_t m, uint64_t w, uint64_t total_weight);
 /* ceil(c * (m + 1) / n); 0 when n == 0. */
 double model_capacity_plain(double c, uint64_t m, uint64_t n);
-/* The bounded walk of SPEC §3 from h's owner: loads[i] is member i's load, m the total used in
- * the capacity.  Returns the chosen member index (or -1 on an empty snapshot); *owner gets the
- * owner's index; *saturated is set when no member was below its capacity (the least loaded
- * member seen first is returned then). */
+/* The bounded walk of docs/design.md §3 from h's owner: loads[i] is member i's load, m the total
+ * used in the capacity.  Returns the chosen member index (or -1 on an empty snapshot); *owner
+ * gets the owner's index; *saturated is set when no member was below its capacity (the least
+ * loaded member seen first is returned then). */
 long model_walk(const model_snap_t *s, uint64_t h, double c, uint64_t m, const uint64_t *loads,
                 long *owner, int *saturated);
 
-/* Checks the model's hashes and placement against the reference values of SPEC §10.  Returns 0,
- * or -1 with a message on stderr. */
+/* Checks the model's hashes and placement against the reference values of docs/design.md §10.
+ * Returns 0, or -1 with a message on stderr. */
 int model_selftest(void);
 
-#endif /* CHRING_FUZZ_MODEL_H */
+#endif /* CHRING_TEST_MODEL_H */
