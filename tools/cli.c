@@ -26,10 +26,9 @@ typedef struct cli_command {
     const char *name; /* upper case; a line may spell it in any case */
     void (*run)(cli_call_t *call);
     cli_args_t args;
-    unsigned words; /* ARGS_WORDS: how many (at most 2) */
-    const char
-        *usage;       /* ARGS_VERBATIM, ARGS_WORDS: the ERR reason of a line that breaks the rule */
-    const char *help; /* its line in `chring --help`; NULL: shares the line of the command before */
+    unsigned words;    /* ARGS_WORDS: how many (at most 2, the size of call.words) */
+    const char *usage; /* ARGS_VERBATIM, ARGS_WORDS: the ERR reason of a line against the rule */
+    const char *help;  /* its line in `chring --help`; NULL: on the line of the command before */
 } cli_command_t;
 
 /* In the order of `chring --help`.  The answers are documented in docs/cli.md. */
