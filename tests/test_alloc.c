@@ -5,15 +5,22 @@
  *
  * SPDX-License-Identifier: MIT
  */
+#define _GNU_SOURCE /* mallinfo2 */
+
 #include "chring_test.h"
+
+#include <malloc.h>
+#include <stdbool.h>
+#include <time.h>
 
 /* Counters are updated atomically: liburcu's call_rcu thread may free snapshots. */
 struct counting {
-    long allocs;   /* successful allocations */
-    long frees;    /* frees of non-NULL pointers */
-    long calls;    /* allocation calls since the last arm */
-    long fail_at;  /* the armed call number that fails; 0: none */
-    long failures; /* allocations failed on purpose */
+    long allocs;    /* successful allocations */
+    long frees;     /* frees of non-NULL pointers */
+    long calls;     /* allocation calls since the last arm */
+    long fail_at;   /* the armed call number that fails; 0: none */
+    long failures;  /* allocations failed on purpose */
+    size_t largest; /* the largest allocation since the last watch_reset */
 };
 
 static struct counting counter;
@@ -29,6 +36,10 @@ static void *counting_alloc(size_t size, void *ctx)
     void *p = malloc(size ? size : 1);
     if (p)
         __atomic_add_fetch(&c->allocs, 1, __ATOMIC_SEQ_CST);
+    size_t seen = __atomic_load_n(&c->largest, __ATOMIC_SEQ_CST);
+    while (size > seen && !__atomic_compare_exchange_n(&c->largest, &seen, size, false,
+                                                       __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        ;
     return p;
 }
 
@@ -107,14 +118,12 @@ static void state_assert_same(chring_t *r, const struct state *st, const char *w
         const chring_member_t *m = chring_snap_member(s, i);
         cr_assert_str_eq(chring_member_name(m), st->names[i], "%s failing at %ld", what, k);
         cr_assert_eq(chring_snap_weight(s, m), st->weights[i], "%s failing at %ld", what, k);
-        cr_assert_eq(chring_member_weight(m), st->weights[i], "%s failing at %ld: weight", what,
-                     k);
+        cr_assert_eq(chring_member_weight(m), st->weights[i], "%s failing at %ld: weight", what, k);
     }
     chring_snap_exit(r, s);
     char **now = owners_copy(r, STATE_KEYS);
     for (int i = 0; i < STATE_KEYS; i++)
-        cr_assert(str_eq_null(now[i], st->owners[i]), "%s failing at %ld moved key-%d", what, k,
-                  i);
+        cr_assert(str_eq_null(now[i], st->owners[i]), "%s failing at %ld moved key-%d", what, k, i);
     owners_free(now, STATE_KEYS);
 }
 
@@ -364,4 +373,168 @@ Test(alloc, nginx_publishes_fail_cleanly)
 Test(alloc, murmur32_publishes_fail_cleanly)
 {
     profile_failures(CHRING_PROFILE_MURMUR32);
+}
+
+/* ---- the spare snapshot block ------------------------------------------------------------ */
+
+static void watch_reset(void)
+{
+    __atomic_store_n(&counter.largest, 0, __ATOMIC_SEQ_CST);
+}
+
+static size_t watch_largest(void)
+{
+    return __atomic_load_n(&counter.largest, __ATOMIC_SEQ_CST);
+}
+
+/* Which tagged udata have been retired (the retire callback may run on liburcu's thread). */
+static int tag_c, tag_d, tag_e, tag_f;
+
+struct retired {
+    int c, d, e, f;
+};
+
+static void note_retired(void *udata, void *ctx)
+{
+    struct retired *seen = ctx;
+    int *flag = udata == &tag_c   ? &seen->c
+                : udata == &tag_d ? &seen->d
+                : udata == &tag_e ? &seen->e
+                : udata == &tag_f ? &seen->f
+                                  : NULL;
+    if (flag)
+        __atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Waits (at most 5 s, polling every millisecond) until *flag is set. */
+static bool wait_for(const int *flag)
+{
+    struct timespec start, now, tick = {0, 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int polls = 0; polls < 5000; polls++) {
+        if (__atomic_load_n(flag, __ATOMIC_SEQ_CST))
+            return true;
+        nanosleep(&tick, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec > 5)
+            break;
+    }
+    return __atomic_load_n(flag, __ATOMIC_SEQ_CST) != 0;
+}
+
+/* The destruction of a replaced snapshot ends inside the RCU callback whose first steps retire its
+ * members: once a member's retire has been seen, the block may still be on its way to the spare
+ * cache.  chring_free waits for every pending RCU callback of the library (its header says so),
+ * so freeing a scratch ring is a barrier after which the block is in the cache. */
+static void rcu_callbacks_done(void)
+{
+    chring_t *scratch = ring_create(NULL);
+    chring_free(&scratch);
+}
+
+#define COMMON_MEMBERS 40
+
+/* The membership "common-0" .. "common-39" plus one member named `extra` (its udata `tag`). */
+static void sync_with(chring_t *r, const char *extra, int *tag)
+{
+    static char names[COMMON_MEMBERS][16];
+    chring_change_t feed[COMMON_MEMBERS + 1];
+    for (int i = 0; i < COMMON_MEMBERS; i++) {
+        snprintf(names[i], sizeof names[i], "common-%d", i);
+        feed[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    feed[COMMON_MEMBERS] = (chring_change_t){extra, 1, tag};
+    cr_assert_eq(chring_sync(r, feed, COMMON_MEMBERS + 1), 0, "sync with %s", extra);
+}
+
+Test(alloc, same_size_publish_after_a_grace_period_reuses_the_spare_block)
+{
+    install();
+    struct retired seen = {0, 0, 0, 0};
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.retire = note_retired;
+    cfg.retire_ctx = &seen;
+    chring_t *r = ring_create(&cfg);
+
+    /* 41 members x 160 points: the snapshot block (positions and owners of 6560 points, the
+     * index) dwarfs the scratch space, the member objects and the ring. */
+    watch_reset();
+    sync_with(r, "c", &tag_c);
+    size_t first = watch_largest();
+    watch_reset();
+    sync_with(r, "d", &tag_d);
+    size_t second = watch_largest();
+    size_t block = first < second ? first : second;
+    cr_assert_geq(block, (size_t)(COMMON_MEMBERS + 1) * 160 * (sizeof(uint64_t) + 4),
+                  "the largest allocation of a publish (%zu, %zu) is the snapshot block", first,
+                  second);
+
+    /* c is retired only once the snapshot that listed it is destroyed; its block then goes to
+     * the spare cache and may or may not fit the next snapshot exactly (a member swapped in the
+     * same batch takes a new slot).  One more swap makes every later snapshot the same shape. */
+    cr_assert(wait_for(&seen.c), "c retired within 5 s");
+    rcu_callbacks_done();
+    sync_with(r, "e", &tag_e);
+    cr_assert(wait_for(&seen.d), "d retired within 5 s");
+    rcu_callbacks_done();
+
+    /* The snapshot that listed d is in the cache and has the shape of the next one. */
+    watch_reset();
+    sync_with(r, "f", &tag_f);
+    size_t third = watch_largest();
+    cr_assert_lt(third, block,
+                 "a same-size publish after a grace period allocated %zu bytes (the snapshot "
+                 "block is %zu): the spare block was not reused",
+                 third, block);
+    cr_assert_eq(chring_len(r), (size_t)COMMON_MEMBERS + 1, "membership");
+    chring_free(&r);
+    cr_assert(seen.e && seen.f, "every member retired by chring_free");
+    uninstall_and_check_balance();
+}
+
+/* ---- the default allocator frees --------------------------------------------------------- */
+
+/* Bytes the process has allocated from malloc, in the heap and in mmap()ed chunks. */
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+static void create_use_free(int cycle)
+{
+    chring_t *r = ring_create(NULL);
+    char name[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(name, sizeof name, "node-%d-%d", cycle, i);
+        add_or_fail(r, name, 1 + (uint32_t)(i % 2), NULL);
+    }
+    chring_lease_t lease;
+    cr_assert_eq(chring_acquire(r, "key", 3, &lease), 0, "acquire");
+    const chring_snap_t *held = chring_snap_hold(r);
+    snprintf(name, sizeof name, "node-%d-3", cycle);
+    cr_assert_eq(chring_remove(r, name), 0, "remove");
+    chring_snap_put(r, held);
+    chring_release(r, &lease);
+    cr_assert_eq(chring_remove(r, "no-such-member"), -ENOENT, "remove a stranger");
+    chring_free(&r);
+}
+
+Test(alloc, default_allocator_heap_does_not_grow_over_many_rings)
+{
+    /* The warm-up lets liburcu, the call_rcu thread and malloc's own arenas settle. */
+    for (int cycle = 0; cycle < 20; cycle++)
+        create_use_free(cycle);
+    size_t before = heap_in_use();
+    const int cycles = 200;
+    for (int cycle = 0; cycle < cycles; cycle++)
+        create_use_free(cycle);
+    size_t after = heap_in_use();
+    /* Each cycle allocates a ring, 8 members and 9 snapshots of up to 1920 points (tens of KiB):
+     * keeping any of them would grow the heap by megabytes over 200 cycles; 64 KiB allows for
+     * malloc's bookkeeping. */
+    cr_assert_leq(after, before + 64 * 1024,
+                  "the heap grew from %zu to %zu bytes over %d create/add/remove/free cycles",
+                  before, after, cycles);
 }

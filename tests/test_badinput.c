@@ -361,7 +361,9 @@ Test(badinput, ring_total_above_2_31_points_rejected)
     chring_config_default(&cfg);
     cfg.vnodes = CHRING_POINTS_MAX;
     chring_t *r = ring_create(&cfg);
-    enum { COUNT = 129 };
+    enum {
+        COUNT = 129
+    };
     static char names[COUNT][16];
     chring_change_t batch[COUNT];
     for (int i = 0; i < COUNT; i++) {
@@ -373,4 +375,47 @@ Test(badinput, ring_total_above_2_31_points_rejected)
     cr_assert_eq(chring_len(r), 0u, "nothing added");
     cr_assert_eq(ring_version(r), 0u, "nothing published");
     chring_free(&r);
+}
+
+/* A custom hash that must never be handed a NULL key with a length. */
+static unsigned null_key_calls;
+
+static uint64_t null_checking_hash(const void *data, size_t len, void *ctx)
+{
+    (void)ctx;
+    if (data == NULL && len > 0)
+        null_key_calls++;
+    return ref_hash64(data, len);
+}
+
+Test(badinput, snap_hash_of_null_key_with_length_is_zero_on_every_profile)
+{
+    const chring_profile_t profiles[] = {CHRING_PROFILE_HASH64, CHRING_PROFILE_MURMUR32,
+                                         CHRING_PROFILE_FNV32,  CHRING_PROFILE_FNV16,
+                                         CHRING_PROFILE_XXH3,   CHRING_PROFILE_KETAMA,
+                                         CHRING_PROFILE_NGINX,  CHRING_PROFILE_CUSTOM};
+    for (size_t i = 0; i < sizeof profiles / sizeof profiles[0]; i++) {
+        chring_config_t cfg;
+        chring_config_default(&cfg);
+        cfg.profile = profiles[i];
+        cfg.vnodes = 4;
+        if (profiles[i] == CHRING_PROFILE_CUSTOM) {
+            cfg.hash = null_checking_hash;
+            cfg.hash_bits = 64;
+        }
+        chring_t *r = ring_create(&cfg);
+        add_or_fail(r, "10.0.0.1:11211", 1, NULL);
+        add_or_fail(r, "10.0.0.2:11211", 2, NULL);
+        const chring_snap_t *s = chring_snap_enter(r);
+        const char *name = chring_profile_name(profiles[i]);
+        cr_assert_gt(chring_snap_points(s), 0u, "%s: a real snapshot", name);
+        cr_assert_eq(chring_snap_hash(s, NULL, 1), 0u, "%s: NULL key, length 1", name);
+        cr_assert_eq(chring_snap_hash(s, NULL, 4096), 0u, "%s: NULL key, length 4096", name);
+        /* A NULL key of length 0 is the empty key. */
+        cr_assert_eq(chring_snap_hash(s, NULL, 0), chring_snap_hash(s, "", 0),
+                     "%s: NULL key, length 0", name);
+        chring_snap_exit(r, s);
+        chring_free(&r);
+    }
+    cr_assert_eq(null_key_calls, 0u, "the custom hash was handed a NULL key with a length");
 }

@@ -331,6 +331,82 @@ Test(bounded, inconsistent_loads_end_the_walk_with_a_member)
     chring_free(&r);
 }
 
+/* Loads that look full everywhere: the first time the library asks about a member (taking m,
+ * the sum over every member, which it needs before judging any) the callback says 1; every later
+ * time it says the member's walk load, all far above any capacity m = n allows.  No member is
+ * below its capacity, so the walk must place the key on the least loaded member it met
+ * (docs/design.md §3) -- not on the owner, nor on the last member it tried. */
+struct full_loads {
+    uint64_t walk[64];
+    unsigned asked[64];
+};
+
+static uint64_t full_load(const chring_member_t *m, void *ctx)
+{
+    struct full_loads *fl = ctx;
+    size_t j = member_index(m);
+    return fl->asked[j]++ == 0 ? 1 : fl->walk[j];
+}
+
+Test(bounded, every_member_full_goes_to_the_least_loaded_one_met)
+{
+    enum {
+        MEMBERS = 5
+    };
+    chring_t *r = indexed_ring(MEMBERS, 20);
+    const chring_snap_t *s = chring_snap_enter(r);
+    int not_owner = 0, not_last = 0;
+    char key[32];
+    for (int k = 0; k < 100; k++) {
+        key_name(key, sizeof key, k);
+        const chring_member_t *order[MEMBERS];
+        cr_assert_eq(chring_snap_lookup_n(s, key, strlen(key), order, MEMBERS), (size_t)MEMBERS,
+                     "the walk meets every member");
+        /* The least loaded member rotates through the walk's positions, owner and last included;
+         * loads are distinct so the answer is unique. */
+        size_t least = (size_t)k % MEMBERS;
+        struct full_loads fl;
+        memset(&fl, 0, sizeof fl);
+        for (size_t i = 0; i < MEMBERS; i++)
+            fl.walk[member_index(order[i])] = 1000 + 10 * ((i + MEMBERS - least) % MEMBERS);
+        const chring_member_t *got =
+            chring_snap_lookup_bounded(s, key, strlen(key), 1.25, full_load, &fl);
+        cr_assert_not_null(got, "key-%d placed", k);
+        cr_assert_str_eq(chring_member_name(got), chring_member_name(order[least]),
+                         "key-%d: every member full, the least loaded one met (walk position %zu)",
+                         k, least);
+        not_owner += least != 0;
+        not_last += least != MEMBERS - 1;
+    }
+    cr_assert_gt(not_owner, 0, "some keys' least loaded member is not the owner");
+    cr_assert_gt(not_last, 0, "some keys' least loaded member is not the last one met");
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
+Test(bounded, every_member_full_worked_example_by_hand)
+{
+    /* k1 (5) walks a#0, b#0, c#0; loads as m was taken a = b = c = 1 (m = 3, cap = 2), on the
+     * walk a = 9, b = 7, c = 8: all full, b is the least loaded. */
+    chring_t *r = table_ring(&worked_table, 64, 2, 1.25);
+    add_or_fail(r, "a", 1, (void *)(uintptr_t)1);
+    add_or_fail(r, "b", 1, (void *)(uintptr_t)2);
+    add_or_fail(r, "c", 1, (void *)(uintptr_t)3);
+    const chring_snap_t *s = chring_snap_enter(r);
+    struct full_loads fl;
+    memset(&fl, 0, sizeof fl);
+    fl.walk[0] = 9, fl.walk[1] = 7, fl.walk[2] = 8;
+    const chring_member_t *m = chring_snap_lookup_bounded(s, "k1", 2, 1.25, full_load, &fl);
+    cr_assert_str_eq(chring_member_name(m), "b", "k1: b (7) is the least loaded, not a or c");
+    /* k3 (85) walks c#1, a#0, b#0: with c = 8, a = 6, b = 7 the least loaded is a. */
+    memset(&fl, 0, sizeof fl);
+    fl.walk[0] = 6, fl.walk[1] = 7, fl.walk[2] = 8;
+    m = chring_snap_lookup_bounded(s, "k3", 2, 1.25, full_load, &fl);
+    cr_assert_str_eq(chring_member_name(m), "a", "k3: a (6), neither the owner c nor the last b");
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
 Test(bounded, load_sum_covers_every_member)
 {
     /* m is the sum over all members: with every load 0 but one member's 8, c = 1 and 4

@@ -1,5 +1,6 @@
-/* Bounded loads with the built-in counters (SPEC §3, §4): chring_acquire / chring_release,
- * capacities, statistics and the lifetime of removed members with leases.  Single-threaded.
+/* Bounded loads with the built-in counters (docs/design.md §3, §4): chring_acquire /
+ * chring_release, capacities, statistics and the lifetime of removed members with leases.
+ * Single-threaded, except the shard test at the end, whose threads run one at a time.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -7,6 +8,7 @@
 
 #include "chring_test.h"
 
+#include <pthread.h>
 #include <time.h>
 
 static void acquire_ok(chring_t *r, const char *key, chring_lease_t *lease, const char *expect)
@@ -223,8 +225,8 @@ Test(leases, weighted_with_default_balance_about_twice)
         uint64_t m = chring_leases(r);
         acquire_ok(r, "hot", &leases[k], NULL);
         uint64_t w = chring_member_weight(leases[k].member);
-        cr_assert_leq(chring_member_load(leases[k].member),
-                      chring_capacity_weighted(m, w, 5, 1.25), "acquire %d above its cap", k);
+        cr_assert_leq(chring_member_load(leases[k].member), chring_capacity_weighted(m, w, 5, 1.25),
+                      "acquire %d above its cap", k);
     }
     uint64_t dbl = load_by_name(r, "double");
     cr_assert_leq(dbl, (uint64_t)ceil(1.25 * count * 2 / 5), "weighted bound");
@@ -515,8 +517,8 @@ Test(leases, sync_and_update_keep_counters_of_present_members)
     acquire_ok(r, "k", &lease, NULL);
     char name[32];
     snprintf(name, sizeof name, "%s", chring_member_name(lease.member));
-    chring_change_t feed[] = {{"srv-0", 2, NULL}, {"srv-1", 2, NULL}, {"srv-2", 2, NULL},
-                              {"new", 1, NULL}};
+    chring_change_t feed[] = {
+        {"srv-0", 2, NULL}, {"srv-1", 2, NULL}, {"srv-2", 2, NULL}, {"new", 1, NULL}};
     cr_assert_eq(chring_sync(r, feed, 4), 0, "sync re-weights everyone");
     const chring_snap_t *s = chring_snap_enter(r);
     cr_assert_eq(chring_snap_find(s, name), lease.member, "the same member object");
@@ -643,5 +645,197 @@ Test(leases, acquire_member_leases_the_chosen_member_without_capacity_check)
         chring_release(r, &extra[i]);
     cr_assert_eq(chring_leases(r), 0u, "all released");
     cr_assert_eq(load_by_name(r, "b"), 0u, "b empty again");
+    chring_free(&r);
+}
+
+/* ---- a failed acquire_member clears the whole lease -------------------------------------- */
+
+static void fill_with_garbage(chring_lease_t *lease)
+{
+    memset(lease, 0xa5, sizeof *lease);
+}
+
+static void assert_cleared(const chring_lease_t *lease, const char *what)
+{
+    cr_assert_null(lease->member, "%s: member cleared", what);
+    cr_assert_eq(lease->reserved_, 0u, "%s: reserved_ cleared", what);
+}
+
+Test(leases, failed_acquire_member_clears_the_whole_lease_on_every_path)
+{
+    chring_t *r = worked_ring("abc", 1.25);
+    chring_t *other = worked_ring("bd", 1.25);
+    const chring_snap_t *old = chring_snap_hold(r);
+    add_or_fail(r, "d", 1, NULL);
+    const chring_snap_t *s = chring_snap_enter(r);
+    const chring_snap_t *os = chring_snap_enter(other);
+    const chring_member_t *b = chring_snap_find(s, "b");
+    const chring_member_t *d = chring_snap_find(s, "d");
+    cr_assert(b && d, "fixture");
+
+    struct {
+        chring_t *ring;
+        const chring_snap_t *snap;
+        const chring_member_t *member;
+        int expect;
+        const char *what;
+    } cases[] = {
+        {NULL, s, b, -EINVAL, "NULL ring"},
+        {r, NULL, b, -EINVAL, "NULL snapshot"},
+        {r, s, NULL, -EINVAL, "NULL member"},
+        {r, old, d, -ENOENT, "a member added after the held snapshot"},
+        {r, s, chring_snap_find(os, "b"), -ENOENT, "another ring's member of the same name"},
+        {r, s, chring_snap_find(os, "d"), -ENOENT, "another ring's member"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        chring_lease_t lease;
+        fill_with_garbage(&lease);
+        int rc = chring_acquire_member(cases[i].ring, cases[i].snap, cases[i].member, &lease);
+        cr_assert_eq(rc, cases[i].expect, "%s: returned %d", cases[i].what, rc);
+        assert_cleared(&lease, cases[i].what);
+        /* The cleared lease releases as a no-op, through either ring. */
+        chring_release(r, &lease);
+        chring_release(other, &lease);
+        assert_cleared(&lease, cases[i].what);
+        cr_assert_eq(chring_leases(r), 0u, "%s: no lease counted", cases[i].what);
+        cr_assert_eq(chring_leases(other), 0u, "%s: no lease counted", cases[i].what);
+        cr_assert_eq(chring_member_load(b), 0u, "%s: b's load", cases[i].what);
+        cr_assert_eq(chring_member_load(d), 0u, "%s: d's load", cases[i].what);
+    }
+    chring_stats_t st;
+    chring_stats(r, &st);
+    cr_assert_eq(st.acquires, 0u, "no acquire counted");
+    cr_assert_eq(st.leases, 0u, "no lease outstanding");
+    chring_snap_exit(other, os);
+    chring_snap_exit(r, s);
+    chring_snap_put(r, old);
+    chring_free(&other);
+    chring_free(&r);
+}
+
+/* ---- lease accounting over several shards, from several threads -------------------------- */
+
+/* Each thread is given its own shard of the outstanding-lease count m (docs/design.md §3): the
+ * threads below run one after another (each joined before the next starts), so they are given
+ * shards in turn and every shard a ring has in use holds leases from some of them.  m and
+ * chring_stats().leases are checked exactly after each step: nothing is in flight then. */
+#define SHARD_THREADS 4
+#define LEASES_MAX 64
+
+struct lease_batch {
+    chring_t *r;
+    chring_lease_t *leases;
+    int first, count; /* acquire (or release) leases[first .. first + count - 1] */
+    int acquire;      /* 1: acquire; 0: release */
+    int failures;
+};
+
+static void *lease_worker(void *arg)
+{
+    struct lease_batch *b = arg;
+    char key[32];
+    for (int i = b->first; i < b->first + b->count; i++) {
+        if (b->acquire) {
+            snprintf(key, sizeof key, "shard-key-%d", i);
+            if (chring_acquire(b->r, key, strlen(key), &b->leases[i]) != 0)
+                b->failures++;
+        } else {
+            chring_release(b->r, &b->leases[i]);
+            if (b->leases[i].member != NULL)
+                b->failures++;
+        }
+    }
+    return NULL;
+}
+
+/* Runs one batch on a new thread and joins it. */
+static void on_new_thread(chring_t *r, chring_lease_t *leases, int first, int count, int acquire)
+{
+    struct lease_batch b = {r, leases, first, count, acquire, 0};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, lease_worker, &b), 0, "pthread_create");
+    cr_assert_eq(pthread_join(t, NULL), 0, "pthread_join");
+    cr_assert_eq(b.failures, 0, "%s of leases %d..%d failed", acquire ? "acquire" : "release",
+                 first, first + count - 1);
+}
+
+static void assert_leases(chring_t *r, uint64_t expect, const char *when)
+{
+    cr_assert_eq(chring_leases(r), expect, "%s: chring_leases", when);
+    chring_stats_t st;
+    chring_stats(r, &st);
+    cr_assert_eq(st.leases, expect, "%s: chring_stats().leases", when);
+    /* The members' loads count the same leases. */
+    uint64_t loads = 0;
+    const chring_snap_t *s = chring_snap_enter(r);
+    for (size_t i = 0; i < chring_snap_len(s); i++)
+        loads += chring_member_load(chring_snap_member(s, i));
+    chring_snap_exit(r, s);
+    cr_assert_eq(loads, expect, "%s: the members' loads", when);
+}
+
+Test(leases, lease_count_is_exact_over_shards_and_threads)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.balance = 64; /* no spill matters here; keep every acquire simple */
+    chring_t *r = ring_create(&cfg);
+    add_numbered(r, "node-", 0, 5);
+    static chring_lease_t leases[LEASES_MAX];
+    memset(leases, 0, sizeof leases);
+    assert_leases(r, 0, "new ring");
+
+    /* Acquires: thread k takes 2k + 3 leases (3, 5, 7, 9: distinct, so a shard counted twice
+     * or not at all shows). */
+    int first[SHARD_THREADS], count[SHARD_THREADS], next = 0;
+    uint64_t expect = 0;
+    char when[64];
+    for (int k = 0; k < SHARD_THREADS; k++) {
+        first[k] = next;
+        count[k] = 2 * k + 3;
+        next += count[k];
+        on_new_thread(r, leases, first[k], count[k], 1);
+        expect += (uint64_t)count[k];
+        snprintf(when, sizeof when, "after thread %d acquired %d", k, count[k]);
+        assert_leases(r, expect, when);
+    }
+    /* This thread acquires too, on a shard of its own turn. */
+    for (int i = next; i < next + 2; i++)
+        cr_assert_eq(chring_acquire(r, "main", 4, &leases[i]), 0, "acquire on the main thread");
+    expect += 2;
+    assert_leases(r, expect, "after the main thread acquired 2");
+
+    /* Releases on other threads than the acquiring ones: a new thread releases part of thread
+     * 0's and thread 3's leases, the main thread part of thread 1's, another new thread the main
+     * thread's. */
+    on_new_thread(r, leases, first[0], 2, 0);
+    on_new_thread(r, leases, first[3], 4, 0);
+    expect -= 6;
+    assert_leases(r, expect, "after another thread released 2 of thread 0's and 4 of thread 3's");
+    for (int i = first[1]; i < first[1] + 3; i++)
+        chring_release(r, &leases[i]);
+    expect -= 3;
+    assert_leases(r, expect, "after the main thread released 3 of thread 1's");
+    on_new_thread(r, leases, next, 2, 0);
+    expect -= 2;
+    assert_leases(r, expect, "after another thread released the main thread's 2");
+
+    /* A released lease released again changes nothing. */
+    on_new_thread(r, leases, first[0], 2, 0);
+    assert_leases(r, expect, "after releasing released leases again");
+
+    /* The rest, each thread's remainder on a thread of its own. */
+    for (int k = 0; k < SHARD_THREADS; k++) {
+        int done = k == 0 ? 2 : k == 1 ? 3 : k == 3 ? 4 : 0;
+        on_new_thread(r, leases, first[k] + done, count[k] - done, 0);
+        expect -= (uint64_t)(count[k] - done);
+        snprintf(when, sizeof when, "after thread %d's remaining leases were released", k);
+        assert_leases(r, expect, when);
+    }
+    cr_assert_eq(expect, 0u, "the test's own count");
+    assert_leases(r, 0, "all released");
+    chring_stats_t st;
+    chring_stats(r, &st);
+    cr_assert_eq(st.acquires, (uint64_t)next + 2, "every acquire counted");
     chring_free(&r);
 }
