@@ -1,4 +1,4 @@
-/* libFuzzer target: the public API of chring against the reference model (fuzz/model.c).
+/* libFuzzer target: the public API of chring against the reference model (tests/model/model.c).
  *
  * SPDX-License-Identifier: MIT
  *
@@ -1369,7 +1369,7 @@ static void op_hash(input_t *in)
              show(buf, wl), show(want, wl));
 }
 
-/* Arguments the API must refuse without harm (SPEC §6). */
+/* Arguments the API must refuse without harm (docs/design.md §6). */
 static void op_bad(input_t *in)
 {
     uint8_t s = take8(in);
@@ -1412,7 +1412,7 @@ static void op_bad(input_t *in)
         expect = 0;
         break;
     default: {
-        /* Configurations chring_new must refuse (SPEC §6), picked by the high bits. */
+        /* Configurations chring_new must refuse (docs/design.md §6), picked by the high bits. */
         chring_t *tmp = NULL;
         chring_config_t cfg;
         chring_config_default(&cfg);

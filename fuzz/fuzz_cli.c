@@ -8,9 +8,9 @@
  * exercise's (murmur32, 16 vnodes).  Every answer must have one of the shapes of docs/cli.md.
  * The target also keeps its own model of the session (the pool in listed order, join order,
  * weights, LOAD values, leases, the SNAP record, the version) and, for the profiles the reference
- * model (fuzz/model.c) knows (all of them), checks every answer exactly: owners, hashes, RING
- * points, DIST points and shares, MOVED counts, BOUNDED and ACQUIRE choices, REPLICAS lists, STATS
- * and VERSION.  A difference prints the line, the answer and the reason, then aborts.
+ * model (tests/model/model.c) knows (all of them), checks every answer exactly: owners, hashes,
+ * RING points, DIST points and shares, MOVED counts, BOUNDED and ACQUIRE choices, REPLICAS lists,
+ * STATS and VERSION.  A difference prints the line, the answer and the reason, then aborts.
  *
  * Lines that would only cost time (SNAP of more than 4096 keys, a weight that builds more than
  * 65536 points without being refused) are skipped, not fed.

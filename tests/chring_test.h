@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A custom hash backed by a table of strings: the hand-made rings of SPEC §10 are built from it.
- * Strings missing from the table hash to `fallback`. */
+/* A custom hash backed by a table of strings: the hand-made rings of docs/design.md §10 are built
+ * from it.  Strings missing from the table hash to `fallback`. */
 struct table_entry {
     const char *text;
     uint64_t value;
@@ -39,8 +39,8 @@ static inline uint64_t table_hash_fn(const void *data, size_t len, void *ctx)
     return table->fallback;
 }
 
-/* The worked example of SPEC §10: a 64-bit table hash, points a#0=10, b#0=30, c#0=50, a#1=60,
- * b#1=80, c#1=95 and keys k1=5, k2=55, k3=85, k4=97, k5=30. */
+/* The worked example of docs/design.md §10: a 64-bit table hash, points a#0=10, b#0=30, c#0=50,
+ * a#1=60, b#1=80, c#1=95 and keys k1=5, k2=55, k3=85, k4=97, k5=30. */
 static const struct table_entry worked_entries[] = {
     {"a#0", 10}, {"b#0", 30}, {"c#0", 50}, {"a#1", 60}, {"b#1", 80}, {"c#1", 95},
     {"k1", 5},   {"k2", 55},  {"k3", 85},  {"k4", 97},  {"k5", 30},

@@ -1,4 +1,4 @@
-/* Out of memory at every allocation (SPEC §4, §6): a counting allocator installed with
+/* Out of memory at every allocation (docs/design.md §4, §6): a counting allocator installed with
  * chring_set_allocator fails the k-th allocation of an operation, for k = 1, 2, ... until the
  * operation succeeds.  After each failure: -ENOMEM, nothing published, membership and every
  * key's owner unchanged.  At the end, after chring_free, every allocation has been freed.

@@ -1,5 +1,6 @@
-/* The bad-input catalogue of SPEC §6: every public function answers bad input with a negative
- * errno (or NULL / 0 where it has no error channel), never a crash, never a half-applied change.
+/* The bad-input catalogue of docs/design.md §6: every public function answers bad input with a
+ * negative errno (or NULL / 0 where it has no error channel), never a crash, never a half-applied
+ * change.
  *
  * SPDX-License-Identifier: MIT
  */

@@ -1,4 +1,4 @@
-/* Bounded loads with caller-supplied loads (SPEC §3, §10): chring_snap_lookup_bounded.
+/* Bounded loads with caller-supplied loads (docs/design.md §3, §10): chring_snap_lookup_bounded.
  *
  * SPDX-License-Identifier: MIT
  */

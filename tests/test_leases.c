@@ -53,7 +53,7 @@ Test(leases, worked_example_with_ring_balance)
     cr_assert_eq(load_by_name(r, "b"), 0u, "b = 0");
     cr_assert_eq(load_by_name(r, "c"), 1u, "c = 1");
     cr_assert_eq(chring_leases(r), 3u, "m = 3");
-    /* SPEC §10: m = 3, cap = 2, a is full: k1 -> b. */
+    /* docs/design.md §10: m = 3, cap = 2, a is full: k1 -> b. */
     const chring_snap_t *s = chring_snap_enter(r);
     cr_assert_eq(chring_member_capacity(r, s, chring_snap_find(s, "a")), 2u, "cap of a");
     chring_snap_exit(r, s);
@@ -317,7 +317,7 @@ Test(leases, release_after_remove_then_retire)
 
 Test(leases, removed_member_with_leases_counts_in_capacity)
 {
-    /* m includes leases on removed members (SPEC §3). */
+    /* m includes leases on removed members (docs/design.md §3). */
     chring_t *r = numbered_ring(4, 1.0, 40);
     chring_lease_t leases[4];
     for (int k = 0; k < 4; k++)
@@ -558,7 +558,7 @@ Test(leases, saturation_through_a_member_without_points)
      * member of the snapshot: n = 2 (and W = 2) while the walk can only reach the first member.
      * With c = 1 every acquire after the first finds the only reachable member at capacity:
      * the walk must not fail but place the key on the least loaded member it saw and count a
-     * saturated event (SPEC §3). */
+     * saturated event (docs/design.md §3). */
     char first[32], second[32];
     fnv16_collision(first, second, sizeof first);
     chring_config_t cfg;

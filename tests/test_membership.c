@@ -1,5 +1,5 @@
-/* Membership changes (SPEC §1, §4, §5): weights, batches (chring_update), chring_sync and the
- * retire callback.
+/* Membership changes (docs/design.md §1, §4, §5): weights, batches (chring_update), chring_sync and
+ * the retire callback.
  *
  * SPDX-License-Identifier: MIT
  */

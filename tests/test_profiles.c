@@ -1,5 +1,5 @@
-/* Placement profiles (SPEC §2, §10): each profile's hash, width and labels, the fnv16 lesson
- * and its skip rule, and custom widths.
+/* Placement profiles (docs/design.md §2, §10): each profile's hash, width and labels, the fnv16
+ * lesson and its skip rule, and custom widths.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -350,9 +350,9 @@ Test(profiles, fnv16_rejoining_member_becomes_the_later_joiner)
 
 Test(profiles, fnv16_growth_of_earlier_joiner_follows_join_order)
 {
-    /* SPEC §2: points are placed member by member in join order, each member's in index order.
-     * Find A, B with fnv16("2-A") == fnv16(B); A joins first at weight 2 (points A, 1-A), then B
-     * at weight 1 (point B).  Growing A to weight 3 adds 2-A, which contends with B's point:
+    /* docs/design.md §2: points are placed member by member in join order, each member's in index
+     * order.  Find A, B with fnv16("2-A") == fnv16(B); A joins first at weight 2 (points A, 1-A),
+     * then B at weight 1 (point B).  Growing A to weight 3 adds 2-A, which contends with B's point:
      * A, the earlier joiner, is placed first and takes the position. */
     static uint32_t owner_of_pos[65536];
     memset(owner_of_pos, 0, sizeof owner_of_pos);

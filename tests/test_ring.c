@@ -1,4 +1,4 @@
-/* The ring itself (SPEC §1, §10): the worked example, empty rings, idempotent changes,
+/* The ring itself (docs/design.md §1, §10): the worked example, empty rings, idempotent changes,
  * collisions, order independence, movement on add and remove, spread, n-replica lookups.
  *
  * SPDX-License-Identifier: MIT

@@ -1,4 +1,4 @@
-/* Snapshots (SPEC §4, §5): hold/put, read sections, writers inside a read section, and
+/* Snapshots (docs/design.md §4, §5): hold/put, read sections, writers inside a read section, and
  * chring_snap_moved.
  *
  * SPDX-License-Identifier: MIT
@@ -295,7 +295,7 @@ Test(snap_moved, four_to_five_members_moves_about_a_fifth)
     double empirical = (double)ring_moved / keys;
     cr_assert(fabs(empirical - moved) <= 0.02, "empirical %f against snap_moved %f", empirical,
               moved);
-    /* hash mod N, for comparison (SPEC §10): about 4/5 move. */
+    /* hash mod N, for comparison (docs/design.md §10): about 4/5 move. */
     double mod_fraction = (double)mod_moved / keys;
     cr_assert(mod_fraction > 0.7 && mod_fraction < 0.9, "mod N moved %f", mod_fraction);
     chring_snap_put(r, four);

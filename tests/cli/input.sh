@@ -102,7 +102,8 @@ for bad in "--profile nope" "--profile custom" "--profile" "--vnodes 0" "--vnode
     expect "bad option '$bad' stdout" "" "$out"
     expect "bad option '$bad' message" 1 "$(grep -c '^chring: ' "$tmp/err")"
 done
-# Valid edge values; ketama and nginx ignore --vnodes and take any whole number (SPEC 2.1).
+# Valid edge values; ketama and nginx ignore --vnodes and take any whole number
+# (docs/design.md §2.1).
 for ok in "--profile ketama --vnodes 0" "--vnodes 0 --profile=nginx" "--profile nginx --vnodes 4294967295"; do
     # shellcheck disable=SC2086
     out=$(echo 'HASH a' | "$tool" $ok 2>&1); st=$?

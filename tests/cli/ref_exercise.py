@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """An independent reference model of the `chring` tool's command protocol, written from the
-command-protocol exercise (shared seed 002: MurmurHash3 x86 32-bit, seed 0, labels "<name>#<i>",
-ties ordered by name) and from SPEC §1-§3 and §7 for the other profiles.  It shares no code with
-chring: it is used to derive the expected output of the scripted sessions rather than copying
-whatever the tool printed.
+command-protocol exercise (MurmurHash3 x86 32-bit, seed 0, labels "<name>#<i>", ties ordered by
+name) and from docs/design.md §1-§3 and §7 for the other profiles.  It shares no code with chring:
+it is used to derive the expected output of the scripted sessions rather than copying whatever the
+tool printed.
 
     ref_exercise.py SESSION.in          print the model's answers for a session
     ref_exercise.py --write             (re)write tests/cli/<s>.out for every modelled session
@@ -332,7 +332,8 @@ class Model:
             return [self.bounded(arg, lambda n: self.supplied.get(n, 0),
                                  sum(self.supplied.get(n, 0) for n in self.pool))]
         if cmd == b'ACQUIRE':
-            # m counts every outstanding lease, those on removed members included (SPEC 3).
+            # m counts every outstanding lease, those on removed members included
+            # (docs/design.md §3).
             who = self.bounded(arg, self.live_load, len(self.leases))
             if who == b'EMPTY':
                 return [who]
@@ -398,8 +399,8 @@ class Model:
         return sum(1 for who in self.leases.values() if who == (name, self.gen.get(name)))
 
     def bounded(self, key, load, m):
-        """SPEC §3: the first member clockwise from the key's owner whose load is below its
-        capacity ceil(c * (m + 1) * w / W), computed in IEEE double left to right."""
+        """docs/design.md §3: the first member clockwise from the key's owner whose load is below
+        its capacity ceil(c * (m + 1) * w / W), computed in IEEE double left to right."""
         if not self.points:
             return b'EMPTY'
         c = self.balance if self.balance >= 1 else 1.0

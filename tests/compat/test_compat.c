@@ -1,6 +1,7 @@
-/* Compatibility profiles (SPEC §2.1) against golden maps produced by the real implementations:
- * libmemcached (ketama, normative), npm hashring (ketama, documentation) and nginx (`hash $key
- * consistent`).  The golden data and its generators live in tests/compat/data and tests/compat/gen.
+/* Compatibility profiles (docs/design.md §2.1) against golden maps produced by the real
+ * implementations: libmemcached (ketama, normative), npm hashring (ketama, documentation) and nginx
+ * (`hash $key consistent`).  The golden data and its generators live in tests/compat/data and
+ * tests/compat/gen.
  *
  * Suite compat_internal checks src/compat.c on its own: digest counts, point positions, the nginx
  * HOST/PORT split, and whole key maps through a small reference ring built here from the compat
@@ -346,7 +347,7 @@ Test(compat_internal, ketama_point_order)
     cr_expect_eq(a[156], chring__ketama_hash("10.0.1.1-39", 11));
 }
 
-/* The CRC chain of SPEC §2.1 written out with zlib for an explicit HOST and PORT. */
+/* The CRC chain of docs/design.md §2.1 written out with zlib for an explicit HOST and PORT. */
 static void nginx_chain(const char *host, const char *port, uint32_t n, uint32_t *out)
 {
     uint32_t prev = 0;
@@ -762,7 +763,7 @@ Test(compat_api, nginx_tie_goes_to_smaller_name)
 }
 
 /* ------------------------------------------------------------------------------------------- *
- * Bad input specific to the compatibility profiles (SPEC §2.1, §6).
+ * Bad input specific to the compatibility profiles (docs/design.md §2.1, §6).
  * ------------------------------------------------------------------------------------------- */
 
 static void check_vnodes_ignored(chring_profile_t profile, uint32_t vnodes)
@@ -794,8 +795,8 @@ Test(compat_api, vnodes_ignored)
 
 Test(compat_api, vnodes_zero_accepted)
 {
-    /* SPEC §2.1: "any vnodes value is accepted and ignored" for ketama and nginx.  (The general
-     * rule of §6, vnodes 0 is -EINVAL, concerns the profiles that use vnodes.) */
+    /* docs/design.md §2.1: "any vnodes value is accepted and ignored" for ketama and nginx.  (The
+     * general rule of §6, vnodes 0 is -EINVAL, concerns the profiles that use vnodes.) */
     check_vnodes_ignored(CHRING_PROFILE_KETAMA, 0);
     check_vnodes_ignored(CHRING_PROFILE_NGINX, 0);
 }

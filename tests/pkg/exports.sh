@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# SPEC §5: the shared library exports every function the public header declares, and nothing
-# else: every other symbol (internal chring__ ones included) is hidden.
+# docs/design.md §5: the shared library exports every function the public header declares, and
+# nothing else: every other symbol (internal chring__ ones included) is hidden.
 #
 #   exports.sh LIBCHRING.so CHRING.h
 set -euo pipefail

@@ -36,7 +36,7 @@ static const char *owner(chring_t *r, const char *key)
     return n < 0 ? NULL : name;
 }
 
-/* The worked example's table hash (SPEC §10). */
+/* The worked example's table hash (docs/design.md §10). */
 static uint64_t table_hash(const void *data, size_t len, void *ctx)
 {
     static const struct {
@@ -65,7 +65,8 @@ static void count_retire(void *udata, void *ctx)
 /* ---- findings ------------------------------------------------------------------------------ */
 
 /* Finding 1 (fuzz_api, UBSan): chring_murmur3_32(NULL, 0, seed) computed NULL + 0, undefined
- * behaviour; a NULL zero-length key is valid everywhere (SPEC §6).  Fails in the UBSan build. */
+ * behaviour; a NULL zero-length key is valid everywhere (docs/design.md §6).  Fails in the UBSan
+ * build. */
 Test(regress, murmur3_null_empty_key_is_defined)
 {
     cr_assert_eq(chring_murmur3_32(NULL, 0, 0), 0u);
@@ -103,8 +104,8 @@ Test(regress, fnv16_odd_point_count_builds_without_misaligned_access)
 
 /* ---- replays of the fuzz model's checks ---------------------------------------------------- */
 
-/* The SPEC §10 worked example through a custom hash: point order, lookups (a point exactly at the
- * key's hash counts; wrap), and the bounded walk with caller-supplied loads. */
+/* The docs/design.md §10 worked example through a custom hash: point order, lookups (a point
+ * exactly at the key's hash counts; wrap), and the bounded walk with caller-supplied loads. */
 static uint64_t example_load(const chring_member_t *m, void *ctx)
 {
     (void)ctx;
@@ -153,10 +154,10 @@ Test(regress, worked_example_order_lookups_and_bounded_walk)
     chring_free(&r);
 }
 
-/* fnv16 (SPEC §2): "1-a" at V = 1, weight 1 has exactly the label of "a"'s point 1, so when "a"
- * joined first, "1-a" is left without points: it is a member (len 2) that owns nothing and that
- * lookup_n never meets.  After "a" leaves and joins again, "1-a" is the earlier joiner and keeps
- * the position. */
+/* fnv16 (docs/design.md §2): "1-a" at V = 1, weight 1 has exactly the label of "a"'s point 1, so
+ * when "a" joined first, "1-a" is left without points: it is a member (len 2) that owns nothing and
+ * that lookup_n never meets.  After "a" leaves and joins again, "1-a" is the earlier joiner and
+ * keeps the position. */
 Test(regress, fnv16_earlier_joiner_keeps_a_contested_label)
 {
     chring_t *r = ring_of(CHRING_PROFILE_FNV16, 1);
@@ -186,7 +187,7 @@ Test(regress, fnv16_earlier_joiner_keeps_a_contested_label)
     chring_free(&r);
 }
 
-/* The SPEC §10 fnv16 example. */
+/* The docs/design.md §10 fnv16 example. */
 Test(regress, fnv16_reference_example)
 {
     chring_t *r = ring_of(CHRING_PROFILE_FNV16, 1);
@@ -226,7 +227,7 @@ Test(regress, point_count_overflow_is_e2big)
 }
 
 /* A removed member is retired once, and only after its last lease is released and the last held
- * snapshot listing it is put (SPEC §4). */
+ * snapshot listing it is put (docs/design.md §4). */
 Test(regress, retire_waits_for_stale_lease_and_held_snapshot)
 {
     retired_t retired = { { 0 } };
@@ -284,8 +285,8 @@ Test(regress, moved_after_remove_equals_the_removed_share)
     chring_free(&r);
 }
 
-/* Capacities of SPEC §10, and a huge c whose capacity passes 2^64: it must saturate, not convert
- * an out-of-range double (undefined behaviour, caught by the UBSan build). */
+/* Capacities of docs/design.md §10, and a huge c whose capacity passes 2^64: it must saturate, not
+ * convert an out-of-range double (undefined behaviour, caught by the UBSan build). */
 Test(regress, capacity_reference_values_and_huge_balance)
 {
     cr_assert_eq(chring_capacity(3, 3, 1.25), 2u);

@@ -13,21 +13,22 @@
  * A plain main() program (not Criterion) so that it runs under ThreadSanitizer.  It uses only
  * the public header, like any user.  What it proves, and how:
  *
- *   - Lifetime (SPEC §4).  Every member's udata is a test-owned object with a validity word that
- *     the retire callback poisons.  Under a sanitizer half of the retired objects are freed at
- *     once (so ASan/TSan see any later access as a use after free); the other half stay poisoned
- *     until the end (so the validity word catches a premature retire even without a sanitizer).
- *     Readers check chring_snap_check(), chring_member_check(), the validity word and every field
- *     they read (name non-empty and equal to the udata's copy, weight in range, load sane) for
- *     every member they meet: inside read sections, on held snapshots outside read sections, and
- *     on leases kept across many publishes (released later, often after their member was
- *     removed; some taken with chring_acquire_member on a key's second replica or on a member
- *     of a held snapshot that may have left the ring long ago).  retire must run exactly once per member (counted per udata), never for a member
- *     still in the ring, and for every member ever added by the time chring_free() returns.
- *   - Load accounting (SPEC §3).  At quiescent checkpoints (every thread parked on a barrier, no
- *     acquire or release in flight) the ring's outstanding total chring_leases() and every
- *     member's load must equal the leases the threads hold; no load may ever read above 2^31 (a
- *     negative counter).  At the end both are 0.
+ *   - Lifetime (docs/design.md §4).  Every member's udata is a test-owned object with a validity
+ *     word that the retire callback poisons.  Under a sanitizer half of the retired objects are
+ *     freed at once (so ASan/TSan see any later access as a use after free); the other half stay
+ *     poisoned until the end (so the validity word catches a premature retire even without a
+ *     sanitizer).  Readers check chring_snap_check(), chring_member_check(), the validity word and
+ *     every field they read (name non-empty and equal to the udata's copy, weight in range, load
+ *     sane) for every member they meet: inside read sections, on held snapshots outside read
+ *     sections, and on leases kept across many publishes (released later, often after their member
+ *     was removed; some taken with chring_acquire_member on a key's second replica or on a member
+ *     of a held snapshot that may have left the ring long ago).  retire must run exactly once per
+ *     member (counted per udata), never for a member still in the ring, and for every member ever
+ *     added by the time chring_free() returns.
+ *   - Load accounting (docs/design.md §3).  At quiescent checkpoints (every thread parked on a
+ *     barrier, no acquire or release in flight) the ring's outstanding total chring_leases() and
+ *     every member's load must equal the leases the threads hold; no load may ever read above 2^31
+ *     (a negative counter).  At the end both are 0.
  *   - Strict admission.  In "hot" epochs the membership is frozen and every reader acquires the
  *     same key, so the owner fills up and spills; see hot_bound() for the bound checked there.
  *   - The writer checks its own side after every call: the published membership (names, udata,
@@ -410,7 +411,8 @@ static uint64_t fake_load(const chring_member_t *m, void *ctx)
     return splitmix(u->id ^ f->salt) % 9;
 }
 
-/* Recomputes SPEC §3's walk with the same loads and compares it with the library's answer. */
+/* Recomputes the walk of docs/design.md §3 with the same loads and compares it with the
+ * library's answer. */
 static void check_bounded(const chring_snap_t *s, const void *key, size_t len,
                           const chring_member_t *got, uint64_t salt)
 {
@@ -434,8 +436,8 @@ static void check_bounded(const chring_snap_t *s, const void *key, size_t len,
     }
     CHECK(want != NULL, "bounded walk found no member below capacity (m=%" PRIu64 ")", total);
     CHECK(got == want,
-          "lookup_bounded chose %.40s, the walk of SPEC 3 gives %.40s (m=%" PRIu64 ", W=%" PRIu64
-          ")",
+          "lookup_bounded chose %.40s, the walk of docs/design.md §3 gives %.40s (m=%" PRIu64
+          ", W=%" PRIu64 ")",
           chring_member_name(got), chring_member_name(want), total, total_weight);
 }
 
@@ -485,10 +487,10 @@ static held_lease_t *lease_slot(thread_t *t)
  * In a hot epoch the membership is frozen (same members, same weights) and every reader acquires
  * the same key, releasing its oldest lease first once it holds K_HOT.  So while a thread starts an
  * acquire it holds at most K_HOT - 1 leases, and at any time the leases outstanding plus those
- * being acquired number at most T * K_HOT (T readers).  SPEC §3 lets the ring total m that an
- * acquire reads be approximate while acquires and releases are in flight, off by at most the T
- * operations in flight: every acquire sees m <= M = T * (K_HOT + 1).  Capacity grows with m, so
- * every admitting thread computed cap_j <= B_j = capacity_weighted(M, w_j, W, c).  The writer
+ * being acquired number at most T * K_HOT (T readers).  docs/design.md §3 lets the ring total m
+ * that an acquire reads be approximate while acquires and releases are in flight, off by at most
+ * the T operations in flight: every acquire sees m <= M = T * (K_HOT + 1).  Capacity grows with
+ * m, so every admitting thread computed cap_j <= B_j = capacity_weighted(M, w_j, W, c).  The writer
  * checks that premise directly: chring_leases(), the same sum acquire reads, never exceeds M in a
  * hot epoch (CHRING_TORTURE_M_SLACK adds to M, to look past a broken m while testing the rest).
  *

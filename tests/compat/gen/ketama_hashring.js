@@ -2,9 +2,10 @@
 //
 // hashring computes a member's digest count in double precision,
 //   Math.floor(weight / total * 40 * members),
-// where libmemcached (normative, SPEC §2.1) computes in single precision; the two disagree at some
-// memberships (7, 14, 28 equal members: hashring 39 digests, libmemcached 40), and there the
-// rings differ.  Elsewhere hashring, with member names "host:port" as given, is the same ring.
+// where libmemcached (normative, docs/design.md §2.1) computes in single precision; the two
+// disagree at some memberships (7, 14, 28 equal members: hashring 39 digests, libmemcached 40), and
+// there the rings differ.  Elsewhere hashring, with member names "host:port" as given, is the same
+// ring.
 //
 //   mkdir -p /tmp/hashring-npm && (cd /tmp/hashring-npm && npm install hashring)
 //   NODE_PATH=/tmp/hashring-npm/node_modules node tests/compat/gen/ketama_hashring.js
