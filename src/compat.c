@@ -1,4 +1,4 @@
-/* Point and key hashing of the compatibility profiles (SPEC §2.1): ketama and nginx.
+/* Point and key hashing of the compatibility profiles (docs/design.md §2.1): ketama and nginx.
  *
  * SPDX-License-Identifier: MIT
  *
@@ -53,7 +53,7 @@ uint32_t chring__ketama_digests(uint32_t weight, uint64_t total_weight, size_t m
     volatile float scaled = pct * (float)KETAMA_POINTS_PER_SERVER;
     volatile float per_hash = scaled / (float)KETAMA_POINTS_PER_HASH;
     volatile float spread = per_hash * (float)members;
-    /* libmemcached adds the epsilon as a double and rounds back to float; SPEC writes 1e-10f.  Both
+    /* libmemcached adds the epsilon as a double and rounds back to float; docs/design.md §2.1 writes 1e-10f.  Both
      * leave any spread >= 1 unchanged (1e-10 is far below half an ulp there) and cannot lift a
      * spread < 1 to 1, so the floor is the same either way. */
     volatile float nudged = spread + 1e-10f;
@@ -187,10 +187,9 @@ void chring__nginx_points(const char *name, size_t len, uint32_t npoints, uint32
 
     uint32_t prev = 0;
     for (uint32_t k = 0; k < npoints; k++) {
-        unsigned char prev_bytes[4] = { (unsigned char)(prev & 0xff),
-                                        (unsigned char)(prev >> 8 & 0xff),
-                                        (unsigned char)(prev >> 16 & 0xff),
-                                        (unsigned char)(prev >> 24) };
+        unsigned char prev_bytes[4] = {
+            (unsigned char)(prev & 0xff), (unsigned char)(prev >> 8 & 0xff),
+            (unsigned char)(prev >> 16 & 0xff), (unsigned char)(prev >> 24)};
         uint32_t point = (uint32_t)crc32_update(base, prev_bytes, sizeof prev_bytes);
         out[k] = point;
         prev = point;
