@@ -21,7 +21,8 @@
  * capacity; else it takes the 1 back and walks on.  Before the fetch-and-add it looks at the load
  * with a plain atomic load, so full members cost no write.  The walk visits each point at most
  * once; if every member looked full (possible only through races), the key goes to the least
- * loaded member seen and a saturation event is counted.  The undo can never drop the word to zero (member.h).
+ * loaded member seen and a saturation event is counted.  The undo can never drop the word to
+ * zero (member.h).
  */
 #include "find.h"
 #include "member.h"
