@@ -17,8 +17,23 @@
  * keeps its member valid until chring_release(); chring_snap_hold() keeps a snapshot (and its
  * members) valid until chring_snap_put().
  *
+ * Ordering.  A writer call publishes its change before it returns: a read section that begins
+ * after the call returns (on any thread that learnt of the return through some synchronisation,
+ * or on the same thread) sees the change, and so does every later one.  A read section that
+ * began before may still see the previous snapshot until it ends.  Writers are serialised, so
+ * their changes are seen in the order their calls returned.
+ *
  * Errors: functions that can fail return int: 0 (or a non-negative count) on success, a negative
- * errno value on failure, named by chring_strerror().  A failed writer call changes nothing.
+ * errno value on failure, named by chring_strerror().  A failed writer call changes nothing and
+ * invokes no callback.  A NULL handle or pointer is bad input: functions with an error channel
+ * return -EINVAL, the others return NULL or 0 as each comment says; free/release/put/exit
+ * functions accept NULL and do nothing.
+ *
+ * Stability.  Everything in this header is the stable API except the section "Diagnostics and
+ * test hooks" at the end (chring_snap_check, chring_member_check) and chring_set_allocator,
+ * which exist for tests, fuzzers and torture programs and may change between releases.
+ *
+ * The design behind these rules: docs/design.md in the source tree.
  */
 #ifndef CHRING_H
 #define CHRING_H
@@ -89,7 +104,8 @@ typedef struct chring_allocator {
 
 /* Installs a process-wide allocator (a NULL argument restores malloc/free).  Call it while no
  * ring exists and no other thread uses the library: memory is always returned to the allocator
- * that gave it.  Returns 0, or -EINVAL if exactly one of alloc/free is NULL. */
+ * that gave it.  Returns 0, or -EINVAL if exactly one of alloc/free is NULL.  A test hook (fault
+ * injection, memory accounting): not part of the stable API. */
 CHRING_API int chring_set_allocator(const chring_allocator_t *allocator);
 
 /* ---------------------------------------------------------------------------------------------
@@ -109,7 +125,7 @@ CHRING_API uint32_t chring_murmur3_32(const void *data, size_t len, uint32_t see
 /* Writes "<name>#<i>" and a NUL into buf.  Returns the label's length (without the NUL),
  * -ENOSPC if cap is shorter than length + 1, -EINVAL if buf or name is NULL. */
 CHRING_API int chring_vnode_label(char *buf, size_t cap, const char *name, uint32_t i);
-/* The bounded-load capacity ceil(c * (total + 1) / n) in IEEE double (SPEC §3); c below 1, NaN
+/* The bounded-load capacity ceil(c * (total + 1) / n) in IEEE double; c below 1, NaN
  * or infinite acts as 1.  Returns 0 when n == 0. */
 CHRING_API uint64_t chring_capacity(uint64_t total, uint64_t n, double c);
 /* The weighted capacity ceil(c * (total + 1) * weight / total_weight), evaluated left to right in
@@ -140,14 +156,22 @@ typedef enum {
  * pure function, safe to call from any thread at once. */
 typedef uint64_t (*chring_hash_fn)(const void *data, size_t len, void *ctx);
 
+/* A ring's configuration, copied by chring_new().  Fill it with chring_config_default() first and
+ * then set the fields you need: fields added in later versions get their defaults that way. */
 typedef struct chring_config {
     chring_profile_t profile; /* default CHRING_PROFILE_HASH64 */
-    uint32_t vnodes;          /* points per unit of weight, >= 1; default 160 */
+    uint32_t vnodes;          /* points per unit of weight, >= 1; default 160; ignored (0
+                                 allowed) by ketama and nginx, which fix their point counts */
     double balance;           /* c for chring_acquire; default 1.25; < 1, NaN, inf act as 1 */
-    chring_hash_fn hash;      /* CHRING_PROFILE_CUSTOM only */
-    void *hash_ctx;
-    unsigned hash_bits;                     /* CHRING_PROFILE_CUSTOM only: 64, 32 or 16 */
-    void (*retire)(void *udata, void *ctx); /* optional: a member's udata is no longer used */
+    chring_hash_fn hash;      /* CHRING_PROFILE_CUSTOM only; ignored otherwise */
+    void *hash_ctx;           /* passed to hash; ignored unless CHRING_PROFILE_CUSTOM */
+    unsigned hash_bits;       /* CHRING_PROFILE_CUSTOM only: 64, 32 or 16; ignored otherwise */
+    /* Optional: called once per member, with its udata and retire_ctx, when the member is freed
+     * (removed and no longer reachable, or at chring_free).  It runs on whichever thread
+     * completes the last condition: a writer, a thread in chring_release or chring_snap_put,
+     * liburcu's call_rcu thread, or chring_free's caller.  It must be thread-safe and short, and
+     * must not call into the ring whose member it retires.  A failed call never invokes it. */
+    void (*retire)(void *udata, void *ctx);
     void *retire_ctx;
 } chring_config_t;
 
@@ -231,9 +255,11 @@ CHRING_API size_t chring_len(chring_t *r);
 
 /* Begins a read section and returns the current snapshot, valid until chring_snap_exit().
  * Never NULL: for r NULL, a static empty snapshot (and no read section).  Sections may nest.
- * Wait-free; any thread, no registration needed. */
+ * The snapshot is the one the last writer call that returned before this one published (see
+ * "Ordering" at the top).  Wait-free; any thread, no registration needed. */
 CHRING_API const chring_snap_t *chring_snap_enter(chring_t *r);
-/* Ends the read section begun by the matching chring_snap_enter(r).  r NULL: no-op. */
+/* Ends the read section begun by the matching chring_snap_enter(r).  r NULL: no-op.  s is
+ * reserved (ignored): pass the snapshot chring_snap_enter returned. */
 CHRING_API void chring_snap_exit(chring_t *r, const chring_snap_t *s);
 
 /* The owner of key (len bytes; len 0 is a valid key, key may then be NULL).  Returns NULL on an
@@ -248,14 +274,19 @@ CHRING_API uint64_t chring_snap_hash(const chring_snap_t *s, const void *key, si
  * are ignored).  Returns NULL on an empty snapshot.  Reader side; wait-free. */
 CHRING_API const chring_member_t *chring_snap_lookup_hash(const chring_snap_t *s, uint64_t h);
 
-/* Bounded-load lookup with caller-supplied loads (SPEC §3): m is the sum of load() over the
- * snapshot's members; the walk goes clockwise from the key's owner and returns the first member
- * whose load is below its (weighted) capacity for factor c (< 1, NaN, inf act as 1).  load is
- * called with ctx, on this thread, and must not call back into the ring.  Returns NULL on an
- * empty snapshot or NULL s/load.  Reader side. */
-CHRING_API const chring_member_t *chring_snap_lookup_bounded(
-    const chring_snap_t *s, const void *key, size_t len, double c,
-    uint64_t (*load)(const chring_member_t *m, void *ctx), void *ctx);
+/* A caller-supplied load: the number of requests the caller has placed on member m.  Called on the
+ * lookup's thread, inside its read section; must not call back into the ring. */
+typedef uint64_t (*chring_load_fn)(const chring_member_t *m, void *ctx);
+
+/* Bounded-load lookup with caller-supplied loads: m is the sum of load() over the snapshot's
+ * members; the walk goes clockwise from the key's owner and returns the first member whose load
+ * is below its (weighted) capacity for factor c (< 1, NaN, inf act as 1).  If no member met is
+ * below its capacity (only loads that do not sum as reported can do that), returns the least
+ * loaded member met, the first of equals.  load is called with ctx.  Returns NULL on an empty
+ * snapshot or NULL s/load.  Reader side. */
+CHRING_API const chring_member_t *chring_snap_lookup_bounded(const chring_snap_t *s,
+                                                             const void *key, size_t len, double c,
+                                                             chring_load_fn load, void *ctx);
 
 /* Writes up to n distinct members met walking clockwise from the key's owner (the owner first)
  * into out.  Returns how many were written: min(n, members that have points) -- a member left
@@ -289,7 +320,8 @@ CHRING_API size_t chring_snap_member_points(const chring_snap_t *s, const chring
  * Any thread; lock-free (one atomic increment). */
 CHRING_API const chring_snap_t *chring_snap_hold(chring_t *r);
 /* Drops a reference taken by chring_snap_hold(); the last one frees the snapshot (and may retire
- * members), on this thread.  NULL-safe. */
+ * members), on this thread.  NULL-safe.  r is reserved (ignored today): pass the ring the
+ * snapshot was held from. */
 CHRING_API void chring_snap_put(chring_t *r, const chring_snap_t *s);
 
 /* The fraction of the key space whose owner (compared by name) differs between a and b, two
@@ -322,8 +354,9 @@ CHRING_API int chring_lookup_name(chring_t *r, const void *key, size_t len, char
  * Bounded loads with built-in counters
  * ------------------------------------------------------------------------------------------- */
 
-/* A lease: the member a key was placed on.  Treat it as opaque apart from .member; release the
- * same object exactly once (a second release of it is a no-op; releasing a copy is undefined). */
+/* A lease: the member a key was placed on.  Treat it as opaque apart from .member (reserved_ is
+ * the library's); release the same object exactly once (a second release of it is a no-op;
+ * releasing a copy is undefined). */
 typedef struct chring_lease {
     chring_member_t *member;
     uint64_t reserved_;
@@ -335,7 +368,7 @@ typedef struct chring_lease {
  * the least loaded member seen and a saturation event is counted.  Returns 0 and fills *lease,
  * -ENOENT on an empty ring (lease cleared), -EINVAL for NULL r/lease or NULL key with len > 0.
  * Any thread; lock-free, no allocation.  The lease keeps its member valid until released.
- * Capacities count every member of the snapshot in n and W (SPEC §3), also one left without
+ * Capacities count every member of the snapshot in n and W, also one left without
  * points (an fnv16 member whose every position was taken, a ketama member of tiny weight share):
  * such a member is never reached, so the bound can become unreachable and saturation events are
  * counted even without races. */
@@ -360,8 +393,8 @@ CHRING_API void chring_release(chring_t *r, chring_lease_t *lease);
 CHRING_API uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s,
                                            const chring_member_t *m);
 
-/* Outstanding leases on the ring (m of SPEC §3), removed members included.  Exact when no
- * acquire or release is in flight.  Any thread. */
+/* Outstanding leases on the ring (the m of the capacity formula), removed members included.
+ * Exact when no acquire or release is in flight.  Any thread. */
 CHRING_API uint64_t chring_leases(chring_t *r);
 
 /* ---------------------------------------------------------------------------------------------
@@ -392,7 +425,8 @@ CHRING_API void chring_member_stats(const chring_member_t *m, chring_member_stat
 CHRING_API void chring_stats(chring_t *r, chring_stats_t *out);
 
 /* ---------------------------------------------------------------------------------------------
- * Diagnostics (tests, torture programs)
+ * Diagnostics and test hooks: for tests, fuzzers and torture programs; not part of the stable
+ * API (they may change or go in any release)
  * ------------------------------------------------------------------------------------------- */
 
 /* Checks a snapshot's validity word and its invariants that are cheap to check (points sorted,

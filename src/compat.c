@@ -1,4 +1,4 @@
-/* Point and key hashing of the compatibility profiles (SPEC §2.1): ketama and nginx.
+/* Point and key hashing of the compatibility profiles (docs/design.md §2.1): ketama and nginx.
  *
  * SPDX-License-Identifier: MIT
  *
@@ -13,6 +13,7 @@
  * MD5 comes from libmd and CRC-32 from zlib; neither is re-written here.  All functions are pure
  * and may be called from any thread.
  */
+#include "internal.h"
 #include "compat.h"
 
 #include <math.h>
@@ -53,9 +54,9 @@ uint32_t chring__ketama_digests(uint32_t weight, uint64_t total_weight, size_t m
     volatile float scaled = pct * (float)KETAMA_POINTS_PER_SERVER;
     volatile float per_hash = scaled / (float)KETAMA_POINTS_PER_HASH;
     volatile float spread = per_hash * (float)members;
-    /* libmemcached adds the epsilon as a double and rounds back to float; SPEC writes 1e-10f.  Both
-     * leave any spread >= 1 unchanged (1e-10 is far below half an ulp there) and cannot lift a
-     * spread < 1 to 1, so the floor is the same either way. */
+    /* libmemcached adds the epsilon as a double and rounds back to float; docs/design.md §2.1
+     * writes 1e-10f.  Both leave any spread >= 1 unchanged (1e-10 is far below half an ulp there)
+     * and cannot lift a spread < 1 to 1, so the floor is the same either way. */
     volatile float nudged = spread + 1e-10f;
     float digests = floorf(nudged);
     /* A float at or above 2^32 does not fit the result; such a member's point count is rejected
@@ -72,17 +73,8 @@ void chring__ketama_points(const char *name, size_t len, uint32_t digests, uint3
      * four little-endian words of each digest, in order x = 0..3. */
     for (uint32_t k = 0; k < digests; k++) {
         char suffix[16];
-        size_t n = 0;
-        char digits[10];
-        size_t nd = 0;
-        uint32_t v = k;
-        do {
-            digits[nd++] = (char)('0' + v % 10);
-            v /= 10;
-        } while (v != 0);
-        suffix[n++] = '-';
-        while (nd > 0)
-            suffix[n++] = digits[--nd];
+        suffix[0] = '-';
+        size_t n = 1 + chring__put_decimal(suffix + 1, k);
 
         MD5_CTX ctx;
         unsigned char digest[MD5_DIGEST_LENGTH];
@@ -187,10 +179,9 @@ void chring__nginx_points(const char *name, size_t len, uint32_t npoints, uint32
 
     uint32_t prev = 0;
     for (uint32_t k = 0; k < npoints; k++) {
-        unsigned char prev_bytes[4] = { (unsigned char)(prev & 0xff),
-                                        (unsigned char)(prev >> 8 & 0xff),
-                                        (unsigned char)(prev >> 16 & 0xff),
-                                        (unsigned char)(prev >> 24) };
+        unsigned char prev_bytes[4] = {
+            (unsigned char)(prev & 0xff), (unsigned char)(prev >> 8 & 0xff),
+            (unsigned char)(prev >> 16 & 0xff), (unsigned char)(prev >> 24)};
         uint32_t point = (uint32_t)crc32_update(base, prev_bytes, sizeof prev_bytes);
         out[k] = point;
         prev = point;

@@ -1,4 +1,4 @@
-/* Point and key hashing of the compatibility profiles (SPEC §2.1): ketama and nginx.
+/* Point and key hashing of the compatibility profiles (docs/design.md §2.1): ketama and nginx.
  * Internal to the library; pure functions, any thread. */
 #ifndef CHRING_COMPAT_H
 #define CHRING_COMPAT_H
@@ -21,7 +21,7 @@ uint32_t chring__ketama_hash(const void *key, size_t len);
 
 /* nginx: writes the npoints (160 * weight) point positions of the server `name` (len bytes) into
  * out, in chain order: point 0 = crc32(HOST "\0" PORT LE32(0)), point k = crc32(HOST "\0" PORT
- * LE32(point k-1)), HOST/PORT split as SPEC §2.1 says. */
+ * LE32(point k-1)), HOST/PORT split as docs/design.md §2.1 says. */
 void chring__nginx_points(const char *name, size_t len, uint32_t npoints, uint32_t *out);
 
 /* nginx: a key's position, zlib crc32(key). */

@@ -1,20 +1,16 @@
-/* Error names and version, from one list.
+/* Error names from the one list in errors.h, and the version.
  * SPDX-License-Identifier: MIT */
 #include "internal.h"
+#include "errors.h"
 
 const char *chring_strerror(int err)
 {
     switch (err) {
     case 0: return "success";
-    case -EINVAL: return "invalid argument";
-    case -ENOMEM: return "out of memory";
-    case -ENOENT: return "no such member (or empty ring)";
-    case -ENAMETOOLONG: return "member name longer than CHRING_NAME_MAX bytes";
-    case -ENOSPC: return "buffer too small";
-    case -E2BIG: return "too many points (member above CHRING_POINTS_MAX or ring above "
-                        "CHRING_RING_POINTS_MAX)";
-    case -ERANGE: return "index out of range";
-    case -EEXIST: return "member already exists";
+#define CHRING_ERROR_CASE(name, text) \
+    case -name: return text;
+        CHRING_ERRORS(CHRING_ERROR_CASE)
+#undef CHRING_ERROR_CASE
     default: return "unknown error";
     }
 }

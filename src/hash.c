@@ -1,48 +1,23 @@
 /* Hash functions, labels and the capacity formula: pure functions, any thread.
  * SPDX-License-Identifier: MIT */
+#include "hash.h"
 #include "internal.h"
 
 #include <math.h>
 
-#define FNV64_OFFSET UINT64_C(14695981039346656037)
-#define FNV64_PRIME UINT64_C(1099511628211)
-#define FNV32_OFFSET UINT32_C(2166136261)
-#define FNV32_PRIME UINT32_C(16777619)
-
 uint64_t chring_fnv1a64(const void *data, size_t len)
 {
-    const unsigned char *p = data;
-    uint64_t h = FNV64_OFFSET;
-    if (p == NULL)
-        return h;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= FNV64_PRIME;
-    }
-    return h;
+    return data == NULL ? CHRING_FNV64_OFFSET : chring__fnv64_run(CHRING_FNV64_OFFSET, data, len);
 }
 
 uint32_t chring_fnv1a32(const void *data, size_t len)
 {
-    const unsigned char *p = data;
-    uint32_t h = FNV32_OFFSET;
-    if (p == NULL)
-        return h;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= FNV32_PRIME;
-    }
-    return h;
+    return data == NULL ? CHRING_FNV32_OFFSET : chring__fnv32_run(CHRING_FNV32_OFFSET, data, len);
 }
 
 uint64_t chring_mix64(uint64_t z)
 {
-    z ^= z >> 30;
-    z *= UINT64_C(0xbf58476d1ce4e5b9);
-    z ^= z >> 27;
-    z *= UINT64_C(0x94d049bb133111eb);
-    z ^= z >> 31;
-    return z;
+    return chring__mix64(z);
 }
 
 uint64_t chring_hash64(const void *data, size_t len)
@@ -146,15 +121,8 @@ static uint64_t ceil_to_u64(double x)
     return (uint64_t)x;
 }
 
-uint64_t chring_capacity(uint64_t total, uint64_t n, double c)
-{
-    if (n == 0)
-        return 0;
-    c = chring__clamp_balance(c);
-    double m1 = total == UINT64_MAX ? (double)total + 1.0 : (double)(total + 1);
-    return ceil_to_u64(c * m1 / (double)n);
-}
-
+/* docs/design.md §3: ceil(c * (m + 1) * w / W), left to right in IEEE double.  m + 1 is formed
+ * in double when m is UINT64_MAX (it would wrap in integers). */
 uint64_t chring_capacity_weighted(uint64_t total, uint64_t weight, uint64_t total_weight, double c)
 {
     if (total_weight == 0)
@@ -162,4 +130,11 @@ uint64_t chring_capacity_weighted(uint64_t total, uint64_t weight, uint64_t tota
     c = chring__clamp_balance(c);
     double m1 = total == UINT64_MAX ? (double)total + 1.0 : (double)(total + 1);
     return ceil_to_u64(c * m1 * (double)weight / (double)total_weight);
+}
+
+/* The unweighted formula ceil(c * (m + 1) / n) is the weighted one with w = 1 and W = n: the
+ * product by 1.0 is exact, so both round identically. */
+uint64_t chring_capacity(uint64_t total, uint64_t n, double c)
+{
+    return chring_capacity_weighted(total, 1, n, c);
 }

@@ -15,18 +15,17 @@
  * release on another thread than its acquire writes the acquiring thread's shard line: correct,
  * only slower.
  *
- * Admission (SPEC §3).  A thread computes each member's capacity from the m it read (read only
- * once a loaded member must be judged: load 0 is below every capacity, which is >= 1), then adds 1
- * to the member's word and keeps the lease only if the old load was below that capacity; else it
- * takes the 1 back and walks on.  Before the fetch-and-add it looks at the load with a plain
- * atomic load, so full members cost no write.  The walk visits each point at most once; if every
- * member looked full (possible only through races), the key goes to the least loaded member seen
- * and a saturation event is counted.  The undo can never drop the word to zero: the snapshot we
- * are reading holds a reference in the high half until a grace period after our read section.
+ * Admission (docs/design.md §3).  A thread computes each member's capacity from the m it read
+ * (read only once a loaded member must be judged: load 0 is below every capacity, which is >= 1),
+ * then adds 1 to the member's word and keeps the lease only if the old load was below that
+ * capacity; else it takes the 1 back and walks on.  Before the fetch-and-add it looks at the load
+ * with a plain atomic load, so full members cost no write.  The walk visits each point at most
+ * once; if every member looked full (possible only through races), the key goes to the least
+ * loaded member seen and a saturation event is counted.  The undo can never drop the word to
+ * zero (member.h).
  */
-#include "internal.h"
-
-#include <math.h>
+#include "find.h"
+#include "member.h"
 
 static unsigned next_slot;
 static _Thread_local unsigned my_slot; /* 0: not assigned yet; else slot + 1 */
@@ -66,6 +65,19 @@ static inline uint64_t lease_cookie(const chring_member_t *m)
     return ((uint64_t)(uintptr_t)m ^ UINT64_C(0x4c65617365c0ffee)) & LEASE_COOKIE_MASK;
 }
 
+static inline void lease_clear(chring_lease_t *lease)
+{
+    lease->member = NULL;
+    lease->reserved_ = 0;
+}
+
+static inline void lease_fill(chring_t *r, chring_lease_t *lease, chring_member_t *m,
+                              const struct chring_shard *shard)
+{
+    lease->member = m;
+    lease->reserved_ = (uint64_t)(shard - r->shards) << 56 | lease_cookie(m);
+}
+
 /* The capacities one acquire judges members by: m read once, on first need, and the capacity
  * cached per weight (equal weights share one). */
 struct capacity {
@@ -95,54 +107,46 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
 {
     if (r == NULL || lease == NULL || (key == NULL && len > 0)) {
         if (lease != NULL)
-            lease->member = NULL, lease->reserved_ = 0;
+            lease_clear(lease);
         return -EINVAL;
     }
     const chring_snap_t *s = chring_snap_enter(r);
     if (s->npoints == 0) {
         chring_snap_exit(r, s);
-        lease->member = NULL;
-        lease->reserved_ = 0;
+        lease_clear(lease);
         return -ENOENT;
     }
-    const double c = r->balance;
-    size_t i = chring__find(s, chring__key_pos(s, key, len));
-    const uint32_t owner = s->owner[i];
+    struct chring__walk walk;
+    chring__walk_start(&walk, s, chring__find(s, chring__key_pos(s, key, len)));
+    const uint32_t owner = s->owner[walk.i];
 
     /* m is read only when a loaded member must be judged: a member with load 0 is below every
      * capacity (c * (m + 1) * w / W > 0, so cap >= 1), which spares the common, lightly loaded
      * case the read of every shard's line. */
-    struct capacity capacity = {r, s, c, false, 0, 0, 0};
-    uint32_t chosen = UINT32_MAX, last = UINT32_MAX, least = owner;
+    struct capacity capacity = {r, s, r->balance, false, 0, 0, 0};
+    uint32_t chosen = UINT32_MAX, least = owner;
     uint64_t least_load = UINT64_MAX;
-    for (size_t step = 0; step < s->npoints; step++) {
-        uint32_t j = s->owner[i];
-        if (++i == s->npoints)
-            i = 0;
-        if (j == last)
-            continue;
-        last = j;
+    for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         chring_member_t *m = s->slot_member[j];
-        uint64_t load = CHRING_LOAD_64(&m->word) & CHRING_LOAD_MASK;
+        uint64_t load = chring__member_load(m);
         if (load < least_load) {
             least_load = load;
             least = j;
         }
         if (load != 0 && load >= capacity_of(&capacity, s->slot_weight[j]))
             continue; /* looks full: no write */
-        /* Full barrier (lock xadd); the old value decides admission. */
-        uint64_t old = CHRING_LOAD_MASK & ck_pr_faa_64(&m->word, 1);
+        uint64_t old = chring__member_admit(m);
         if (old == 0 || old < capacity_of(&capacity, s->slot_weight[j])) {
             chosen = j;
             break;
         }
-        ck_pr_faa_64(&m->word, (uint64_t)-1);
+        chring__member_undo(m);
     }
 
     struct chring_shard *shard = my_shard(r);
     if (CHRING_UNLIKELY(chosen == UINT32_MAX)) {
         chosen = least;
-        ck_pr_faa_64(&s->slot_member[chosen]->word, 1);
+        chring__member_force(s->slot_member[chosen]);
         ck_pr_inc_64(&shard->saturated);
     }
     chring_member_t *m = s->slot_member[chosen];
@@ -155,9 +159,7 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
     ck_pr_inc_64(&shard->leases);
     ck_pr_inc_64(&shard->acquired);
     chring_snap_exit(r, s);
-
-    lease->member = m;
-    lease->reserved_ = (uint64_t)(shard - r->shards) << 56 | lease_cookie(m);
+    lease_fill(r, lease, m, shard);
     return 0;
 }
 
@@ -166,8 +168,7 @@ int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_memb
 {
     if (lease == NULL)
         return -EINVAL;
-    lease->member = NULL;
-    lease->reserved_ = 0;
+    lease_clear(lease);
     if (r == NULL || s == NULL || m == NULL)
         return -EINVAL;
     if (chring_snap_weight(s, m) == 0)
@@ -175,12 +176,11 @@ int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_memb
     /* s lists m, so s's reference keeps m's word above zero while we add the lease. */
     chring_member_t *mm = (chring_member_t *)m;
     struct chring_shard *shard = my_shard(r);
-    ck_pr_faa_64(&mm->word, 1);
+    chring__member_force(mm);
     ck_pr_inc_64(&mm->primary);
     ck_pr_inc_64(&shard->leases);
     ck_pr_inc_64(&shard->acquired);
-    lease->member = mm;
-    lease->reserved_ = (uint64_t)(shard - r->shards) << 56 | lease_cookie(mm);
+    lease_fill(r, lease, mm, shard);
     return 0;
 }
 
@@ -192,13 +192,10 @@ void chring_release(chring_t *r, chring_lease_t *lease)
     uint64_t shard = lease->reserved_ >> 56;
     if ((lease->reserved_ & LEASE_COOKIE_MASK) != lease_cookie(m) || shard > r->shard_mask)
         return; /* not a lease this library filled in */
-    lease->member = NULL;
-    lease->reserved_ = 0;
+    lease_clear(lease);
     ck_pr_dec_64(&r->shards[shard].leases);
     /* Full barrier: the caller's use of the member happens before the count drops. */
-    uint64_t old = ck_pr_faa_64(&m->word, (uint64_t)-1);
-    if (old == 1)
-        chring__member_destroy(m); /* removed, unlisted, and this was the last lease */
+    chring__member_release(m);
 }
 
 uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s, const chring_member_t *m)
@@ -216,7 +213,7 @@ void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
     memset(out, 0, sizeof *out);
     if (m == NULL)
         return;
-    out->load = CHRING_LOAD_64(&m->word) & CHRING_LOAD_MASK;
+    out->load = chring__member_load(m);
     out->primary = CHRING_LOAD_64(&m->primary);
     out->spilled_in = CHRING_LOAD_64(&m->spilled_in);
     out->acquires = out->primary + out->spilled_in;

@@ -1,70 +1,153 @@
-/* The placement profiles as data: hash, width, label format and point count (SPEC §2).
+/* The placement profiles as data: one descriptor each, in one table (docs/design.md §2).  Adding
+ * or auditing a profile touches this file only: its hash, width, label format, point count,
+ * whether a publish may merge its points, and how equal positions are settled.
  * SPDX-License-Identifier: MIT */
 #include "internal.h"
 #include "compat.h"
+#include "hash.h"
 
 #include <xxhash.h>
-
-static const char *const profile_names[] = {
-    [CHRING_PROFILE_HASH64] = "hash64", [CHRING_PROFILE_MURMUR32] = "murmur32",
-    [CHRING_PROFILE_FNV32] = "fnv32",   [CHRING_PROFILE_FNV16] = "fnv16",
-    [CHRING_PROFILE_XXH3] = "xxh3",     [CHRING_PROFILE_KETAMA] = "ketama",
-    [CHRING_PROFILE_NGINX] = "nginx",   [CHRING_PROFILE_CUSTOM] = "custom",
-};
-
-const char *chring_profile_name(chring_profile_t profile)
-{
-    if ((unsigned)profile > CHRING_PROFILE_CUSTOM)
-        return NULL;
-    return profile_names[profile];
-}
-
-int chring_profile_parse(const char *name, chring_profile_t *out)
-{
-    if (name == NULL || out == NULL)
-        return -EINVAL;
-    for (unsigned p = 0; p <= CHRING_PROFILE_CUSTOM; p++) {
-        if (strcmp(name, profile_names[p]) == 0) {
-            *out = (chring_profile_t)p;
-            return 0;
-        }
-    }
-    return -EINVAL;
-}
 
 static inline uint64_t width_mask(unsigned bits)
 {
     return bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
 }
 
-uint64_t chring__profile_hash(chring_profile_t profile, chring_hash_fn fn, void *ctx, unsigned bits,
-                              const void *key, size_t len)
+/* ---- key hashes --------------------------------------------------------------------------- */
+
+static uint64_t hash_hash64(const struct chring_prof *p, const void *key, size_t len)
 {
-    switch (profile) {
-    case CHRING_PROFILE_HASH64: return chring_hash64(key, len);
-    case CHRING_PROFILE_MURMUR32: return chring_murmur3_32(key, len, 0);
-    case CHRING_PROFILE_FNV32: return chring_fnv1a32(key, len);
-    case CHRING_PROFILE_FNV16: return chring_fnv1a32(key, len) & 0xffffu;
-    case CHRING_PROFILE_XXH3: return XXH3_64bits(key, len);
-    case CHRING_PROFILE_KETAMA: return chring__ketama_hash(key, len);
-    case CHRING_PROFILE_NGINX: return chring__nginx_hash(key, len);
-    case CHRING_PROFILE_CUSTOM: return fn(key, len, ctx) & width_mask(bits);
-    }
-    return 0;
+    (void)p;
+    return chring_hash64(key, len);
 }
 
-uint64_t chring__profile_points(const chring_snap_t *shape, uint32_t weight, size_t members,
-                                uint64_t total_weight)
+static uint64_t hash_murmur32(const struct chring_prof *p, const void *key, size_t len)
 {
-    uint64_t points;
-    switch (shape->profile) {
-    case CHRING_PROFILE_NGINX: points = UINT64_C(160) * weight; break;
-    case CHRING_PROFILE_KETAMA:
-        points = UINT64_C(4) * chring__ketama_digests(weight, total_weight, members);
-        break;
-    default: points = (uint64_t)shape->vnodes * weight; break;
+    (void)p;
+    return chring_murmur3_32(key, len, 0);
+}
+
+static uint64_t hash_fnv32(const struct chring_prof *p, const void *key, size_t len)
+{
+    (void)p;
+    return chring_fnv1a32(key, len);
+}
+
+static uint64_t hash_fnv16(const struct chring_prof *p, const void *key, size_t len)
+{
+    (void)p;
+    return chring_fnv1a32(key, len) & 0xffffu;
+}
+
+static uint64_t hash_xxh3(const struct chring_prof *p, const void *key, size_t len)
+{
+    (void)p;
+    return XXH3_64bits(key, len);
+}
+
+static uint64_t hash_ketama(const struct chring_prof *p, const void *key, size_t len)
+{
+    (void)p;
+    return chring__ketama_hash(key, len);
+}
+
+static uint64_t hash_nginx(const struct chring_prof *p, const void *key, size_t len)
+{
+    (void)p;
+    return chring__nginx_hash(key, len);
+}
+
+static uint64_t hash_custom(const struct chring_prof *p, const void *key, size_t len)
+{
+    return p->hash(key, len, p->hash_ctx) & width_mask(p->bits);
+}
+
+/* ---- point counts ------------------------------------------------------------------------- */
+
+static uint64_t points_vnodes(const struct chring_prof *p, uint32_t weight, size_t members,
+                              uint64_t total_weight)
+{
+    (void)members, (void)total_weight;
+    return (uint64_t)p->vnodes * weight;
+}
+
+static uint64_t points_nginx(const struct chring_prof *p, uint32_t weight, size_t members,
+                             uint64_t total_weight)
+{
+    (void)p, (void)members, (void)total_weight;
+    return UINT64_C(160) * weight;
+}
+
+static uint64_t points_ketama(const struct chring_prof *p, uint32_t weight, size_t members,
+                              uint64_t total_weight)
+{
+    (void)p;
+    return UINT64_C(4) * chring__ketama_digests(weight, total_weight, members);
+}
+
+/* ---- point positions ---------------------------------------------------------------------- */
+
+/* Labels "<name>#<i>" hashed with the profile's key hash (murmur32, xxh3, custom). */
+static void positions_label(const struct chring_prof *p, const char *name, size_t name_len,
+                            uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
+                            uint64_t *out)
+{
+    (void)weight, (void)members, (void)total_weight;
+    char label[CHRING_NAME_MAX + 16];
+    memcpy(label, name, name_len);
+    label[name_len] = '#';
+    for (uint64_t i = 0; i < count; i++) {
+        size_t len = name_len + 1 + chring__put_decimal(label + name_len + 1, (uint32_t)i);
+        out[i] = p->desc->hash(p, label, len);
     }
-    return points;
+}
+
+/* hash64: FNV-1a is a running hash, so "<name>#" is hashed once and continued with each index. */
+static void positions_hash64(const struct chring_prof *p, const char *name, size_t name_len,
+                             uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
+                             uint64_t *out)
+{
+    (void)p, (void)weight, (void)members, (void)total_weight;
+    char digits[10];
+    uint64_t prefix = chring__fnv64_run(CHRING_FNV64_OFFSET, (const unsigned char *)name, name_len);
+    prefix = chring__fnv64_run(prefix, (const unsigned char *)"#", 1);
+    for (uint64_t i = 0; i < count; i++) {
+        size_t nd = chring__put_decimal(digits, (uint32_t)i);
+        out[i] = chring__mix64(chring__fnv64_run(prefix, (const unsigned char *)digits, nd));
+    }
+}
+
+static void positions_fnv32(const struct chring_prof *p, const char *name, size_t name_len,
+                            uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
+                            uint64_t *out)
+{
+    (void)p, (void)weight, (void)members, (void)total_weight;
+    char digits[10];
+    uint32_t prefix = chring__fnv32_run(CHRING_FNV32_OFFSET, (const unsigned char *)name, name_len);
+    prefix = chring__fnv32_run(prefix, (const unsigned char *)"#", 1);
+    for (uint64_t i = 0; i < count; i++) {
+        size_t nd = chring__put_decimal(digits, (uint32_t)i);
+        out[i] = chring__fnv32_run(prefix, (const unsigned char *)digits, nd);
+    }
+}
+
+/* fnv16: point 0 is the bare name, point i >= 1 is "<i>-<name>" (the virtual-nodes lesson). */
+static void positions_fnv16(const struct chring_prof *p, const char *name, size_t name_len,
+                            uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
+                            uint64_t *out)
+{
+    (void)p, (void)weight, (void)members, (void)total_weight;
+    char label[CHRING_NAME_MAX + 16];
+    for (uint64_t i = 0; i < count; i++) {
+        size_t len = 0;
+        if (i > 0) {
+            len = chring__put_decimal(label, (uint32_t)i);
+            label[len++] = '-';
+        }
+        memcpy(label + len, name, name_len);
+        len += name_len;
+        out[i] = chring_fnv1a32(label, len) & 0xffffu;
+    }
 }
 
 /* Widens n 32-bit values written at the start of out into its n 64-bit slots, last first so that
@@ -79,76 +162,144 @@ static void widen_u32(uint64_t *out, uint64_t n)
     }
 }
 
-void chring__profile_positions(const chring_snap_t *shape, const char *name, size_t name_len,
-                               uint32_t weight, size_t members, uint64_t total_weight,
-                               uint64_t count, uint64_t *out)
+static void positions_ketama(const struct chring_prof *p, const char *name, size_t name_len,
+                             uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
+                             uint64_t *out)
 {
-    char label[CHRING_NAME_MAX + 16];
+    (void)p, (void)weight, (void)members, (void)total_weight;
+    chring__ketama_points(name, name_len, (uint32_t)(count / 4), (uint32_t *)(void *)out);
+    widen_u32(out, count);
+}
 
-    switch (shape->profile) {
-    case CHRING_PROFILE_KETAMA:
-        chring__ketama_points(name, name_len, (uint32_t)(count / 4), (uint32_t *)(void *)out);
-        widen_u32(out, count);
-        (void)weight, (void)members, (void)total_weight;
-        return;
-    case CHRING_PROFILE_NGINX:
-        chring__nginx_points(name, name_len, (uint32_t)count, (uint32_t *)(void *)out);
-        widen_u32(out, count);
-        return;
-    case CHRING_PROFILE_FNV16:
-        /* Point 0 is the bare name, point i >= 1 is "<i>-<name>" (the virtual-nodes lesson). */
-        for (uint64_t i = 0; i < count; i++) {
-            size_t len = 0;
-            if (i > 0) {
-                len = chring__put_decimal(label, (uint32_t)i);
-                label[len++] = '-';
-            }
-            memcpy(label + len, name, name_len);
-            len += name_len;
-            out[i] = chring_fnv1a32(label, len) & 0xffffu;
-        }
-        return;
-    case CHRING_PROFILE_HASH64: {
-        /* FNV-1a is a running hash: hash "<name>#" once and continue with each index. */
-        uint64_t prefix = chring_fnv1a64(name, name_len);
-        prefix ^= (unsigned char)'#';
-        prefix *= UINT64_C(1099511628211);
-        for (uint64_t i = 0; i < count; i++) {
-            size_t nd = chring__put_decimal(label, (uint32_t)i);
-            uint64_t h = prefix;
-            for (size_t d = 0; d < nd; d++) {
-                h ^= (unsigned char)label[d];
-                h *= UINT64_C(1099511628211);
-            }
-            out[i] = chring_mix64(h);
-        }
-        return;
+static void positions_nginx(const struct chring_prof *p, const char *name, size_t name_len,
+                            uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
+                            uint64_t *out)
+{
+    (void)p, (void)weight, (void)members, (void)total_weight;
+    chring__nginx_points(name, name_len, (uint32_t)count, (uint32_t *)(void *)out);
+    widen_u32(out, count);
+}
+
+/* ---- the table ---------------------------------------------------------------------------- */
+
+const struct chring_profile_desc chring__profiles[CHRING_PROFILE_CUSTOM + 1] = {
+    [CHRING_PROFILE_HASH64] = {.name = "hash64",
+                               .bits = 64,
+                               .uses_vnodes = true,
+                               .mergeable = true,
+                               .collide = CHRING_COLLIDE_KEEP_ALL,
+                               .hash = hash_hash64,
+                               .points = points_vnodes,
+                               .positions = positions_hash64},
+    [CHRING_PROFILE_MURMUR32] = {.name = "murmur32",
+                                 .bits = 32,
+                                 .uses_vnodes = true,
+                                 .mergeable = true,
+                                 .collide = CHRING_COLLIDE_KEEP_ALL,
+                                 .hash = hash_murmur32,
+                                 .points = points_vnodes,
+                                 .positions = positions_label},
+    [CHRING_PROFILE_FNV32] = {.name = "fnv32",
+                              .bits = 32,
+                              .uses_vnodes = true,
+                              .mergeable = true,
+                              .collide = CHRING_COLLIDE_KEEP_ALL,
+                              .hash = hash_fnv32,
+                              .points = points_vnodes,
+                              .positions = positions_fnv32},
+    /* Join order decides contested positions, so a publish rebuilds. */
+    [CHRING_PROFILE_FNV16] = {.name = "fnv16",
+                              .bits = 16,
+                              .uses_vnodes = true,
+                              .mergeable = false,
+                              .collide = CHRING_COLLIDE_SKIP_TAKEN,
+                              .hash = hash_fnv16,
+                              .points = points_vnodes,
+                              .positions = positions_fnv16},
+    [CHRING_PROFILE_XXH3] = {.name = "xxh3",
+                             .bits = 64,
+                             .uses_vnodes = true,
+                             .mergeable = true,
+                             .collide = CHRING_COLLIDE_KEEP_ALL,
+                             .hash = hash_xxh3,
+                             .points = points_vnodes,
+                             .positions = positions_label},
+    /* Point counts depend on the membership size and total weight, so a publish rebuilds. */
+    [CHRING_PROFILE_KETAMA] = {.name = "ketama",
+                               .bits = 32,
+                               .uses_vnodes = false,
+                               .counts_need_ring = true,
+                               .mergeable = false,
+                               .collide = CHRING_COLLIDE_KEEP_ALL,
+                               .hash = hash_ketama,
+                               .points = points_ketama,
+                               .positions = positions_ketama},
+    /* Equal positions are dropped, so a removal can uncover a dropped point: a publish
+     * rebuilds. */
+    [CHRING_PROFILE_NGINX] = {.name = "nginx",
+                              .bits = 32,
+                              .uses_vnodes = false,
+                              .mergeable = false,
+                              .collide = CHRING_COLLIDE_KEEP_FIRST,
+                              .hash = hash_nginx,
+                              .points = points_nginx,
+                              .positions = positions_nginx},
+    /* The caller's hash; bits 0: the width comes from config.hash_bits. */
+    [CHRING_PROFILE_CUSTOM] = {.name = "custom",
+                               .bits = 0,
+                               .uses_vnodes = true,
+                               .mergeable = true,
+                               .collide = CHRING_COLLIDE_KEEP_ALL,
+                               .hash = hash_custom,
+                               .points = points_vnodes,
+                               .positions = positions_label},
+};
+
+static const struct chring_profile_desc *profile_desc(chring_profile_t id)
+{
+    return (unsigned)id > CHRING_PROFILE_CUSTOM ? NULL : &chring__profiles[id];
+}
+
+int chring__prof_init(struct chring_prof *out, const chring_config_t *cfg)
+{
+    const struct chring_profile_desc *d = profile_desc(cfg->profile);
+    if (d == NULL)
+        return -EINVAL;
+    /* Profiles that fix their own point counts ignore vnodes, 0 included (docs/design.md §2.1). */
+    if (d->uses_vnodes && cfg->vnodes == 0)
+        return -EINVAL;
+    unsigned bits = d->bits;
+    if (bits == 0) {
+        if (cfg->hash == NULL ||
+            (cfg->hash_bits != 64 && cfg->hash_bits != 32 && cfg->hash_bits != 16))
+            return -EINVAL;
+        bits = cfg->hash_bits;
     }
-    case CHRING_PROFILE_FNV32: {
-        uint32_t prefix = chring_fnv1a32(name, name_len);
-        prefix ^= (unsigned char)'#';
-        prefix *= UINT32_C(16777619);
-        for (uint64_t i = 0; i < count; i++) {
-            size_t nd = chring__put_decimal(label, (uint32_t)i);
-            uint32_t h = prefix;
-            for (size_t d = 0; d < nd; d++) {
-                h ^= (unsigned char)label[d];
-                h *= UINT32_C(16777619);
-            }
-            out[i] = h;
+    out->desc = d;
+    out->id = cfg->profile;
+    out->bits = bits;
+    out->shift = 64 - bits;
+    out->vnodes = cfg->vnodes;
+    out->hash = d->bits == 0 ? cfg->hash : NULL;
+    out->hash_ctx = d->bits == 0 ? cfg->hash_ctx : NULL;
+    return 0;
+}
+
+const char *chring_profile_name(chring_profile_t profile)
+{
+    const struct chring_profile_desc *d = profile_desc(profile);
+    return d == NULL ? NULL : d->name;
+}
+
+int chring_profile_parse(const char *name, chring_profile_t *out)
+{
+    if (name == NULL || out == NULL)
+        return -EINVAL;
+    for (unsigned p = 0; p <= CHRING_PROFILE_CUSTOM; p++) {
+        if (strcmp(name, profile_desc((chring_profile_t)p)->name) == 0) {
+            *out = (chring_profile_t)p;
+            return 0;
         }
-        return;
     }
-    case CHRING_PROFILE_MURMUR32:
-    case CHRING_PROFILE_XXH3:
-    case CHRING_PROFILE_CUSTOM:
-        memcpy(label, name, name_len);
-        label[name_len] = '#';
-        for (uint64_t i = 0; i < count; i++) {
-            size_t len = name_len + 1 + chring__put_decimal(label + name_len + 1, (uint32_t)i);
-            out[i] = chring__profile_hash(shape->profile, shape->hash, shape->hash_ctx, shape->bits,
-                                          label, len);
-        }
-        return;
-    }
+    return -EINVAL;
 }

@@ -1,4 +1,4 @@
-/* The writer side: configuration, membership changes, publish, grace periods, retirement.
+/* The ring: configuration, lifecycle, publish and grace periods, held snapshots.
  * SPDX-License-Identifier: MIT
  *
  * Design note (invariants).
@@ -11,9 +11,13 @@
  *   for the ring; Mirrokni, Thorup, Zadimoghaddam 2018 for the bounded loads in load.c).
  *   Writers never wait for a grace period (no synchronize_rcu), so they may run inside a read
  *   section; only chring_free waits.
- * - Members are reference counted by snapshots and leases (snapshot.c); the writer's view of the
+ * - Members are reference counted by snapshots and leases (member.h); the writer's view of the
  *   membership is the current snapshot, stable while the lock is held.  A removed member keeps
  *   its object until its last reference goes; adding the name again creates a new object.
+ * - Ordering: a writer call publishes before it returns, so a read section that begins after the
+ *   call returns sees its change (the publish is a release store, the read section's load of
+ *   r->current a dependency-ordered load).
+ * Membership changes themselves: apply.c.
  */
 #include "internal.h"
 
@@ -28,21 +32,6 @@ void chring_config_default(chring_config_t *cfg)
     cfg->profile = CHRING_PROFILE_HASH64;
     cfg->vnodes = CHRING_DEFAULT_VNODES;
     cfg->balance = CHRING_DEFAULT_BALANCE;
-}
-
-static unsigned profile_bits(const chring_config_t *cfg)
-{
-    switch (cfg->profile) {
-    case CHRING_PROFILE_HASH64:
-    case CHRING_PROFILE_XXH3: return 64;
-    case CHRING_PROFILE_MURMUR32:
-    case CHRING_PROFILE_FNV32:
-    case CHRING_PROFILE_KETAMA:
-    case CHRING_PROFILE_NGINX: return 32;
-    case CHRING_PROFILE_FNV16: return 16;
-    case CHRING_PROFILE_CUSTOM: return cfg->hash_bits;
-    }
-    return 0;
 }
 
 static unsigned shard_count(void)
@@ -64,15 +53,10 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
         chring_config_default(&defaults);
         cfg = &defaults;
     }
-    if ((unsigned)cfg->profile > CHRING_PROFILE_CUSTOM)
-        return -EINVAL;
-    /* ketama and nginx fix their own point counts and ignore vnodes, 0 included (SPEC §2.1). */
-    if (cfg->vnodes == 0 && cfg->profile != CHRING_PROFILE_KETAMA &&
-        cfg->profile != CHRING_PROFILE_NGINX)
-        return -EINVAL;
-    if (cfg->profile == CHRING_PROFILE_CUSTOM &&
-        (cfg->hash == NULL || (cfg->hash_bits != 64 && cfg->hash_bits != 32 && cfg->hash_bits != 16)))
-        return -EINVAL;
+    struct chring_prof prof;
+    int err = chring__prof_init(&prof, cfg);
+    if (err != 0)
+        return err;
 
     chring_t *r = chring__alloc_aligned(sizeof *r);
     if (r == NULL)
@@ -96,21 +80,14 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     memset(r->shards, 0, shards * sizeof *r->shards);
     r->shard_mask = shards - 1;
     r->cfg = *cfg;
+    r->prof = prof;
     r->balance = chring__clamp_balance(cfg->balance);
 
     /* The empty version-0 snapshot carries the profile, like every later one. */
     *s = chring__empty_snap;
-    s->profile = cfg->profile;
-    s->bits = profile_bits(cfg);
-    s->shift = 64 - s->bits;
-    s->vnodes = cfg->vnodes;
-    s->hash = cfg->profile == CHRING_PROFILE_CUSTOM ? cfg->hash : NULL;
-    s->hash_ctx = cfg->profile == CHRING_PROFILE_CUSTOM ? cfg->hash_ctx : NULL;
-    s->refs = 1;
-    s->version = 0;
-    s->ring = r;
+    s->prof = prof;
+    s->blocks = &r->blocks;
     s->block_size = sizeof *s;
-    r->shape = *s;
     r->current = s;
     *out = r;
     return 0;
@@ -136,6 +113,17 @@ static void retire_snapshot(chring_snap_t *old)
 #endif
 }
 
+void chring__publish(chring_t *r, chring_snap_t *next)
+{
+    chring_snap_t *cur = r->current;
+    next->version = cur->version + 1;
+    /* Release store: the snapshot's contents are visible before the pointer (rcu_assign_pointer
+     * has the write barrier; the TSan build uses a C11 release store). */
+    CHRING_RCU_ASSIGN(r->current, next);
+    CHRING_STORE_64(&r->publishes, r->publishes + 1);
+    retire_snapshot(cur);
+}
+
 void chring_free(chring_t **rp)
 {
     if (rp == NULL || *rp == NULL)
@@ -154,7 +142,7 @@ void chring_free(chring_t **rp)
     /* Every pending callback (snapshots replaced earlier) runs before the ring goes. */
     rcu_barrier();
     CHRING_GRACE_ENDED();
-    chring__snap_drop_spare(r);
+    chring__blocks_drop(&r->blocks);
 
     pthread_mutex_destroy(&r->lock);
     chring__free_aligned(r->shards);
@@ -166,7 +154,7 @@ size_t chring_len(chring_t *r)
     if (r == NULL)
         return 0;
     const chring_snap_t *s = chring_snap_enter(r);
-    size_t n = s->nmembers;
+    size_t n = chring_snap_len(s);
     chring_snap_exit(r, s);
     return n;
 }
@@ -189,253 +177,4 @@ void chring_snap_put(chring_t *r, const chring_snap_t *s)
 {
     (void)r;
     chring__snap_unref((chring_snap_t *)s);
-}
-
-/* ---- membership changes ------------------------------------------------------------------- */
-
-enum apply_mode {
-    MODE_UPDATE, /* changes relative to the current membership; weight 0 removes */
-    MODE_SYNC,   /* the membership becomes exactly the given set */
-    MODE_WEIGHT, /* as MODE_UPDATE, but only for existing members (chring_set_weight) */
-};
-
-static int check_name(const char *name, size_t *len)
-{
-    if (name == NULL)
-        return -EINVAL;
-    size_t n = strnlen(name, CHRING_NAME_MAX + 1);
-    if (n == 0)
-        return -EINVAL;
-    if (n > CHRING_NAME_MAX)
-        return -ENAMETOOLONG;
-    *len = n;
-    return 0;
-}
-
-static int name_cmp(const char *a, size_t alen, const char *b, size_t blen)
-{
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-    if (c != 0)
-        return c;
-    return (alen > blen) - (alen < blen);
-}
-
-struct change_ref {
-    const chring_change_t *change;
-    size_t len;
-    size_t order; /* position in the caller's array: join order of new members */
-};
-
-static int cmp_change(const void *a, const void *b)
-{
-    const struct change_ref *x = a, *y = b;
-    return name_cmp(x->change->name, x->len, y->change->name, y->len);
-}
-
-static chring_member_t *member_new(chring_t *r, const char *name, size_t len, uint32_t weight,
-                                   void *udata)
-{
-    chring_member_t *m = chring__alloc_aligned(sizeof *m + len + 1);
-    if (m == NULL)
-        return NULL;
-    memset(m, 0, sizeof *m);
-    m->magic = CHRING_MEMBER_MAGIC;
-    m->weight = weight;
-    m->name_len = (uint32_t)len;
-    m->udata = udata;
-    m->retire = r->cfg.retire;
-    m->retire_ctx = r->cfg.retire_ctx;
-    memcpy(m->name, name, len);
-    m->name[len] = '\0';
-    return m;
-}
-
-/* Validates, builds and publishes one change set.  Called without the lock. */
-static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum apply_mode mode)
-{
-    if (r == NULL || (changes == NULL && n > 0))
-        return -EINVAL;
-    const chring_snap_t *shape0 = &r->shape;
-    for (size_t k = 0; k < n; k++) {
-        size_t len;
-        int err = check_name(changes[k].name, &len);
-        if (err != 0)
-            return err;
-        if (changes[k].weight == 0 && mode == MODE_SYNC)
-            return -EINVAL;
-        if (changes[k].weight != 0 && shape0->profile != CHRING_PROFILE_KETAMA &&
-            chring__profile_points(shape0, changes[k].weight, 1, changes[k].weight) >
-                CHRING_POINTS_MAX)
-            return -E2BIG;
-    }
-
-    /* A repeated name is bad input visible in the arguments: find it before allocating when the
-     * batch is small (a pairwise scan); a large batch finds it in its sorted copy below. */
-    if (n <= 64) {
-        for (size_t a = 1; a < n; a++)
-            for (size_t b = 0; b < a; b++)
-                if (strcmp(changes[a].name, changes[b].name) == 0)
-                    return -EINVAL;
-    }
-
-    struct change_ref *sorted = NULL;
-    if (n > 0) {
-        sorted = chring__calloc(n, sizeof *sorted);
-        if (sorted == NULL)
-            return -ENOMEM;
-    }
-    for (size_t k = 0; k < n; k++) {
-        sorted[k].change = &changes[k];
-        sorted[k].len = strlen(changes[k].name);
-        sorted[k].order = k;
-    }
-    if (n > 1)
-        qsort(sorted, n, sizeof *sorted, cmp_change);
-    for (size_t k = 1; k < n; k++) {
-        if (cmp_change(&sorted[k - 1], &sorted[k]) == 0) {
-            chring__free(sorted);
-            return -EINVAL;
-        }
-    }
-
-    pthread_mutex_lock(&r->lock);
-    chring_snap_t *cur = r->current;
-    int err = 0;
-    size_t count = 0, ncreated = 0, ia = 0, ib = 0;
-    bool changed = false;
-    size_t cap = cur->nmembers + n;
-    chring_member_t **members = chring__calloc(cap ? cap : 1, sizeof *members);
-    uint32_t *weights = chring__calloc(cap ? cap : 1, sizeof *weights);
-    /* New members, in the caller's order (their join order). */
-    chring_member_t **created = chring__calloc(n ? n : 1, sizeof *created);
-    size_t *created_at = chring__calloc(n ? n : 1, sizeof *created_at);
-    if (members == NULL || weights == NULL || created == NULL || created_at == NULL) {
-        err = -ENOMEM;
-        goto out;
-    }
-
-    /* Merge the current members (sorted by name) with the sorted changes. */
-    while (ia < cur->nmembers || ib < n) {
-        int c;
-        if (ia >= cur->nmembers)
-            c = 1;
-        else if (ib >= n)
-            c = -1;
-        else
-            c = name_cmp(cur->members[ia]->name, cur->members[ia]->name_len,
-                         sorted[ib].change->name, sorted[ib].len);
-        if (c < 0) {
-            /* A member the changes do not name: kept by an update, dropped by a sync. */
-            if (mode != MODE_SYNC) {
-                members[count] = cur->members[ia];
-                weights[count++] = cur->weights[ia];
-            } else {
-                changed = true;
-            }
-            ia++;
-        } else if (c == 0) {
-            uint32_t w = sorted[ib].change->weight;
-            if (w == 0) {
-                changed = true; /* removed */
-            } else {
-                members[count] = cur->members[ia];
-                weights[count++] = w;
-                changed |= w != cur->weights[ia];
-            }
-            ia++, ib++;
-        } else {
-            const chring_change_t *ch = sorted[ib].change;
-            if (ch->weight == 0 || mode == MODE_WEIGHT) {
-                err = -ENOENT;
-                goto out;
-            }
-            /* A placeholder; the member is created below once everything else is known. */
-            members[count] = NULL;
-            weights[count] = ch->weight;
-            created_at[sorted[ib].order] = count + 1;
-            count++;
-            changed = true;
-            ib++;
-        }
-    }
-    if (!changed)
-        goto out;
-
-    /* Create the new members in the caller's order, which is their join order. */
-    for (size_t k = 0; k < n; k++) {
-        if (created_at[k] == 0)
-            continue;
-        size_t slot = created_at[k] - 1;
-        chring_member_t *m = member_new(r, changes[k].name, strlen(changes[k].name),
-                                        changes[k].weight, changes[k].udata);
-        if (m == NULL) {
-            err = -ENOMEM;
-            goto out;
-        }
-        m->join_seq = r->join_seq + k;
-        created[ncreated++] = m;
-        members[slot] = m;
-    }
-
-    chring_snap_t *next = chring__snap_build(&r->shape, cur, members, weights, count, &err);
-    if (next == NULL)
-        goto out;
-    next->version = cur->version + 1;
-    r->join_seq += n;
-
-    /* Current weights first, so that a reader of the new snapshot sees them. */
-    for (size_t j = 0; j < count; j++)
-        CHRING_STORE_32(&members[j]->weight, weights[j]);
-    /* Release store: the snapshot's contents are visible before the pointer (rcu_assign_pointer
-     * has the write barrier; the TSan build uses a C11 release store). */
-    CHRING_RCU_ASSIGN(r->current, next);
-    CHRING_STORE_64(&r->publishes, r->publishes + 1);
-    ncreated = 0; /* the new members now belong to the snapshot */
-    retire_snapshot(cur);
-
-out:
-    pthread_mutex_unlock(&r->lock);
-    for (size_t k = 0; k < ncreated; k++) {
-        /* Never published: no retire, nobody else saw them. */
-        created[k]->magic = CHRING_POISON;
-        chring__free_aligned(created[k]);
-    }
-    chring__free(created_at);
-    chring__free(created);
-    chring__free(weights);
-    chring__free(members);
-    chring__free(sorted);
-    return err;
-}
-
-int chring_update(chring_t *r, const chring_change_t *changes, size_t n)
-{
-    return apply(r, changes, n, MODE_UPDATE);
-}
-
-int chring_sync(chring_t *r, const chring_change_t *members, size_t n)
-{
-    return apply(r, members, n, MODE_SYNC);
-}
-
-int chring_add(chring_t *r, const char *name, uint32_t weight, void *udata)
-{
-    if (weight == 0)
-        return -EINVAL;
-    chring_change_t change = {name, weight, udata};
-    return apply(r, &change, 1, MODE_UPDATE);
-}
-
-int chring_remove(chring_t *r, const char *name)
-{
-    chring_change_t change = {name, 0, NULL};
-    return apply(r, &change, 1, MODE_UPDATE);
-}
-
-int chring_set_weight(chring_t *r, const char *name, uint32_t weight)
-{
-    if (weight == 0)
-        return -EINVAL;
-    chring_change_t change = {name, weight, NULL};
-    return apply(r, &change, 1, MODE_WEIGHT);
 }

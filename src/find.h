@@ -1,0 +1,82 @@
+/* The read side's hot path, inline: a key's position, the search for its first point, and the
+ * clockwise walk that every bounded and n-replica lookup takes.
+ * SPDX-License-Identifier: MIT */
+#ifndef CHRING_FIND_H
+#define CHRING_FIND_H
+
+#include "hash.h"
+#include "internal.h"
+
+/* A key's position shifted to 64 bits: the default profile's hash inlined (FNV-1a 64 then
+ * SplitMix64), the others through their descriptor. */
+static inline uint64_t chring__key_pos(const chring_snap_t *s, const void *key, size_t len)
+{
+    if (CHRING_LIKELY(s->prof.id == CHRING_PROFILE_HASH64))
+        return chring__mix64(chring__fnv64_run(CHRING_FNV64_OFFSET, key, len));
+    return s->prof.desc->hash(&s->prof, key, len) << s->prof.shift;
+}
+
+/* Index of the first point at or after the shifted position h64 (wrapping to 0).
+ * pos[npoints] is a sentinel UINT64_MAX, so the scan needs no bound: every point of a later
+ * bucket is above h64, and the sentinel is never below it.  The first two steps are branch-free
+ * (a bucket holds about 0.5 points on average, so a loop's exit would be mispredicted often). */
+static inline size_t chring__find(const chring_snap_t *s, uint64_t h64)
+{
+    size_t b = (size_t)(h64 >> (64 - s->index_bits));
+    size_t i = s->index[b];
+    const uint64_t *pos = s->pos;
+    if (CHRING_UNLIKELY(s->index[b + 1] - i > 16)) {
+        /* A crowded bucket (a coarse custom hash): binary search for the first pos >= h64. */
+        size_t lo = i, hi = s->index[b + 1];
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (pos[mid] < h64)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        i = lo;
+    } else {
+        i += pos[i] < h64;
+        i += pos[i] < h64;
+        while (pos[i] < h64)
+            i++;
+    }
+    return i == s->npoints ? 0 : i;
+}
+
+/* The clockwise walk from a key's point: each point is visited at most once, and a run of
+ * consecutive points of one member yields that member once (the same member again would give the
+ * same answer).  A member met again later, after another one, is yielded again. */
+struct chring__walk {
+    const chring_snap_t *s;
+    size_t i;      /* the next point */
+    size_t left;   /* points not visited yet */
+    uint32_t last; /* the slot yielded last */
+};
+
+static inline void chring__walk_start(struct chring__walk *w, const chring_snap_t *s, size_t i)
+{
+    w->s = s;
+    w->i = i;
+    w->left = s->npoints;
+    w->last = UINT32_MAX;
+}
+
+/* The slot of the next member on the walk, or UINT32_MAX once every point was visited. */
+static inline uint32_t chring__walk_next(struct chring__walk *w)
+{
+    while (w->left > 0) {
+        uint32_t j = w->s->owner[w->i];
+        if (++w->i == w->s->npoints)
+            w->i = 0;
+        w->left--;
+        if (j != w->last) {
+            w->last = j;
+            return j;
+        }
+    }
+    return UINT32_MAX;
+}
+
+#endif

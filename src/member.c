@@ -1,0 +1,91 @@
+/* Members: names, creation, retirement, accessors.  The hot word and its rules: member.h.
+ * SPDX-License-Identifier: MIT */
+#include "member.h"
+
+int chring__name_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    if (c != 0)
+        return c;
+    return (alen > blen) - (alen < blen);
+}
+
+int chring__name_check(const char *name, size_t *len)
+{
+    if (name == NULL)
+        return -EINVAL;
+    size_t n = strnlen(name, CHRING_NAME_MAX + 1);
+    if (n == 0)
+        return -EINVAL;
+    if (n > CHRING_NAME_MAX)
+        return -ENAMETOOLONG;
+    *len = n;
+    return 0;
+}
+
+chring_member_t *chring__member_new(const chring_t *r, const char *name, size_t len,
+                                    uint32_t weight, void *udata)
+{
+    chring_member_t *m = chring__alloc_aligned(sizeof *m + len + 1);
+    if (m == NULL)
+        return NULL;
+    memset(m, 0, sizeof *m);
+    m->magic = CHRING_MEMBER_MAGIC;
+    m->weight = weight;
+    m->name_len = (uint32_t)len;
+    m->udata = udata;
+    m->retire = r->cfg.retire;
+    m->retire_ctx = r->cfg.retire_ctx;
+    memcpy(m->name, name, len);
+    m->name[len] = '\0';
+    return m;
+}
+
+/* A member that was never published: nobody else saw it, and its udata stays the caller's. */
+void chring__member_discard(chring_member_t *m)
+{
+    m->magic = CHRING_POISON;
+    chring__free_aligned(m);
+}
+
+/* Called by whoever brought the word to zero (member.h). */
+void chring__member_destroy(chring_member_t *m)
+{
+    if (m->retire != NULL)
+        m->retire(m->udata, m->retire_ctx);
+    m->magic = CHRING_POISON;
+    chring__free_aligned(m);
+}
+
+/* ---- accessors ---------------------------------------------------------------------------- */
+
+const char *chring_member_name(const chring_member_t *m)
+{
+    return m == NULL ? NULL : m->name;
+}
+
+void *chring_member_udata(const chring_member_t *m)
+{
+    return m == NULL ? NULL : m->udata;
+}
+
+uint32_t chring_member_weight(const chring_member_t *m)
+{
+    return m == NULL ? 0 : CHRING_LOAD_32(&m->weight);
+}
+
+uint64_t chring_member_load(const chring_member_t *m)
+{
+    return m == NULL ? 0 : chring__member_load(m);
+}
+
+int chring_member_check(const chring_member_t *m)
+{
+    if (m == NULL || CHRING_LOAD_64(&m->magic) != CHRING_MEMBER_MAGIC)
+        return -EINVAL;
+    if (m->name_len == 0 || m->name_len > CHRING_NAME_MAX || m->name[m->name_len] != '\0')
+        return -EINVAL;
+    if (CHRING_LOAD_32(&m->weight) == 0)
+        return -EINVAL;
+    return 0;
+}

@@ -1,0 +1,99 @@
+/* A member's hot word: the one rule whose violation is a use-after-free, and the only code that
+ * changes the word.
+ * SPDX-License-Identifier: MIT
+ *
+ * The word (64 bits, the first field of struct chring_member, on its own cache line):
+ *
+ *     word = leases + (snapshot references << 32)
+ *
+ * The low half counts the leases on the member (its load, docs/design.md §3); the high half counts
+ * the snapshots that list it, CHRING_SNAP_REF each.  Whoever brings the word to zero retires the
+ * member (config.retire(udata)) and frees it, so retire runs exactly once, on whichever thread
+ * that is, and never while a reader, a lease or a held snapshot can still reach the member
+ * (docs/design.md §4).
+ *
+ *   transition              who                                   why it is safe
+ *   ----------------------  ------------------------------------  ------------------------------
+ *   created, word = 0       the writer, under the ring lock       nobody else can see it; a
+ *                                                                  failed change discards it
+ *                                                                  (chring__member_discard: no
+ *                                                                  retire, never published)
+ *   + CHRING_SNAP_REF       the writer, building a snapshot that  the member is new or listed by
+ *     (member_ref_snap)     lists it, before publishing it        the current snapshot, which
+ *                                                                  the lock keeps current
+ *   - CHRING_SNAP_REF       whoever drops a snapshot's last       every reader of that snapshot
+ *     (member_unref_snap)   reference: liburcu's call_rcu thread, is gone; may reach zero: then
+ *                           chring_snap_put, chring_free          this thread retires it
+ *   + 1 (member_admit,      a reader, inside a read section on a  that snapshot's reference keeps
+ *     member_force)         snapshot that lists the member, or    the high half >= 1
+ *                           with a held snapshot that does
+ *   - 1 (member_undo)       the same reader, still in its read    the high half is still >= 1:
+ *                           section, when the load it added to    the undo can never reach zero
+ *                           was already at capacity
+ *   - 1 (member_release)    the lease's holder, any thread        may reach zero (member removed,
+ *                                                                  no snapshot lists it): then
+ *                                                                  this thread retires it
+ *
+ * Why the undo can never reach zero: the reader's snapshot lists the member, and the snapshot's
+ * published reference is dropped only by an RCU callback after a grace period, which cannot end
+ * while the reader is inside its read section (a held snapshot keeps its reference until the
+ * holder's chring_snap_put, after the acquire returns).  So while the reader adds and takes back
+ * its 1, the high half is at least 1 and the word at least CHRING_SNAP_REF.
+ *
+ * Worked example: add "a" (snapshot S1 lists it: word = 1 << 32); acquire on "a" (word =
+ * (1 << 32) + 1); remove "a" (S2 does not list it; after a grace period S1 is destroyed: word =
+ * 1); release the lease (word = 0): the releasing thread calls retire and frees "a".  Re-adding
+ * "a" in between creates a new object with a word of its own, which the old lease never touches.
+ *
+ * Every read-modify-write here is a full barrier (lock xadd): the uses of the member that precede
+ * a decrement happen before the thread that sees zero frees it. */
+#ifndef CHRING_MEMBER_H
+#define CHRING_MEMBER_H
+
+#include "internal.h"
+
+#define CHRING_LOAD_MASK UINT64_C(0xffffffff)
+#define CHRING_SNAP_REF (UINT64_C(1) << 32)
+
+/* The member's load: one atomic load. */
+static inline uint64_t chring__member_load(const chring_member_t *m)
+{
+    return CHRING_LOAD_64(&m->word) & CHRING_LOAD_MASK;
+}
+
+static inline void chring__member_ref_snap(chring_member_t *m)
+{
+    ck_pr_faa_64(&m->word, CHRING_SNAP_REF);
+}
+
+static inline void chring__member_unref_snap(chring_member_t *m)
+{
+    if (ck_pr_faa_64(&m->word, (uint64_t)0 - CHRING_SNAP_REF) == CHRING_SNAP_REF)
+        chring__member_destroy(m);
+}
+
+/* Adds one lease and returns the load before it: the caller keeps it only if that load was below
+ * the capacity it computed, else it calls chring__member_undo. */
+static inline uint64_t chring__member_admit(chring_member_t *m)
+{
+    return CHRING_LOAD_MASK & ck_pr_faa_64(&m->word, 1);
+}
+
+static inline void chring__member_undo(chring_member_t *m)
+{
+    ck_pr_faa_64(&m->word, (uint64_t)-1);
+}
+
+/* Adds one lease without a capacity check (saturation, a member the caller chose). */
+static inline void chring__member_force(chring_member_t *m)
+{
+    ck_pr_faa_64(&m->word, 1);
+}
+
+static inline void chring__member_release(chring_member_t *m)
+{
+    if (ck_pr_faa_64(&m->word, (uint64_t)-1) == 1)
+        chring__member_destroy(m); /* removed, unlisted, and this was the last lease */
+}
+
+#endif

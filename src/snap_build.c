@@ -1,0 +1,191 @@
+/* Building a snapshot: the limits, the choice between merge and full build, and the full build.
+ * SPDX-License-Identifier: MIT
+ *
+ * Points are ordered by (position, member name, point index): generated in name order and sorted
+ * stably, so the ring is a pure function of the membership (Karger et al. 1997; docs/design.md
+ * §1).  Only a profile that skips taken positions in join order (fnv16) depends on history, as
+ * docs/design.md §2 says.  A snapshot is never changed after it is built. */
+#include "member.h"
+
+/* Sorts member ranks by join order (insertion sort: fnv16 rings are small). */
+static void sort_by_join(uint32_t *order, size_t n, chring_member_t *const *members)
+{
+    for (size_t i = 0; i < n; i++)
+        order[i] = (uint32_t)i;
+    for (size_t i = 1; i < n; i++) {
+        uint32_t v = order[i];
+        size_t j = i;
+        while (j > 0 && members[order[j - 1]]->join_seq > members[v]->join_seq) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = v;
+    }
+}
+
+/* Slot j for the member of rank j: the numbering of a snapshot built from scratch. */
+static void identity_slots(chring_snap_t *s)
+{
+    for (size_t j = 0; j < s->nmembers; j++) {
+        s->member_slot[j] = (uint32_t)j;
+        s->slot_member[j] = s->members[j];
+        s->slot_weight[j] = s->weights[j];
+        s->slot_rank[j] = (uint32_t)j;
+    }
+}
+
+static uint64_t points_of(const chring_snap_t *s, size_t j)
+{
+    return s->prof.desc->points(&s->prof, s->weights[j], s->nmembers, s->total_weight);
+}
+
+static void positions_of(const chring_snap_t *s, size_t j, uint64_t count, uint64_t *out)
+{
+    const chring_member_t *m = s->members[j];
+    s->prof.desc->positions(&s->prof, m->name, m->name_len, s->weights[j], s->nmembers,
+                            s->total_weight, count, out);
+}
+
+/* Every member's points, in name order, shifted; returns how many. */
+static size_t generate_all(chring_snap_t *s)
+{
+    size_t at = 0;
+    for (size_t j = 0; j < s->nmembers; j++) {
+        uint64_t count = points_of(s, j);
+        positions_of(s, j, count, s->pos + at);
+        for (uint64_t i = 0; i < count; i++) {
+            s->pos[at + i] <<= s->prof.shift;
+            s->owner[at + i] = (uint32_t)j;
+        }
+        s->member_points[j] = (uint32_t)count;
+        at += count;
+    }
+    return at;
+}
+
+/* CHRING_COLLIDE_SKIP_TAKEN (16-bit positions): raw positions in name order into the scratch,
+ * then placed member by member in join order, each member's points in index order; a position
+ * already taken is skipped.  Returns the points placed. */
+static size_t place_skip_taken(chring_snap_t *s, uint64_t *raw, uint64_t *start, uint32_t *order)
+{
+    uint64_t at = 0;
+    for (size_t j = 0; j < s->nmembers; j++) {
+        uint64_t count = points_of(s, j);
+        positions_of(s, j, count, raw + at);
+        start[j] = at;
+        at += count;
+    }
+    sort_by_join(order, s->nmembers, s->members);
+    uint64_t taken[65536 / 64] = {0};
+    size_t placed = 0;
+    for (size_t o = 0; o < s->nmembers; o++) {
+        uint32_t j = order[o];
+        uint64_t count = points_of(s, j);
+        uint32_t mine = 0;
+        for (uint64_t i = 0; i < count; i++) {
+            uint64_t p = raw[start[j] + i];
+            if (taken[p / 64] & (UINT64_C(1) << (p % 64)))
+                continue;
+            taken[p / 64] |= UINT64_C(1) << (p % 64);
+            s->pos[placed] = p << s->prof.shift;
+            s->owner[placed] = j;
+            placed++;
+            mine++;
+        }
+        s->member_points[j] = mine;
+    }
+    return placed;
+}
+
+/* CHRING_COLLIDE_KEEP_FIRST on sorted points: of equal positions only the first (by name) stays.
+ * Returns the points kept. */
+static size_t keep_first(chring_snap_t *s, size_t npoints)
+{
+    if (npoints == 0)
+        return 0;
+    size_t kept = 1;
+    for (size_t i = 1; i < npoints; i++) {
+        if (s->pos[i] == s->pos[kept - 1]) {
+            s->member_points[s->owner[i]]--;
+            continue;
+        }
+        s->pos[kept] = s->pos[i];
+        s->owner[kept] = s->owner[i];
+        kept++;
+    }
+    return kept;
+}
+
+/* A snapshot built from scratch: generate (or place) every member's points, sort them, apply the
+ * profile's collision rule, index. */
+static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chring_prof *prof,
+                                 chring_member_t *const *members, const uint32_t *weights,
+                                 size_t nmembers, uint64_t total_weight, size_t npoints, int *err)
+{
+    bool skip_taken = prof->desc->collide == CHRING_COLLIDE_SKIP_TAKEN;
+    chring_snap_t *s = chring__snap_alloc(blocks, prof, members, weights, nmembers, nmembers,
+                                          total_weight, npoints);
+    /* Scratch: the sort's second buffer; for skip-taken also the join order and offsets.
+     * 64-bit arrays first, then the 32-bit ones: every array stays aligned. */
+    size_t scratch_size = npoints * (sizeof(uint64_t) + sizeof(uint32_t)) +
+                          (skip_taken ? nmembers * (sizeof(uint32_t) + sizeof(uint64_t)) : 0);
+    char *scratch = s == NULL ? NULL : chring__alloc(scratch_size);
+    if (s == NULL || scratch == NULL) {
+        if (s != NULL)
+            chring__snap_discard(s);
+        *err = -ENOMEM;
+        return NULL;
+    }
+    uint64_t *tpos = (uint64_t *)(void *)scratch;
+    uint64_t *start = tpos + npoints; /* skip-taken only */
+    uint32_t *towner = (uint32_t *)(void *)(start + (skip_taken ? nmembers : 0));
+    uint32_t *order = towner + npoints; /* skip-taken only */
+
+    identity_slots(s);
+    if (skip_taken)
+        npoints = place_skip_taken(s, tpos, start, order);
+    else
+        npoints = generate_all(s);
+    /* Generated in name order (skip-taken: no equal positions), so the stable sort orders equal
+     * positions by name. */
+    chring__sort_points(npoints, s->pos, s->owner, tpos, towner);
+    if (prof->desc->collide == CHRING_COLLIDE_KEEP_FIRST)
+        npoints = keep_first(s, npoints);
+    s->npoints = npoints;
+    chring__index_build(s);
+
+    chring__free(scratch);
+    chring__snap_ref_members(s);
+    *err = 0;
+    return s;
+}
+
+chring_snap_t *chring__snap_build(struct chring_blocks *blocks, const struct chring_prof *prof,
+                                  const chring_snap_t *prev, chring_member_t *const *members,
+                                  const uint32_t *weights, size_t nmembers, int *err)
+{
+    uint64_t total_weight = 0;
+    for (size_t j = 0; j < nmembers; j++)
+        total_weight += weights[j];
+
+    /* Point counts, checked against the limits before anything is allocated. */
+    uint64_t raw_points = 0;
+    for (size_t j = 0; j < nmembers; j++) {
+        uint64_t p = prof->desc->points(prof, weights[j], nmembers, total_weight);
+        if (p > CHRING_POINTS_MAX) {
+            *err = -E2BIG;
+            return NULL;
+        }
+        raw_points += p;
+        if (raw_points > CHRING_RING_POINTS_MAX) {
+            *err = -E2BIG;
+            return NULL;
+        }
+    }
+
+    if (prof->desc->mergeable && prev->npoints > 0)
+        return chring__snap_merge(blocks, prof, prev, members, weights, nmembers, total_weight,
+                                  err);
+    return build_full(blocks, prof, members, weights, nmembers, total_weight, (size_t)raw_points,
+                      err);
+}
