@@ -1,0 +1,99 @@
+/* The shards of the outstanding-lease count, seen from inside (docs/design.md §3): every lease
+ * is counted in the shard it was acquired through, and its release, on whatever thread, takes it
+ * back from that same shard, so no shard ever goes below zero.  The black-box test in
+ * test_leases.c checks the sum; a release that decremented the wrong shard keeps the sum right
+ * (the shards are summed modulo 2^64) and only shows here.  Internal: links the static library
+ * and reads struct chring (src/internal.h).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include "internal.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#define HELD 16
+
+struct job {
+    chring_t *r;
+    chring_lease_t *leases;
+    int count;
+    int acquire; /* 1: acquire count leases; 0: release them */
+};
+
+static void *run_job(void *arg)
+{
+    struct job *j = arg;
+    for (int i = 0; i < j->count; i++) {
+        if (j->acquire) {
+            char key[16];
+            snprintf(key, sizeof key, "k%d", i);
+            if (chring_acquire(j->r, key, strlen(key), &j->leases[i]) != 0)
+                return (void *)1;
+        } else {
+            chring_release(j->r, &j->leases[i]);
+        }
+    }
+    return NULL;
+}
+
+/* Runs a job on a new thread (a thread of its own is a shard of its own turn) and joins it. */
+static void on_new_thread(chring_t *r, chring_lease_t *leases, int count, int acquire)
+{
+    pthread_t t;
+    struct job j = {r, leases, count, acquire};
+    void *ret = NULL;
+    cr_assert_eq(pthread_create(&t, NULL, run_job, &j), 0);
+    cr_assert_eq(pthread_join(t, &ret), 0);
+    cr_assert_null(ret, "every acquire succeeded");
+}
+
+static unsigned shard_of(const chring_lease_t *lease)
+{
+    return (unsigned)(lease->reserved_ >> 56);
+}
+
+/* Each shard's count, exactly: expect[k] for shard k. */
+static void assert_shards(chring_t *r, const uint64_t *expect, const char *when)
+{
+    for (unsigned k = 0; k <= r->shard_mask; k++)
+        cr_assert_eq(r->shards[k].leases, expect[k], "%s: shard %u holds %llu, expected %llu",
+                     when, k, (unsigned long long)r->shards[k].leases,
+                     (unsigned long long)expect[k]);
+}
+
+Test(shards, each_release_takes_its_lease_back_from_the_shard_it_was_acquired_through)
+{
+    chring_t *r = NULL;
+    cr_assert_eq(chring_new(&r, NULL), 0);
+    cr_assert_geq(r->shard_mask, 1u, "at least two shards");
+    cr_assert_eq(chring_add(r, "a", 1, NULL), 0);
+    cr_assert_eq(chring_add(r, "b", 1, NULL), 0);
+    static chring_lease_t x[HELD], y[HELD];
+    uint64_t expect[64] = {0};
+
+    on_new_thread(r, x, 5, 1);
+    on_new_thread(r, y, 3, 1);
+    unsigned sx = shard_of(&x[0]), sy = shard_of(&y[0]);
+    cr_assert_neq(sx, sy, "two threads, one after the other, get different shards");
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(shard_of(&x[i]), sx, "one thread, one shard");
+    expect[sx] = 5, expect[sy] = 3;
+    assert_shards(r, expect, "after the acquires");
+
+    /* Releases on this thread, then on a third one: neither acquired these leases. */
+    for (int i = 0; i < 2; i++)
+        chring_release(r, &x[i]);
+    expect[sx] = 3;
+    assert_shards(r, expect, "after this thread released 2 of the first thread's");
+    on_new_thread(r, x + 2, 3, 0);
+    on_new_thread(r, y, 2, 0);
+    expect[sx] = 0, expect[sy] = 1;
+    assert_shards(r, expect, "after other threads released more");
+    chring_release(r, &y[2]);
+    expect[sy] = 0;
+    assert_shards(r, expect, "all released");
+    cr_assert_eq(chring_leases(r), 0u);
+    chring_free(&r);
+}
