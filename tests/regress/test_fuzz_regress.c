@@ -84,8 +84,8 @@ Test(regress, murmur3_null_empty_key_is_defined)
     chring_free(&r);
 }
 
-/* Finding 3 (fuzz_api, UBSan, src/snapshot.c): building an fnv16 snapshot put its uint64_t
- * scratch array right after npoints uint32_t owners, misaligned whenever the nominal point count
+/* Finding 3 (fuzz_api, UBSan, the full build, now in src/snap_build.c): building an fnv16
+ * snapshot put its uint64_t scratch array right after npoints uint32_t owners, misaligned whenever the nominal point count
  * is odd (one member of weight 1 at V = 1 is enough): undefined behaviour, a trap on
  * strict-alignment machines.  Fails in the UBSan build (test_fuzz_regress_ubsan). */
 Test(regress, fnv16_odd_point_count_builds_without_misaligned_access)
