@@ -344,7 +344,7 @@ static bool field(span_t *t, const char *prefix, uint64_t *v)
     size_t i = pl;
     while (i < t->n && t->p[i] >= '0' && t->p[i] <= '9')
         i++;
-    span_t num = { t->p + pl, i - pl };
+    span_t num = {t->p + pl, i - pl};
     if (!number(num, UINT64_MAX, v))
         return false;
     t->p += i;
@@ -542,8 +542,8 @@ static void do_ring(void)
         const char *colon = memchr(lines[i].p, ':', lines[i].n);
         if (!colon)
             fail("RING line %zu has no ':'", i);
-        span_t num = { lines[i].p, (size_t)(colon - lines[i].p) };
-        span_t name = { colon + 1, lines[i].n - num.n - 1 };
+        span_t num = {lines[i].p, (size_t)(colon - lines[i].p)};
+        span_t name = {colon + 1, lines[i].n - num.n - 1};
         uint64_t pos;
         if (!number(num, UINT64_MAX, &pos))
             fail("RING line %zu: bad position", i);
@@ -580,7 +580,7 @@ static void do_dist(void)
         if (l.n < st.pool[i].len + 1 || memcmp(l.p, st.pool[i].name, st.pool[i].len) != 0 ||
             l.p[st.pool[i].len] != ' ')
             fail("DIST line %zu does not start with pool member %zu's name", i, i);
-        span_t rest = { l.p + st.pool[i].len + 1, l.n - st.pool[i].len - 1 };
+        span_t rest = {l.p + st.pool[i].len + 1, l.n - st.pool[i].len - 1};
         uint64_t points;
         if (!field(&rest, "points=", &points) || rest.n < 8 || memcmp(rest.p, " share=", 7) != 0)
             fail("DIST line %zu: expected points=<p> share=<s>", i);
@@ -709,8 +709,8 @@ static void do_acquire(span_t key)
         }
     if (!sp)
         fail("ACQUIRE: expected <name> <lease>");
-    span_t name = { lines[0].p, (size_t)(sp - lines[0].p) };
-    span_t num = { sp + 1, lines[0].n - name.n - 1 };
+    span_t name = {lines[0].p, (size_t)(sp - lines[0].p)};
+    span_t num = {sp + 1, lines[0].n - name.n - 1};
     uint64_t number_got;
     if (!number(num, UINT64_MAX, &number_got) || number_got != st.next_lease + 1)
         fail("ACQUIRE: expected lease number %llu", (unsigned long long)st.next_lease + 1);
@@ -742,7 +742,7 @@ static void do_acquire(span_t key)
     st.acquires++;
     st.next_lease++;
     if (st.nleases < MAX_LEASES)
-        st.leases[st.nleases++] = (tlease_t){ st.next_lease, id };
+        st.leases[st.nleases++] = (tlease_t){st.next_lease, id};
     else
         abort();
 }
@@ -775,12 +775,12 @@ static void do_replicas(span_t arg)
     while (sep > 0 && arg.p[sep - 1] != ' ' && arg.p[sep - 1] != '\t')
         sep--;
     uint64_t n;
-    span_t num = { arg.p + sep, end - sep };
+    span_t num = {arg.p + sep, end - sep};
     if (sep == 0 || !number(num, UINT32_MAX, &n) || n == 0) {
         expect_err();
         return;
     }
-    span_t key = { arg.p, sep - 1 };
+    span_t key = {arg.p, sep - 1};
     expect_lines(1);
     if (st.npool == 0) {
         if (!span_eq(lines[0], "EMPTY", 5))
@@ -815,8 +815,8 @@ static void do_stats(void)
     expect_lines(1 + st.npool);
     span_t l = lines[0];
     uint64_t v[8];
-    static const char *const keys[8] = { "version=", " publishes=", " members=", " points=",
-                                         " leases=", " acquires=",  " spills=",  " saturated=" };
+    static const char *const keys[8] = {"version=", " publishes=", " members=", " points=",
+                                        " leases=", " acquires=",  " spills=",  " saturated="};
     for (int i = 0; i < 8; i++)
         if (!field(&l, keys[i], &v[i]))
             fail("STATS first line: expected %s<n>", keys[i]);
@@ -977,8 +977,8 @@ static void options(const char *line, size_t len, chring_cli_options_t *opt, cha
     opt->vnodes = 16;
     opt->balance = 0;
     if (token(line, len, &pos, &t) && t.n < 16) {
-        static const char *const known[] = { "hash64", "murmur32", "fnv32", "fnv16",
-                                             "xxh3",   "ketama",   "nginx" };
+        static const char *const known[] = {"hash64", "murmur32", "fnv32", "fnv16",
+                                            "xxh3",   "ketama",   "nginx"};
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
             if (span_eq(t, known[i], strlen(known[i]))) {
                 memcpy(profile, t.p, t.n);

@@ -33,8 +33,8 @@ Test(errors, strerror_names_each_listed_errno_distinctly)
         cr_assert_str_neq(text, "success", "strerror(%d) says success", listed[i]);
         for (size_t j = 0; j < i; j++) {
             cr_assert_neq(listed[i], listed[j], "%d is listed twice", listed[i]);
-            cr_assert_str_neq(text, chring_strerror(listed[j]), "%d and %d share a name",
-                              listed[i], listed[j]);
+            cr_assert_str_neq(text, chring_strerror(listed[j]), "%d and %d share a name", listed[i],
+                              listed[j]);
         }
     }
 }

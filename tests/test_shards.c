@@ -58,9 +58,8 @@ static unsigned shard_of(const chring_lease_t *lease)
 static void assert_shards(chring_t *r, const uint64_t *expect, const char *when)
 {
     for (unsigned k = 0; k <= r->shard_mask; k++)
-        cr_assert_eq(r->shards[k].leases, expect[k], "%s: shard %u holds %llu, expected %llu",
-                     when, k, (unsigned long long)r->shards[k].leases,
-                     (unsigned long long)expect[k]);
+        cr_assert_eq(r->shards[k].leases, expect[k], "%s: shard %u holds %llu, expected %llu", when,
+                     k, (unsigned long long)r->shards[k].leases, (unsigned long long)expect[k]);
 }
 
 Test(shards, each_release_takes_its_lease_back_from_the_shard_it_was_acquired_through)

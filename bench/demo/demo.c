@@ -68,7 +68,7 @@ static uint64_t now_ns(void)
 
 static void sleep_ms(unsigned ms)
 {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
@@ -142,10 +142,10 @@ typedef struct phase_desc {
 } phase_desc_t;
 
 static const phase_desc_t phases[NPHASES] = {
-    { "10 backends, weight 1" },
-    { "2 backends join (backend-11, backend-12)" },
-    { "3 backends leave (backend-03, backend-06, backend-09)" },
-    { "backend-01 grows to weight 3" },
+    {"10 backends, weight 1"},
+    {"2 backends join (backend-11, backend-12)"},
+    {"3 backends leave (backend-03, backend-06, backend-09)"},
+    {"backend-01 grows to weight 3"},
 };
 
 /* Applies phase p's membership change (p = 0: the initial pool). */
@@ -155,16 +155,15 @@ static void apply_phase(chring_t *r, int p)
     if (p == 0) {
         chring_change_t ch[10];
         for (int i = 0; i < 10; i++)
-            ch[i] = (chring_change_t){ backends[i].name, 1, &backends[i] };
+            ch[i] = (chring_change_t){backends[i].name, 1, &backends[i]};
         rc = chring_sync(r, ch, 10);
     } else if (p == 1) {
-        chring_change_t ch[2] = { { backends[10].name, 1, &backends[10] },
-                                  { backends[11].name, 1, &backends[11] } };
+        chring_change_t ch[2] = {{backends[10].name, 1, &backends[10]},
+                                 {backends[11].name, 1, &backends[11]}};
         rc = chring_update(r, ch, 2);
     } else if (p == 2) {
-        chring_change_t ch[3] = { { backends[2].name, 0, NULL },
-                                  { backends[5].name, 0, NULL },
-                                  { backends[8].name, 0, NULL } };
+        chring_change_t ch[3] = {
+            {backends[2].name, 0, NULL}, {backends[5].name, 0, NULL}, {backends[8].name, 0, NULL}};
         rc = chring_update(r, ch, 3);
     } else {
         rc = chring_set_weight(r, backends[0].name, 3);

@@ -155,7 +155,7 @@ static void ref_build(struct ref_ring *ring, const struct golden *g, int nginx)
         else
             chring__ketama_points(name, strlen(name), count[m] / 4, pos);
         for (uint32_t i = 0; i < count[m]; i++)
-            ring->points[at++] = (struct ref_point){ pos[i], name };
+            ring->points[at++] = (struct ref_point){pos[i], name};
     }
     free(pos);
     qsort(ring->points, total, sizeof *ring->points, ref_cmp);
@@ -229,7 +229,7 @@ Test(compat_internal, ketama_digests_match_libmemcached)
     char path[1024];
     FILE *f = open_data("ketama_digests.tsv", path, sizeof path);
     char line[MAX_LINE];
-    unsigned lines = 0, equal_seen[101] = { 0 };
+    unsigned lines = 0, equal_seen[101] = {0};
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#')
             continue;
@@ -253,7 +253,7 @@ Test(compat_internal, ketama_digests_match_libmemcached)
 Test(compat_internal, ketama_digests_known_cases)
 {
     /* Equal weights: 40 digests, except where single precision rounds below 40. */
-    static const unsigned thirty_nine[] = { 25, 47, 50, 55, 61, 71, 94, 100 };
+    static const unsigned thirty_nine[] = {25, 47, 50, 55, 61, 71, 94, 100};
     for (unsigned n = 1; n <= 100; n++) {
         uint32_t expect = 40;
         for (size_t i = 0; i < sizeof thirty_nine / sizeof thirty_nine[0]; i++)
@@ -285,7 +285,7 @@ Test(compat_internal, hashring_digest_formula_differs_where_spec_says)
     char path[1024];
     FILE *f = open_data("hashring_digests.tsv", path, sizeof path);
     char line[MAX_LINE];
-    int differs[101] = { 0 };
+    int differs[101] = {0};
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#')
             continue;
@@ -689,7 +689,7 @@ static int find_tie(int nginx, char *a, char *b, size_t cap, uint32_t *tied)
         else
             chring__ketama_points(name, strlen(name), chring__ketama_digests(1, 2, 2), pos);
         for (uint32_t k = 0; k < 160; k++)
-            all[(size_t)i * 160 + k] = (struct cand_point){ pos[k], i };
+            all[(size_t)i * 160 + k] = (struct cand_point){pos[k], i};
     }
     qsort(all, total, sizeof *all, cand_cmp);
     int found = 0;
@@ -786,7 +786,7 @@ static void check_vnodes_ignored(chring_profile_t profile, uint32_t vnodes)
 
 Test(compat_api, vnodes_ignored)
 {
-    static const uint32_t values[] = { 1, 7, 160, UINT32_MAX };
+    static const uint32_t values[] = {1, 7, 160, UINT32_MAX};
     for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
         check_vnodes_ignored(CHRING_PROFILE_KETAMA, values[v]);
         check_vnodes_ignored(CHRING_PROFILE_NGINX, values[v]);

@@ -8,7 +8,7 @@
 /* Types and macros a user names directly. */
 static chring_config_t config;
 static chring_lease_t lease;
-static const chring_change_t changes[2] = { { "a", 1, NULL }, { "b", 2, NULL } };
+static const chring_change_t changes[2] = {{"a", 1, NULL}, {"b", 2, NULL}};
 
 int main(void)
 {

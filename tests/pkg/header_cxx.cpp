@@ -14,7 +14,7 @@ int main()
     chring_t *r = nullptr;
     if (chring_new(&r, &config) != 0)
         return 1;
-    chring_change_t changes[] = { { "alpha", 1, nullptr }, { "beta", 1, nullptr } };
+    chring_change_t changes[] = {{"alpha", 1, nullptr}, {"beta", 1, nullptr}};
     if (chring_sync(r, changes, sizeof changes / sizeof changes[0]) != 0)
         return 1;
 

@@ -14,7 +14,7 @@ static int fail(const char *what, int err)
 
 int main(void)
 {
-    static const char *names[] = { "cache-a", "cache-b", "cache-c" };
+    static const char *names[] = {"cache-a", "cache-b", "cache-c"};
     chring_t *r = NULL;
     char owner[CHRING_NAME_MAX + 1];
     int err;

@@ -42,9 +42,8 @@ static uint64_t table_hash(const void *data, size_t len, void *ctx)
     static const struct {
         const char *s;
         uint64_t v;
-    } table[] = { { "a#0", 10 }, { "b#0", 30 }, { "c#0", 50 }, { "a#1", 60 },
-                  { "b#1", 80 }, { "c#1", 95 }, { "k1", 5 },   { "k2", 55 },
-                  { "k3", 85 },  { "k4", 97 },  { "k5", 30 } };
+    } table[] = {{"a#0", 10}, {"b#0", 30}, {"c#0", 50}, {"a#1", 60}, {"b#1", 80}, {"c#1", 95},
+                 {"k1", 5},   {"k2", 55},  {"k3", 85},  {"k4", 97},  {"k5", 30}};
     (void)ctx;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strlen(table[i].s) == len && memcmp(table[i].s, data, len) == 0)
@@ -128,8 +127,8 @@ Test(regress, worked_example_order_lookups_and_bounded_walk)
     cr_assert_eq(chring_add(r, "a", 1, NULL), 0);
     cr_assert_eq(chring_add(r, "b", 1, NULL), 0);
     const chring_snap_t *s = chring_snap_enter(r);
-    static const uint64_t pos[6] = { 10, 30, 50, 60, 80, 95 };
-    static const char names[6] = { 'a', 'b', 'c', 'a', 'b', 'c' };
+    static const uint64_t pos[6] = {10, 30, 50, 60, 80, 95};
+    static const char names[6] = {'a', 'b', 'c', 'a', 'b', 'c'};
     cr_assert_eq(chring_snap_points(s), 6u);
     for (size_t i = 0; i < 6; i++) {
         uint64_t p;
@@ -208,13 +207,12 @@ Test(regress, fnv16_reference_example)
 Test(regress, point_count_overflow_is_e2big)
 {
     chring_t *r = ring_of(CHRING_PROFILE_HASH64, 4);
-    const uint32_t bad[] = { UINT32_C(1) << 30, (UINT32_C(1) << 30) + 1, (1u << 22) + 1,
-                             UINT32_MAX };
+    const uint32_t bad[] = {UINT32_C(1) << 30, (UINT32_C(1) << 30) + 1, (1u << 22) + 1, UINT32_MAX};
     cr_assert_eq(chring_add(r, "a", 1, NULL), 0);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_assert_eq(chring_add(r, "b", bad[i], NULL), -E2BIG, "add weight %u", bad[i]);
         cr_assert_eq(chring_set_weight(r, "a", bad[i]), -E2BIG, "set_weight %u", bad[i]);
-        chring_change_t c = { "c", bad[i], NULL };
+        chring_change_t c = {"c", bad[i], NULL};
         cr_assert_eq(chring_update(r, &c, 1), -E2BIG);
         cr_assert_eq(chring_sync(r, &c, 1), -E2BIG);
     }
@@ -230,7 +228,7 @@ Test(regress, point_count_overflow_is_e2big)
  * snapshot listing it is put (docs/design.md §4). */
 Test(regress, retire_waits_for_stale_lease_and_held_snapshot)
 {
-    retired_t retired = { { 0 } };
+    retired_t retired = {{0}};
     chring_config_t cfg;
     chring_config_default(&cfg);
     cfg.vnodes = 4;

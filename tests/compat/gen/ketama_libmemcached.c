@@ -221,9 +221,9 @@ static void mode_digests(const char *out_path, int maxn)
     }
     /* Weighted memberships: point counts depend on the whole membership. */
     static const uint32_t weighted[][8] = {
-        { 1, 2, 0 },   { 1, 1, 1, 2, 0 },          { 3, 1, 1, 1, 1, 0 },
-        { 5, 1, 0 },   { 1, 2, 3, 4, 5, 6, 7, 0 }, { 10, 1, 1, 0 },
-        { 100, 1, 0 }, { 2, 2, 2, 2, 2, 2, 3, 0 },
+        {1, 2, 0},   {1, 1, 1, 2, 0},          {3, 1, 1, 1, 1, 0},
+        {5, 1, 0},   {1, 2, 3, 4, 5, 6, 7, 0}, {10, 1, 1, 0},
+        {100, 1, 0}, {2, 2, 2, 2, 2, 2, 3, 0},
     };
     for (size_t w = 0; w < sizeof weighted / sizeof weighted[0]; w++) {
         int n = 0;
