@@ -29,6 +29,19 @@
  * return -EINVAL, the others return NULL or 0 as each comment says; free/release/put/exit
  * functions accept NULL and do nothing.
  *
+ * Callbacks.  config.retire and the load callback of chring_snap_lookup_bounded run on the
+ * threads each comment names, must be thread-safe and short, and must not call into the ring
+ * that invoked them.  A failed call never invokes a callback.
+ *
+ * fork().  A ring created before fork() keeps working in the parent and in the child with no
+ * call from the application: the library registers pthread_atfork handlers at the first
+ * chring_new that quiesce every ring's writer lock and liburcu's call_rcu worker and bp registry
+ * around the fork.  The child has only the forking thread: leases other threads held stay
+ * counted there (their members are not retired by the child's chring_free).  An application that
+ * already calls liburcu-bp's fork hooks itself (call_rcu_before_fork, urcu_bp_before_fork and
+ * their after-fork partners) must call chring_atfork_urcu(0) once before its first fork, or it
+ * deadlocks: those hooks must not run twice.
+ *
  * Stability.  Everything in this header is the stable API except the section "Diagnostics and
  * test hooks" at the end (chring_snap_check, chring_member_check) and chring_set_allocator,
  * which exist for tests, fuzzers and torture programs and may change between releases.
@@ -166,11 +179,15 @@ typedef struct chring_config {
     chring_hash_fn hash;      /* CHRING_PROFILE_CUSTOM only; ignored otherwise */
     void *hash_ctx;           /* passed to hash; ignored unless CHRING_PROFILE_CUSTOM */
     unsigned hash_bits;       /* CHRING_PROFILE_CUSTOM only: 64, 32 or 16; ignored otherwise */
-    /* Optional: called once per member, with its udata and retire_ctx, when the member is freed
-     * (removed and no longer reachable, or at chring_free).  It runs on whichever thread
-     * completes the last condition: a writer, a thread in chring_release or chring_snap_put,
-     * liburcu's call_rcu thread, or chring_free's caller.  It must be thread-safe and short, and
-     * must not call into the ring whose member it retires.  A failed call never invokes it. */
+    /* Optional: hands a udata back to the application, with retire_ctx.  Every non-NULL udata
+     * passed to chring_add, chring_update or chring_sync in a call that returns 0 comes back
+     * exactly once: when the member that keeps it is retired (removed and no longer reachable
+     * by a reader, a lease or a held snapshot; or at chring_free), or, for a udata the call did
+     * not keep (its change named a member that exists already; that member keeps its own
+     * udata), before the call returns.  A call that fails keeps none and hands none back.
+     * Threads: liburcu's call_rcu thread; a thread inside chring_release, chring_snap_put or
+     * chring_free; a writer call, after its lock is released, for udata it did not keep.  It
+     * must be thread-safe and short, and must not call into the ring whose member it retires. */
     void (*retire)(void *udata, void *ctx);
     void *retire_ctx;
 } chring_config_t;
@@ -208,7 +225,8 @@ CHRING_API void chring_free(chring_t **r);
 
 /* Adds a member of the given weight (>= 1).  A member of that name with the same weight: no
  * change, returns 0; with another weight: as chring_set_weight().  An existing member's udata is
- * never replaced.  Returns 0 or a negative errno: -EINVAL (NULL ring or name, empty name, weight
+ * never replaced: the udata passed for it is handed back to config.retire before the call
+ * returns 0 (unless it is the member's own).  Returns 0 or a negative errno: -EINVAL (NULL ring or name, empty name, weight
  * 0), -ENAMETOOLONG (name above CHRING_NAME_MAX bytes), -E2BIG (the member's points above
  * CHRING_POINTS_MAX or the ring's above CHRING_RING_POINTS_MAX), -ENOMEM.  On failure nothing
  * changes.  Writer side: any thread, also inside a read section (writers never wait for a grace
@@ -226,7 +244,8 @@ CHRING_API int chring_remove(chring_t *r, const char *name);
 CHRING_API int chring_set_weight(chring_t *r, const char *name, uint32_t weight);
 
 /* One change of a batch: weight >= 1 adds the member (or changes its weight); weight 0 removes it.
- * udata is used only when the member is new. */
+ * udata is kept only when the member is new; otherwise a successful call hands it back to
+ * config.retire before it returns (unless it is the member's own udata). */
 typedef struct chring_change {
     const char *name;
     uint32_t weight;
@@ -319,9 +338,10 @@ CHRING_API size_t chring_snap_member_points(const chring_snap_t *s, const chring
  * chring_snap_put(r, s).  Returns the static empty snapshot for r NULL; never NULL.
  * Any thread; lock-free (one atomic increment). */
 CHRING_API const chring_snap_t *chring_snap_hold(chring_t *r);
-/* Drops a reference taken by chring_snap_hold(); the last one frees the snapshot (and may retire
- * members), on this thread.  NULL-safe.  r is reserved (ignored today): pass the ring the
- * snapshot was held from. */
+/* Drops a reference taken by chring_snap_hold(r); the last one frees the snapshot (and may retire
+ * members), on this thread.  NULL-safe.  Misuse guard: a put of a snapshot that was not held,
+ * which would free the snapshot r still publishes, is ignored (nothing changes); pass the ring the
+ * snapshot was held from (with r NULL the guard is off). */
 CHRING_API void chring_snap_put(chring_t *r, const chring_snap_t *s);
 
 /* The fraction of the key space whose owner (compared by name) differs between a and b, two
@@ -363,7 +383,10 @@ typedef struct chring_lease {
 } chring_lease_t;
 
 /* Places key on the current snapshot with bounded loads (factor config.balance) and increments
- * the chosen member's load.  Admission is strict: a member is chosen only when this thread saw its
+ * the chosen member's load.  The bound holds at admission: against the n and W of the snapshot
+ * the acquire used and the m it read then.  Leases admitted under an older snapshot stay where
+ * they are, so after a join or a re-weight a member can stay above the new snapshot's capacity
+ * for as long as those leases live; new acquires are not admitted to it meanwhile.  Admission is strict: a member is chosen only when this thread saw its
  * load below the capacity it computed; if every member looks full through races, the key goes to
  * the least loaded member seen and a saturation event is counted.  Returns 0 and fills *lease,
  * -ENOENT on an empty ring (lease cleared), -EINVAL for NULL r/lease or NULL key with len > 0.
@@ -374,8 +397,8 @@ typedef struct chring_lease {
  * counted even without races. */
 CHRING_API int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lease);
 
-/* Takes a lease on a member the caller chose (a retry on the key's next replica, a sticky
- * session), without the capacity check: m's load and the ring's outstanding leases grow by one,
+/* Takes a lease on a member the caller chose (a sticky session, a pinned backend), without the
+ * capacity check (a retry that must keep the bound uses chring_acquire_skip): m's load and the ring's outstanding leases grow by one,
  * counted as an acquire with m as primary.  m must be a member of s, which must be the snapshot
  * of the caller's read section or a held snapshot of r.  Returns 0 and fills *lease, -ENOENT if m
  * is not in s, -EINVAL for NULL arguments (the lease is cleared on failure).  Reader side;
@@ -383,9 +406,23 @@ CHRING_API int chring_acquire(chring_t *r, const void *key, size_t len, chring_l
 CHRING_API int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_member_t *m,
                                      chring_lease_t *lease);
 
+/* Retries that keep the bound: as chring_acquire, but the walk passes over the nskip members of
+ * skip (a backend that just failed, replicas already tried) as if they were full; the bound holds
+ * for the member chosen.  Members are compared by identity; a pointer to a member no longer in the
+ * snapshot is allowed and matches nothing.  Counted in chring_stats_t.retries, and as a spill
+ * when the chosen member is not the key's owner.  Returns 0 and fills *lease; -ENOENT when no
+ * member outside skip exists (the lease is cleared); -EINVAL for NULL r/lease, a NULL key with
+ * len > 0, or a NULL skip with nskip > 0.  Any thread; lock-free, no allocation; O(nskip) per
+ * member met. */
+CHRING_API int chring_acquire_skip(chring_t *r, const void *key, size_t len,
+                                   const chring_member_t *const *skip, size_t nskip,
+                                   chring_lease_t *lease);
+
 /* Releases a lease and clears it.  A cleared (or zeroed) lease is a no-op.  Any thread;
  * lock-free.  May retire the member (config.retire) if it was removed and this was its last
- * reference. */
+ * reference.  Misuse guards (ignored, no counter moves): a lease released through another ring
+ * than its own, and a copy of a lease released while its member has no load (the lease itself was
+ * released already).  A copy released while the member has other leases is undefined. */
 CHRING_API void chring_release(chring_t *r, chring_lease_t *lease);
 
 /* The capacity member m would have for the next acquire on snapshot s with the ring's balance
@@ -414,15 +451,26 @@ typedef struct chring_stats {
     uint64_t members;   /* members of the current snapshot */
     uint64_t points;    /* points of the current snapshot */
     uint64_t leases;    /* outstanding leases (m) */
-    uint64_t acquires;  /* successful chring_acquire calls */
+    uint64_t acquires;  /* successful acquires (chring_acquire, _skip, _member) */
     uint64_t spills;    /* acquires placed on another member than the key's owner */
     uint64_t saturated; /* acquires that found every member full */
+    uint64_t retries;   /* successful chring_acquire_skip calls */
 } chring_stats_t;
 
 /* Copies a member's statistics (zeros for NULL m).  Reader side, or with a lease on m. */
 CHRING_API void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out);
 /* Copies the ring's statistics (zeros for NULL r).  Any thread. */
 CHRING_API void chring_stats(chring_t *r, chring_stats_t *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * fork()
+ * ------------------------------------------------------------------------------------------- */
+
+/* Whether the library's fork handlers also run liburcu-bp's fork hooks (call_rcu_before_fork,
+ * urcu_bp_before_fork and their after-fork partners): 1, the default, or 0 for an application that
+ * calls those hooks around fork() itself (running them twice deadlocks).  The rings' writer locks
+ * are quiesced either way.  Returns the previous setting.  Any thread, not during a fork. */
+CHRING_API int chring_atfork_urcu(int enable);
 
 /* ---------------------------------------------------------------------------------------------
  * Diagnostics and test hooks: for tests, fuzzers and torture programs; not part of the stable

@@ -11,6 +11,10 @@
  *   5. build     the next snapshot (snap_build.c);
  *   6. publish   it (ring.c).
  *
+ * Then, after the lock is released and only if the call succeeds, every non-NULL udata that the
+ * call did not keep (its change named a member that exists already, whose own udata stays) is
+ * handed back through config.retire, so a discovery feed that allocates one object per entry
+ * leaks nothing (docs/design.md §4).
  * A step that fails leaves the ring as it was: the members it created are discarded unpublished
  * (member.c), their udata stays the caller's, and r->current is untouched (docs/design.md §4). */
 #include "internal.h"
@@ -41,6 +45,8 @@ struct batch {
     size_t *created_at;        /* per change: 1 + its index in members if it is new, else 0 */
     chring_member_t **created; /* the new members, until they belong to a published snapshot */
     size_t ncreated;
+    void **unkept; /* udata of changes that named an existing member, to hand back */
+    size_t nunkept;
 };
 
 static int cmp_change(const void *a, const void *b)
@@ -110,7 +116,9 @@ static int merge_membership(struct batch *b, const chring_snap_t *cur)
     b->weights = chring__calloc(cap ? cap : 1, sizeof *b->weights);
     b->created = chring__calloc(b->n ? b->n : 1, sizeof *b->created);
     b->created_at = chring__calloc(b->n ? b->n : 1, sizeof *b->created_at);
-    if (b->members == NULL || b->weights == NULL || b->created == NULL || b->created_at == NULL)
+    b->unkept = chring__calloc(b->n ? b->n : 1, sizeof *b->unkept);
+    if (b->members == NULL || b->weights == NULL || b->created == NULL || b->created_at == NULL ||
+        b->unkept == NULL)
         return -ENOMEM;
 
     bool changed = false;
@@ -135,6 +143,9 @@ static int merge_membership(struct batch *b, const chring_snap_t *cur)
             ia++;
         } else if (c == 0) {
             uint32_t w = b->sorted[ib].change->weight;
+            void *udata = b->sorted[ib].change->udata;
+            if (udata != NULL && udata != cur->members[ia]->udata)
+                b->unkept[b->nunkept++] = udata; /* the member keeps its own */
             if (w == 0) {
                 changed = true; /* removed */
             } else {
@@ -180,6 +191,7 @@ static void batch_free(struct batch *b)
 {
     for (size_t k = 0; k < b->ncreated; k++)
         chring__member_discard(b->created[k]);
+    chring__free(b->unkept);
     chring__free(b->created_at);
     chring__free(b->created);
     chring__free(b->weights);
@@ -220,6 +232,9 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
     b.ncreated = 0; /* the new members now belong to the published snapshot */
 unlock:
     pthread_mutex_unlock(&r->lock);
+    if (err == 0 && r->cfg.retire != NULL)
+        for (size_t k = 0; k < b.nunkept; k++)
+            r->cfg.retire(b.unkept[k], r->cfg.retire_ctx);
     batch_free(&b);
     return err;
 }

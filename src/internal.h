@@ -106,7 +106,8 @@ struct chring_shard {
     uint64_t acquired; /* statistics */
     uint64_t spills;
     uint64_t saturated;
-    char pad_[CHRING_DESTRUCTIVE - 4 * sizeof(uint64_t)];
+    uint64_t retries;
+    char pad_[CHRING_DESTRUCTIVE - 5 * sizeof(uint64_t)];
 };
 
 struct chring {
@@ -121,7 +122,8 @@ struct chring {
     uint64_t join_seq;  /* next join sequence number, under lock */
     struct chring_blocks blocks;
     unsigned shard_mask;
-    struct chring_shard *shards; /* shard_mask + 1 shards, CHRING_DESTRUCTIVE aligned */
+    struct chring_shard *shards;     /* shard_mask + 1 shards, CHRING_DESTRUCTIVE aligned */
+    chring_t *fork_prev, *fork_next; /* the rings alive, for the fork handlers (fork.c) */
 };
 
 /* ---- alloc.c: every allocation of the library goes through these -------------------------- */
@@ -200,6 +202,8 @@ void chring__snap_discard(chring_snap_t *s);
 void chring__snap_ref_members(chring_snap_t *s);
 /* Drops one snapshot reference; the last one destroys it (members unreferenced, block kept). */
 void chring__snap_unref(chring_snap_t *s);
+/* Destroys a snapshot whose last reference the caller dropped. */
+void chring__snap_destroy(chring_snap_t *s);
 /* Frees the spare block (chring_free). */
 void chring__blocks_drop(struct chring_blocks *blocks);
 
@@ -235,6 +239,12 @@ long chring__snap_rank(const chring_snap_t *s, const chring_member_t *m);
 /* ---- load.c ------------------------------------------------------------------------------- */
 
 uint64_t chring__leases(chring_t *r);
+
+/* ---- fork.c ------------------------------------------------------------------------------- */
+
+/* Registers the fork handlers (once) and the ring with them: 0 or -ENOMEM. */
+int chring__fork_track(chring_t *r);
+void chring__fork_untrack(chring_t *r);
 
 /* ---- ring.c ------------------------------------------------------------------------------- */
 

@@ -56,13 +56,15 @@ uint64_t chring_leases(chring_t *r)
 }
 
 /* A lease's reserved_ word: the shard it was acquired through in the top 8 bits, and a cookie
- * derived from the member pointer below, so that release ignores a lease this library did not
- * fill in (a zeroed one, say). */
+ * derived from the member and the ring below, so that release ignores a lease this library did
+ * not fill in (a zeroed one, say) and a lease released through another ring than its own (which
+ * would otherwise take a lease from the other ring's count and move its m). */
 #define LEASE_COOKIE_MASK ((UINT64_C(1) << 56) - 1)
 
-static inline uint64_t lease_cookie(const chring_member_t *m)
+static inline uint64_t lease_cookie(const chring_t *r, const chring_member_t *m)
 {
-    return ((uint64_t)(uintptr_t)m ^ UINT64_C(0x4c65617365c0ffee)) & LEASE_COOKIE_MASK;
+    uint64_t ring = (uint64_t)(uintptr_t)r * UINT64_C(0x9e3779b97f4a7c15);
+    return ((uint64_t)(uintptr_t)m ^ ring ^ UINT64_C(0x4c65617365c0ffee)) & LEASE_COOKIE_MASK;
 }
 
 static inline void lease_clear(chring_lease_t *lease)
@@ -75,7 +77,7 @@ static inline void lease_fill(chring_t *r, chring_lease_t *lease, chring_member_
                               const struct chring_shard *shard)
 {
     lease->member = m;
-    lease->reserved_ = (uint64_t)(shard - r->shards) << 56 | lease_cookie(m);
+    lease->reserved_ = (uint64_t)(shard - r->shards) << 56 | lease_cookie(r, m);
 }
 
 /* The capacities one acquire judges members by: m read once, on first need, and the capacity
@@ -103,13 +105,25 @@ static inline uint64_t capacity_of(struct capacity *k, uint32_t weight)
     return k->cap;
 }
 
-int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lease)
+/* Whether m is one of the nskip members the caller passes over (compared by identity). */
+static inline bool skipped(const chring_member_t *m, const chring_member_t *const *skip,
+                           size_t nskip)
 {
-    if (r == NULL || lease == NULL || (key == NULL && len > 0)) {
-        if (lease != NULL)
-            lease_clear(lease);
-        return -EINVAL;
-    }
+    for (size_t k = 0; k < nskip; k++)
+        if (skip[k] == m)
+            return true;
+    return false;
+}
+
+/* The bounded-load walk of chring_acquire and chring_acquire_skip (docs/design.md §3): from the
+ * key's point, clockwise, the first member outside skip admitted below its capacity; if every
+ * such member looked full, the least loaded one seen (saturation).  Returns 0 and fills the
+ * lease, or -ENOENT when no member outside skip was met (an empty ring, or everything
+ * skipped).  Inlined twice: with nskip 0 the skip test folds away. */
+static inline int place(chring_t *r, const void *key, size_t len,
+                        const chring_member_t *const *skip, size_t nskip, bool retry,
+                        chring_lease_t *lease)
+{
     const chring_snap_t *s = chring_snap_enter(r);
     if (s->npoints == 0) {
         chring_snap_exit(r, s);
@@ -124,10 +138,12 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
      * capacity (c * (m + 1) * w / W > 0, so cap >= 1), which spares the common, lightly loaded
      * case the read of every shard's line. */
     struct capacity capacity = {r, s, r->balance, false, 0, 0, 0};
-    uint32_t chosen = UINT32_MAX, least = owner;
+    uint32_t chosen = UINT32_MAX, least = UINT32_MAX;
     uint64_t least_load = UINT64_MAX;
     for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         chring_member_t *m = s->slot_member[j];
+        if (nskip > 0 && skipped(m, skip, nskip))
+            continue; /* as if full */
         uint64_t load = chring__member_load(m);
         if (load < least_load) {
             least_load = load;
@@ -141,6 +157,11 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
             break;
         }
         chring__member_undo(m);
+    }
+    if (CHRING_UNLIKELY(least == UINT32_MAX)) {
+        chring_snap_exit(r, s); /* every member met was skipped */
+        lease_clear(lease);
+        return -ENOENT;
     }
 
     struct chring_shard *shard = my_shard(r);
@@ -156,11 +177,34 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
         ck_pr_inc_64(&m->spilled_in);
         ck_pr_inc_64(&shard->spills);
     }
+    if (retry)
+        ck_pr_inc_64(&shard->retries);
     ck_pr_inc_64(&shard->leases);
     ck_pr_inc_64(&shard->acquired);
     chring_snap_exit(r, s);
     lease_fill(r, lease, m, shard);
     return 0;
+}
+
+int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lease)
+{
+    if (r == NULL || lease == NULL || (key == NULL && len > 0)) {
+        if (lease != NULL)
+            lease_clear(lease);
+        return -EINVAL;
+    }
+    return place(r, key, len, NULL, 0, false, lease);
+}
+
+int chring_acquire_skip(chring_t *r, const void *key, size_t len,
+                        const chring_member_t *const *skip, size_t nskip, chring_lease_t *lease)
+{
+    if (r == NULL || lease == NULL || (key == NULL && len > 0) || (skip == NULL && nskip > 0)) {
+        if (lease != NULL)
+            lease_clear(lease);
+        return -EINVAL;
+    }
+    return place(r, key, len, skip, nskip, true, lease);
 }
 
 int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_member_t *m,
@@ -190,12 +234,14 @@ void chring_release(chring_t *r, chring_lease_t *lease)
         return;
     chring_member_t *m = lease->member;
     uint64_t shard = lease->reserved_ >> 56;
-    if ((lease->reserved_ & LEASE_COOKIE_MASK) != lease_cookie(m) || shard > r->shard_mask)
-        return; /* not a lease this library filled in */
+    if ((lease->reserved_ & LEASE_COOKIE_MASK) != lease_cookie(r, m) || shard > r->shard_mask)
+        return; /* not a lease this library filled in for this ring */
     lease_clear(lease);
-    ck_pr_dec_64(&r->shards[shard].leases);
-    /* Full barrier: the caller's use of the member happens before the count drops. */
-    chring__member_release(m);
+    /* The shard after the member: a member without load (a copy of a lease already released)
+     * refuses the release, and then no counter moves.  The member's release is a full barrier:
+     * the caller's use of the member happens before the count drops. */
+    if (chring__member_release(m))
+        ck_pr_dec_64(&r->shards[shard].leases);
 }
 
 uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s, const chring_member_t *m)
@@ -236,6 +282,7 @@ void chring_stats(chring_t *r, chring_stats_t *out)
         out->acquires += CHRING_LOAD_64(&r->shards[k].acquired);
         out->spills += CHRING_LOAD_64(&r->shards[k].spills);
         out->saturated += CHRING_LOAD_64(&r->shards[k].saturated);
+        out->retries += CHRING_LOAD_64(&r->shards[k].retries);
     }
     out->leases = chring__leases(r);
 }

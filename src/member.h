@@ -30,9 +30,9 @@
  *   - 1 (member_undo)       the same reader, still in its read    the high half is still >= 1:
  *                           section, when the load it added to    the undo can never reach zero
  *                           was already at capacity
- *   - 1 (member_release)    the lease's holder, any thread        may reach zero (member removed,
- *                                                                  no snapshot lists it): then
- *                                                                  this thread retires it
+ *   - 1 (member_release)    the lease's holder, any thread; a     may reach zero (member removed,
+ *                           compare-and-swap that refuses a       no snapshot lists it): then
+ *                           member whose low half is 0            this thread retires it
  *
  * Why the undo can never reach zero: the reader's snapshot lists the member, and the snapshot's
  * published reference is dropped only by an RCU callback after a grace period, which cannot end
@@ -45,8 +45,8 @@
  * 1); release the lease (word = 0): the releasing thread calls retire and frees "a".  Re-adding
  * "a" in between creates a new object with a word of its own, which the old lease never touches.
  *
- * Every read-modify-write here is a full barrier (lock xadd): the uses of the member that precede
- * a decrement happen before the thread that sees zero frees it. */
+ * Every read-modify-write here is a full barrier (lock xadd, lock cmpxchg): the uses of the
+ * member that precede a decrement happen before the thread that sees zero frees it. */
 #ifndef CHRING_MEMBER_H
 #define CHRING_MEMBER_H
 
@@ -90,10 +90,23 @@ static inline void chring__member_force(chring_member_t *m)
     ck_pr_faa_64(&m->word, 1);
 }
 
-static inline void chring__member_release(chring_member_t *m)
+/* Takes one lease back, unless the member has none: a copy of a lease released after the lease
+ * itself would wrap the low half to 2^32 - 1 (full forever, never retired) and borrow from the
+ * snapshot references.  A compare-and-swap refuses that case and returns false; nothing changes
+ * then.  Returns true when a lease was taken back; the thread that brings the word to zero
+ * retires the member. */
+static inline bool chring__member_release(chring_member_t *m)
 {
-    if (ck_pr_faa_64(&m->word, (uint64_t)-1) == 1)
+    uint64_t old = CHRING_LOAD_64(&m->word);
+    for (;;) {
+        if ((old & CHRING_LOAD_MASK) == 0)
+            return false;
+        if (ck_pr_cas_64_value(&m->word, old, old - 1, &old))
+            break;
+    }
+    if (old == 1)
         chring__member_destroy(m); /* removed, unlisted, and this was the last lease */
+    return true;
 }
 
 #endif

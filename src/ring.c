@@ -89,6 +89,14 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     s->blocks = &r->blocks;
     s->block_size = sizeof *s;
     r->current = s;
+    err = chring__fork_track(r);
+    if (err != 0) {
+        pthread_mutex_destroy(&r->lock);
+        chring__free(s);
+        chring__free_aligned(r->shards);
+        chring__free_aligned(r);
+        return err;
+    }
     *out = r;
     return 0;
 }
@@ -131,6 +139,8 @@ void chring_free(chring_t **rp)
     chring_t *r = *rp;
     *rp = NULL;
 
+    /* Out of the fork handlers' list first: they take the list lock, then every ring's lock. */
+    chring__fork_untrack(r);
     pthread_mutex_lock(&r->lock);
     chring_snap_t *last = r->current;
     CHRING_RCU_ASSIGN(r->current, (chring_snap_t *)&chring__empty_snap);
@@ -175,6 +185,25 @@ const chring_snap_t *chring_snap_hold(chring_t *r)
 
 void chring_snap_put(chring_t *r, const chring_snap_t *s)
 {
-    (void)r;
-    chring__snap_unref((chring_snap_t *)s);
+    if (s == NULL || s == &chring__empty_snap)
+        return;
+    chring_snap_t *snap = (chring_snap_t *)s;
+    if (r == NULL) {
+        chring__snap_unref(snap);
+        return;
+    }
+    /* Misuse guard: a put of a snapshot that was not held would drop the reference of the
+     * snapshot r still publishes, and free it under its readers.  The published reference is the
+     * only one exactly when the count is 1 while s is r's current snapshot: then the put is
+     * ignored.  Otherwise the count is dropped with a compare-and-swap (full barrier, like the
+     * fetch-and-add of chring__snap_unref), so the check and the drop see the same count. */
+    uint64_t refs = CHRING_LOAD_64(&snap->refs);
+    for (;;) {
+        if (refs <= 1 && CHRING_RCU_DEREF(r->current) == snap)
+            return;
+        if (ck_pr_cas_64_value(&snap->refs, refs, refs - 1, &refs))
+            break;
+    }
+    if (refs == 1)
+        chring__snap_destroy(snap);
 }

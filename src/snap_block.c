@@ -179,8 +179,12 @@ void chring__snap_unref(chring_snap_t *s)
     if (s == NULL || s == &chring__empty_snap)
         return;
     /* Full barrier: all uses of s by this holder happen before the count drops. */
-    if (ck_pr_faa_64(&s->refs, (uint64_t)-1) != 1)
-        return;
+    if (ck_pr_faa_64(&s->refs, (uint64_t)-1) == 1)
+        chring__snap_destroy(s);
+}
+
+void chring__snap_destroy(chring_snap_t *s)
+{
     for (size_t j = 0; j < s->nmembers; j++)
         chring__member_unref_snap(s->members[j]);
     s->magic = CHRING_POISON;

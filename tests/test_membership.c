@@ -320,7 +320,7 @@ Test(sync, empty_set_empties_the_ring)
 /* ---- retire ------------------------------------------------------------------------------- */
 
 struct retire_log {
-    int count[8];
+    int count[9];
     int wrong_ctx;
     int unknown;
 };
@@ -335,7 +335,7 @@ static void record_retire(void *udata, void *ctx)
         return;
     }
     uintptr_t id = (uintptr_t)udata;
-    if (id < 1 || id > 8)
+    if (id < 1 || id > 9)
         __atomic_add_fetch(&log->unknown, 1, __ATOMIC_SEQ_CST);
     else
         __atomic_add_fetch(&log->count[id - 1], 1, __ATOMIC_SEQ_CST);
@@ -371,16 +371,21 @@ Test(retire, every_member_retired_exactly_once)
     cr_assert_eq(chring_update(r, batch, 2), 0, "batch");
     chring_change_t feed[] = {{"m1", 1, NULL}, {"m3", 2, NULL}, {"m8", 1, (void *)(uintptr_t)8}};
     cr_assert_eq(chring_sync(r, feed, 3), 0, "sync removes m5, m6, m7");
-    /* A repeated add of an existing member with other udata neither retires nor replaces. */
-    cr_assert_eq(chring_add(r, "m1", 1, (void *)(uintptr_t)5), 0, "repeated add");
-    for (int id = 1; id <= 8; id++)
+    /* A repeated add of an existing member with other udata keeps the member's own and hands the
+     * new one back before it returns (docs/design.md §4: the udata rule). */
+    cr_assert_eq(chring_add(r, "m1", 1, (void *)(uintptr_t)9), 0, "repeated add");
+    cr_assert_eq(retired(&log, 9), 1, "the udata not kept came back before the call returned");
+    cr_assert_eq(chring_member_udata(chring_snap_find(chring_snap_enter(r), "m1")), (void *)1,
+                 "the member keeps its own udata");
+    chring_snap_exit(r, NULL);
+    for (int id = 1; id <= 9; id++)
         cr_assert_leq(retired(&log, id), 1, "member %d retired twice", id);
     for (int id = 1; id <= 8; id++) {
         if (id == 1 || id == 3 || id == 8)
             cr_assert_eq(retired(&log, id), 0, "member %d still in the ring was retired", id);
     }
     chring_free(&r);
-    for (int id = 1; id <= 8; id++)
+    for (int id = 1; id <= 9; id++)
         cr_assert_eq(log.count[id - 1], 1, "member %d retired %d times", id, log.count[id - 1]);
     cr_assert_eq(log.unknown, 0, "retire with unknown udata");
     cr_assert_eq(log.wrong_ctx, 0, "retire with the wrong ctx");
