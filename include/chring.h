@@ -94,6 +94,8 @@ CHRING_API unsigned chring_version_number(void);
 /* Default virtual nodes per unit of weight, and default balance factor c. */
 #define CHRING_DEFAULT_VNODES 160u
 #define CHRING_DEFAULT_BALANCE 1.25
+/* Default admission scale a slow-starting member begins at (config.slow_start_from). */
+#define CHRING_DEFAULT_SLOW_START_FROM 0.1
 
 /* ---------------------------------------------------------------------------------------------
  * Errors
@@ -190,9 +192,17 @@ typedef struct chring_config {
      * must be thread-safe and short, and must not call into the ring whose member it retires. */
     void (*retire)(void *udata, void *ctx);
     void *retire_ctx;
+    /* Slow start: with slow_start_ms > 0, a member that joins a ring that has members already (by
+     * add, update or sync) starts at admission scale slow_start_from and ramps linearly to 1 over
+     * slow_start_ms (see chring_set_ramp); the first population of an empty ring does not ramp.
+     * Default 0 (off) and CHRING_DEFAULT_SLOW_START_FROM; slow_start_from outside [0, 1] or NaN
+     * is -EINVAL from chring_new when slow_start_ms > 0. */
+    uint32_t slow_start_ms;
+    double slow_start_from;
 } chring_config_t;
 
-/* Fills *cfg with the defaults (hash64, 160 vnodes, balance 1.25, no retire).  NULL-safe. */
+/* Fills *cfg with the defaults (hash64, 160 vnodes, balance 1.25, no retire, no slow start).
+ * NULL-safe. */
 CHRING_API void chring_config_default(chring_config_t *cfg);
 
 /* The profile's name ("hash64", "murmur32", ...), or NULL for an unknown value. */
@@ -426,7 +436,8 @@ CHRING_API int chring_acquire_skip(chring_t *r, const void *key, size_t len,
 CHRING_API void chring_release(chring_t *r, chring_lease_t *lease);
 
 /* The capacity member m would have for the next acquire on snapshot s with the ring's balance
- * factor and its current outstanding leases (0 if m is not in s).  Reader side. */
+ * factor and its current outstanding leases, the weights of the members that are up and m's
+ * admission scale (0 if m is not in s).  Reader side. */
 CHRING_API uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s,
                                            const chring_member_t *m);
 
@@ -454,6 +465,7 @@ typedef struct chring_stats {
     uint64_t acquires;  /* successful acquires (chring_acquire, _skip, _member) */
     uint64_t spills;    /* acquires placed on another member than the key's owner */
     uint64_t saturated; /* acquires that found every member full */
+    uint64_t down;      /* members of the current membership that are down */
     uint64_t retries;   /* successful chring_acquire_skip calls */
 } chring_stats_t;
 
@@ -461,6 +473,42 @@ typedef struct chring_stats {
 CHRING_API void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out);
 /* Copies the ring's statistics (zeros for NULL r).  Any thread. */
 CHRING_API void chring_stats(chring_t *r, chring_stats_t *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Health and warm-up
+ * ------------------------------------------------------------------------------------------- */
+
+/* Marks a member down (down != 0) or up (0).  A member that is down keeps its points, its object
+ * (counters, udata) and its leases; every lookup and acquire (plain, pre-hashed, n-replica,
+ * caller-loads bounded, chring_lookup_name, chring_acquire, chring_acquire_skip) walks past it,
+ * so its keys go where a removal would send them (for every profile whose points depend on the
+ * member alone) and every other key keeps its owner; set up again, it gets back exactly its keys.
+ * Capacities count only the members that are up (their n and W).  A ring whose every member is
+ * down answers like an empty ring.  chring_acquire_member on a down member still works (the caller
+ * chose it).  chring_snap_moved and chring_member_share ignore health.  The state belongs to the
+ * member object: a name removed and added again comes back up.  Allocates nothing, rebuilds
+ * nothing: O(log members) to find the name, then O(1).  Returns 0 (also when the state does not
+ * change), -ENOENT for a non-member, -EINVAL (NULL r or name, empty name), -ENAMETOOLONG.  Writer
+ * side: any thread, serialised with the other writers; seen by every read section that begins
+ * after it returns. */
+CHRING_API int chring_set_down(chring_t *r, const char *name, int down);
+/* 1 if m is down, 0 if it is up, -EINVAL for NULL.  Reader side (or with a lease on m). */
+CHRING_API int chring_member_is_down(const chring_member_t *m);
+
+/* Moves a member's admission scale s linearly from `from` to `to` over ms milliseconds of
+ * CLOCK_MONOTONIC, starting now (ms 0: s = to at once).  chring_acquire and chring_acquire_skip
+ * admit the member only while its load is below ceil(s * cap) (s = 1: the plain bound; s = 0:
+ * nothing is admitted and its keys spill clockwise, to the member that owned them before it
+ * joined).  Plain and n-replica lookups ignore the scale.  A member at s = 1 costs an acquire
+ * nothing more (no clock read).  Drain a leaving member with
+ * chring_set_ramp(r, name, chring_member_scale(m), 0, ms) and remove it when its load is 0.
+ * Returns 0, -ENOENT for a non-member, -EINVAL (from or to outside [0, 1] or NaN, NULL r or name),
+ * -ENAMETOOLONG.  Writer side; allocates nothing.  A reader concurrent with the call sees the old
+ * ramp or the new one (for an instant possibly a blend of their parameters), always a scale in
+ * [0, 1]. */
+CHRING_API int chring_set_ramp(chring_t *r, const char *name, double from, double to, uint32_t ms);
+/* The member's admission scale now, in [0, 1] (1 without a ramp); 0.0 for NULL.  Reader side. */
+CHRING_API double chring_member_scale(const chring_member_t *m);
 
 /* ---------------------------------------------------------------------------------------------
  * fork()

@@ -47,6 +47,9 @@ struct batch {
     size_t ncreated;
     void **unkept; /* udata of changes that named an existing member, to hand back */
     size_t nunkept;
+    /* Members down that leave the membership or change weight (health.c): how the ring's
+     * count and weight of members down change if this batch is published. */
+    uint64_t down_left, down_weight_left, down_weight_joined;
 };
 
 static int cmp_change(const void *a, const void *b)
@@ -106,6 +109,20 @@ static int sort_changes(struct batch *b)
     return 0;
 }
 
+/* A member down that leaves (new weight 0) or changes weight: the ring's health changes with
+ * this batch.  Down flags change only under the lock, which the caller holds. */
+static void note_down(struct batch *b, const chring_member_t *m, uint32_t old_weight,
+                      uint32_t new_weight)
+{
+    if (!m->down)
+        return;
+    b->down_weight_left += old_weight;
+    if (new_weight == 0)
+        b->down_left++;
+    else
+        b->down_weight_joined += new_weight;
+}
+
 /* 3. The next membership from the current one.  Returns 1 when it differs, 0 when nothing
  * changes, or a negative errno.  New members get a placeholder (NULL) and their change's
  * created_at. */
@@ -139,6 +156,7 @@ static int merge_membership(struct batch *b, const chring_snap_t *cur)
                 b->weights[b->count++] = cur->weights[ia];
             } else {
                 changed = true;
+                note_down(b, cur->members[ia], cur->weights[ia], 0);
             }
             ia++;
         } else if (c == 0) {
@@ -148,10 +166,13 @@ static int merge_membership(struct batch *b, const chring_snap_t *cur)
                 b->unkept[b->nunkept++] = udata; /* the member keeps its own */
             if (w == 0) {
                 changed = true; /* removed */
+                note_down(b, cur->members[ia], cur->weights[ia], 0);
             } else {
                 b->members[b->count] = cur->members[ia];
                 b->weights[b->count++] = w;
                 changed |= w != cur->weights[ia];
+                if (w != cur->weights[ia])
+                    note_down(b, cur->members[ia], cur->weights[ia], w);
             }
             ia++, ib++;
         } else {
@@ -169,8 +190,9 @@ static int merge_membership(struct batch *b, const chring_snap_t *cur)
     return changed ? 1 : 0;
 }
 
-/* 4. In the caller's order, which is their join order (the fnv16 profile's collision rule). */
-static int create_members(struct batch *b, chring_t *r)
+/* 4. In the caller's order, which is their join order (the fnv16 profile's collision rule).  A
+ * member that joins a ring that has members already warms up with config.slow_start_ms. */
+static int create_members(struct batch *b, chring_t *r, bool slow_start)
 {
     for (size_t k = 0; k < b->n; k++) {
         if (b->created_at[k] == 0)
@@ -181,6 +203,8 @@ static int create_members(struct batch *b, chring_t *r)
         if (m == NULL)
             return -ENOMEM;
         m->join_seq = r->join_seq + k;
+        if (slow_start)
+            chring__member_slow_start(m, r->cfg.slow_start_from, r->cfg.slow_start_ms);
         b->created[b->ncreated++] = m;
         b->members[b->created_at[k] - 1] = m;
     }
@@ -218,7 +242,7 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
         err = changed; /* 0: nothing changes, nothing is published */
         goto unlock;
     }
-    err = create_members(&b, r);
+    err = create_members(&b, r, r->cfg.slow_start_ms > 0 && cur->nmembers > 0);
     if (err != 0)
         goto unlock;
     next = chring__snap_build(&r->blocks, &r->prof, cur, b.members, b.weights, b.count, &err);
@@ -228,6 +252,12 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
     /* Current weights first, so that a reader of the new snapshot sees them. */
     for (size_t j = 0; j < b.count; j++)
         CHRING_STORE_32(&b.members[j]->weight, b.weights[j]);
+    struct chring_health *h = &r->health;
+    if (b.down_weight_left != 0 || b.down_left != 0) {
+        CHRING_STORE_64(&h->ndown, h->ndown - b.down_left);
+        CHRING_STORE_64(&h->down_weight,
+                        h->down_weight - b.down_weight_left + b.down_weight_joined);
+    }
     chring__publish(r, next);
     b.ncreated = 0; /* the new members now belong to the published snapshot */
 unlock:

@@ -79,4 +79,14 @@ static inline uint32_t chring__walk_next(struct chring__walk *w)
     return UINT32_MAX;
 }
 
+/* The owner of point i for a lookup: its member, or when members are down (health.c) the first
+ * member clockwise that is up (NULL if none is).  With no member down this is one more load, of
+ * the line that holds the ring's published pointer. */
+static inline const chring_member_t *chring__owner_up(const chring_snap_t *s, size_t i)
+{
+    if (CHRING_LIKELY(CHRING_LOAD_64(&s->health->ndown) == 0))
+        return s->slot_member[s->owner[i]];
+    return chring__first_up(s, i);
+}
+
 #endif

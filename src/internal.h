@@ -29,8 +29,11 @@ struct chring_member {
     uint64_t word;       /* leases | snapshot references << 32 (member.h) */
     uint64_t primary;    /* acquires that found their owner here */
     uint64_t spilled_in; /* acquires that spilled here from a full owner */
-    char pad_[CHRING_CACHELINE - 3 * sizeof(uint64_t)];
-    /* Second cache line on: immutable after creation except weight (writers only). */
+    uint32_t down;       /* 1: out of service (health.c); read by every walk that meets it */
+    uint32_t ramp_gen;   /* 0: admission scale 1; else the generation of the ramp below */
+    char pad_[CHRING_CACHELINE - 3 * sizeof(uint64_t) - 2 * sizeof(uint32_t)];
+    /* Second cache line on: immutable after creation except weight and the ramp (writers
+     * only, under the ring lock). */
     uint64_t magic;
     uint32_t weight;   /* current weight, stored by the writer at publish */
     uint32_t name_len; /* 1 .. CHRING_NAME_MAX */
@@ -38,7 +41,19 @@ struct chring_member {
     void *udata;
     void (*retire)(void *udata, void *ctx);
     void *retire_ctx;
-    char name[]; /* name_len bytes and a NUL */
+    uint64_t ramp_start_ns; /* CLOCK_MONOTONIC at the start of the ramp */
+    uint64_t ramp_len_ns;
+    uint64_t ramp_from, ramp_to; /* doubles' bits: read atomically, whole */
+    char name[];                 /* name_len bytes and a NUL */
+};
+
+/* What every lookup of a ring needs to know about health (health.c): how many members of the
+ * current membership are down, and their total current weight.  Written by writers under the
+ * ring lock, read by readers with plain atomic loads; lives in struct chring, beside the published
+ * pointer, so a lookup reads no extra cache line. */
+struct chring_health {
+    uint64_t ndown;
+    uint64_t down_weight;
 };
 
 struct chring_profile_desc;
@@ -70,8 +85,9 @@ struct chring_snap {
     uint64_t refs; /* one for the published pointer (until its grace period ends) + holds */
     uint64_t version;
     struct rcu_head rcu;
-    struct chring_blocks *blocks; /* the cache this block goes back to; NULL: freed */
-    size_t block_size;            /* bytes of the allocation that holds this snapshot */
+    struct chring_blocks *blocks;       /* the cache this block goes back to; NULL: freed */
+    const struct chring_health *health; /* the ring's (health.c): down members */
+    size_t block_size;                  /* bytes of the allocation that holds this snapshot */
 
     struct chring_prof prof;
 
@@ -112,7 +128,8 @@ struct chring_shard {
 
 struct chring {
     chring_snap_t *current; /* RCU-protected; written by writers under lock */
-    char pad0_[CHRING_CACHELINE - sizeof(chring_snap_t *)];
+    struct chring_health health;
+    char pad0_[CHRING_CACHELINE - sizeof(chring_snap_t *) - sizeof(struct chring_health)];
 
     pthread_mutex_t lock; /* serialises writers; readers never touch it */
     chring_config_t cfg;
@@ -235,6 +252,19 @@ chring_snap_t *chring__snap_build(struct chring_blocks *blocks, const struct chr
 
 /* Rank of member m in s (its index in s->members), or -1. */
 long chring__snap_rank(const chring_snap_t *s, const chring_member_t *m);
+
+/* ---- health.c ----------------------------------------------------------------------------- */
+
+/* The admission scale of a member with a ramp (m->ramp_gen != 0) now, in [0, 1]; may clear the
+ * ramp once it has reached 1. */
+double chring__member_ramp_scale(chring_member_t *m);
+/* Starts the slow-start ramp of a member that is not published yet. */
+void chring__member_slow_start(chring_member_t *m, double from, uint32_t ms);
+/* The member of the first point from i clockwise that is up, or NULL if every member is down:
+ * the slow path of chring__owner_up (find.h). */
+const chring_member_t *chring__first_up(const chring_snap_t *s, size_t i);
+/* Total weight the capacities count: the snapshot's, less that of the members down. */
+uint64_t chring__up_weight(const chring_snap_t *s);
 
 /* ---- load.c ------------------------------------------------------------------------------- */
 

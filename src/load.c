@@ -27,6 +27,8 @@
 #include "find.h"
 #include "member.h"
 
+#include <math.h>
+
 static unsigned next_slot;
 static _Thread_local unsigned my_slot; /* 0: not assigned yet; else slot + 1 */
 
@@ -84,7 +86,7 @@ static inline void lease_fill(chring_t *r, chring_lease_t *lease, chring_member_
  * cached per weight (equal weights share one). */
 struct capacity {
     chring_t *r;
-    const chring_snap_t *s;
+    uint64_t up_weight; /* W: the snapshot's total weight of members that are up */
     double c;
     bool have_total;
     uint64_t total;
@@ -100,9 +102,15 @@ static inline uint64_t capacity_of(struct capacity *k, uint32_t weight)
     }
     if (weight != k->weight) {
         k->weight = weight;
-        k->cap = chring_capacity_weighted(k->total, weight, k->s->total_weight, k->c);
+        k->cap = chring_capacity_weighted(k->total, weight, k->up_weight, k->c);
     }
     return k->cap;
+}
+
+/* ceil(scale * cap) in double, the capacity of a member with a ramp (health.c). */
+static inline uint64_t scaled(uint64_t cap, double scale)
+{
+    return scale >= 1.0 ? cap : (uint64_t)ceil(scale * (double)cap);
 }
 
 /* Whether m is one of the nskip members the caller passes over (compared by identity). */
@@ -137,24 +145,40 @@ static inline int place(chring_t *r, const void *key, size_t len,
     /* m is read only when a loaded member must be judged: a member with load 0 is below every
      * capacity (c * (m + 1) * w / W > 0, so cap >= 1), which spares the common, lightly loaded
      * case the read of every shard's line. */
-    struct capacity capacity = {r, s, r->balance, false, 0, 0, 0};
+    bool any_down = CHRING_LOAD_64(&s->health->ndown) != 0;
+    struct capacity capacity = {
+        r, any_down ? chring__up_weight(s) : s->total_weight, r->balance, false, 0, 0, 0};
     uint32_t chosen = UINT32_MAX, least = UINT32_MAX;
     uint64_t least_load = UINT64_MAX;
     for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         chring_member_t *m = s->slot_member[j];
         if (nskip > 0 && skipped(m, skip, nskip))
             continue; /* as if full */
+        if (any_down && chring__member_down(m))
+            continue; /* out of service: as a removal would */
         uint64_t load = chring__member_load(m);
         if (load < least_load) {
             least_load = load;
             least = j;
         }
-        if (load != 0 && load >= capacity_of(&capacity, s->slot_weight[j]))
-            continue; /* looks full: no write */
-        uint64_t old = chring__member_admit(m);
-        if (old == 0 || old < capacity_of(&capacity, s->slot_weight[j])) {
-            chosen = j;
-            break;
+        if (CHRING_LIKELY(CHRING_LOAD_32(&m->ramp_gen) == 0)) {
+            if (load != 0 && load >= capacity_of(&capacity, s->slot_weight[j]))
+                continue; /* looks full: no write */
+            uint64_t old = chring__member_admit(m);
+            if (old == 0 || old < capacity_of(&capacity, s->slot_weight[j])) {
+                chosen = j;
+                break;
+            }
+        } else {
+            /* Warming or draining: ceil(s * cap), which may be 0 (then nothing is admitted). */
+            uint64_t cap =
+                scaled(capacity_of(&capacity, s->slot_weight[j]), chring__member_ramp_scale(m));
+            if (load >= cap)
+                continue;
+            if (chring__member_admit(m) < cap) {
+                chosen = j;
+                break;
+            }
         }
         chring__member_undo(m);
     }
@@ -249,7 +273,8 @@ uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s, const chrin
     uint32_t w = chring_snap_weight(s, m);
     if (r == NULL || w == 0)
         return 0;
-    return chring_capacity_weighted(chring__leases(r), w, s->total_weight, r->balance);
+    uint64_t cap = chring_capacity_weighted(chring__leases(r), w, chring__up_weight(s), r->balance);
+    return scaled(cap, chring__member_ramp_scale((chring_member_t *)m));
 }
 
 void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
@@ -278,6 +303,7 @@ void chring_stats(chring_t *r, chring_stats_t *out)
     out->points = s->npoints;
     chring_snap_exit(r, s);
     out->publishes = CHRING_LOAD_64(&r->publishes);
+    out->down = CHRING_LOAD_64(&r->health.ndown);
     for (unsigned k = 0; k <= r->shard_mask; k++) {
         out->acquires += CHRING_LOAD_64(&r->shards[k].acquired);
         out->spills += CHRING_LOAD_64(&r->shards[k].spills);

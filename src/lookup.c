@@ -5,6 +5,7 @@
  * allocation, no system call.  A snapshot never changes after it is published, so plain loads
  * suffice once the snapshot pointer itself was read with a dependency-ordered load. */
 #include "find.h"
+#include "member.h"
 
 #ifdef CHRING_TSAN
 char chring__tsan_grace_token;
@@ -41,14 +42,14 @@ const chring_member_t *chring_snap_lookup_hash(const chring_snap_t *s, uint64_t 
     if (s == NULL || s->npoints == 0)
         return NULL;
     uint64_t h64 = s->prof.shift == 0 ? h : h << s->prof.shift; /* bits above the width fall off */
-    return s->slot_member[s->owner[chring__find(s, h64)]];
+    return chring__owner_up(s, chring__find(s, h64));
 }
 
 const chring_member_t *chring_snap_lookup(const chring_snap_t *s, const void *key, size_t len)
 {
     if (s == NULL || s->npoints == 0 || (key == NULL && len > 0))
         return NULL;
-    return s->slot_member[s->owner[chring__find(s, chring__key_pos(s, key, len))]];
+    return chring__owner_up(s, chring__find(s, chring__key_pos(s, key, len)));
 }
 
 size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
@@ -58,10 +59,13 @@ size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
         return 0;
     size_t want = n < s->nmembers ? n : s->nmembers;
     size_t got = 0;
+    bool any_down = CHRING_LOAD_64(&s->health->ndown) != 0;
     struct chring__walk walk;
     chring__walk_start(&walk, s, chring__find(s, chring__key_pos(s, key, len)));
     for (uint32_t j; got < want && (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         const chring_member_t *m = s->slot_member[j];
+        if (any_down && chring__member_down(m))
+            continue;
         bool seen = false;
         for (size_t k = 0; k < got && !seen; k++)
             seen = out[k] == m;
@@ -81,6 +85,8 @@ const chring_member_t *chring_snap_lookup_bounded(const chring_snap_t *s, const 
     uint64_t total = 0;
     for (size_t j = 0; j < s->nmembers; j++)
         total += load(s->members[j], ctx);
+    bool any_down = CHRING_LOAD_64(&s->health->ndown) != 0;
+    uint64_t weight = any_down ? chring__up_weight(s) : s->total_weight;
 
     struct chring__walk walk;
     chring__walk_start(&walk, s, chring__find(s, chring__key_pos(s, key, len)));
@@ -88,15 +94,18 @@ const chring_member_t *chring_snap_lookup_bounded(const chring_snap_t *s, const 
     uint64_t least_load = UINT64_MAX;
     for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         const chring_member_t *m = s->slot_member[j];
+        if (any_down && chring__member_down(m))
+            continue;
         uint64_t l = load(m, ctx);
-        if (l < chring_capacity_weighted(total, s->slot_weight[j], s->total_weight, c))
+        if (l < chring_capacity_weighted(total, s->slot_weight[j], weight, c))
             return m;
         if (l < least_load) {
             least_load = l;
             least = m;
         }
     }
-    /* Only an inconsistent load callback gets here (loads summing to m cannot all be full). */
+    /* Only an inconsistent load callback gets here (loads summing to m cannot all be full), or a
+     * ring whose every member is down (NULL). */
     return least;
 }
 

@@ -55,6 +55,13 @@
 #define CHRING_LOAD_MASK UINT64_C(0xffffffff)
 #define CHRING_SNAP_REF (UINT64_C(1) << 32)
 
+/* Whether the member is down (health.c).  On the member's first cache line, which an acquire
+ * reads anyway. */
+static inline bool chring__member_down(const chring_member_t *m)
+{
+    return CHRING_LOAD_32(&m->down) != 0;
+}
+
 /* The member's load: one atomic load. */
 static inline uint64_t chring__member_load(const chring_member_t *m)
 {

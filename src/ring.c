@@ -32,6 +32,7 @@ void chring_config_default(chring_config_t *cfg)
     cfg->profile = CHRING_PROFILE_HASH64;
     cfg->vnodes = CHRING_DEFAULT_VNODES;
     cfg->balance = CHRING_DEFAULT_BALANCE;
+    cfg->slow_start_from = CHRING_DEFAULT_SLOW_START_FROM;
 }
 
 static unsigned shard_count(void)
@@ -57,6 +58,8 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     int err = chring__prof_init(&prof, cfg);
     if (err != 0)
         return err;
+    if (cfg->slow_start_ms > 0 && !(cfg->slow_start_from >= 0.0 && cfg->slow_start_from <= 1.0))
+        return -EINVAL; /* NaN fails both comparisons */
 
     chring_t *r = chring__alloc_aligned(sizeof *r);
     if (r == NULL)
@@ -87,6 +90,7 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     *s = chring__empty_snap;
     s->prof = prof;
     s->blocks = &r->blocks;
+    s->health = &r->health;
     s->block_size = sizeof *s;
     r->current = s;
     err = chring__fork_track(r);
@@ -125,6 +129,7 @@ void chring__publish(chring_t *r, chring_snap_t *next)
 {
     chring_snap_t *cur = r->current;
     next->version = cur->version + 1;
+    next->health = &r->health;
     /* Release store: the snapshot's contents are visible before the pointer (rcu_assign_pointer
      * has the write barrier; the TSan build uses a C11 release store). */
     CHRING_RCU_ASSIGN(r->current, next);

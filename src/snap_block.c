@@ -18,9 +18,12 @@
  * reported as it would be after free(). */
 #include "member.h"
 
+static const struct chring_health no_health; /* nothing is down in the empty snapshot */
+
 const chring_snap_t chring__empty_snap = {
     .magic = CHRING_SNAP_MAGIC,
     .refs = 1,
+    .health = &no_health,
     .prof = {.desc = &chring__profiles[CHRING_PROFILE_HASH64],
              .id = CHRING_PROFILE_HASH64,
              .bits = 64,

@@ -1,0 +1,190 @@
+/* Health and warm-up: a member taken out of service without touching the ring, and an admission
+ * scale that warms a member up (or drains it) by capacity, not by placement (docs/design.md §4).
+ * SPDX-License-Identifier: MIT
+ *
+ * Down.  A member that is down keeps its points, its object and its counters; every lookup and
+ * acquire walks past it, so its keys go where a removal would send them (the next point
+ * clockwise) and every other key keeps its owner.  Setting it down or up writes one flag on the
+ * member and the ring's count of members down (struct chring_health, beside the published
+ * pointer): no allocation, no rebuild.  A lookup checks the count first, so with no member down
+ * it costs what it cost before health existed.  Writers keep the count and the down members'
+ * total weight right under the ring lock (chring_set_down here, publishes in apply.c); the
+ * capacities count only the members that are up.
+ *
+ * Ramp.  A member's admission scale s(t) in [0, 1] multiplies its capacity in chring_acquire and
+ * chring_acquire_skip: it is admitted while its load is below ceil(s * cap).  The ramp's
+ * parameters live on the member's second cache line; its generation on the first, which an
+ * acquire reads anyway: generation 0 means scale 1 and costs no clock read.  A ramp that has
+ * reached 1 is cleared by the first acquire that notices (a compare-and-swap of its generation,
+ * so a newer ramp is never cleared).  A reader concurrent with chring_set_ramp may combine an old
+ * and a new parameter for that instant; the scale is clamped to [0, 1] either way. */
+#include "find.h"
+#include "member.h"
+
+#include <math.h>
+#include <time.h>
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO: no system call */
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t double_bits(double d)
+{
+    uint64_t b;
+    memcpy(&b, &d, sizeof b);
+    return b;
+}
+
+static double bits_double(uint64_t b)
+{
+    double d;
+    memcpy(&d, &b, sizeof d);
+    return d;
+}
+
+/* ---- down --------------------------------------------------------------------------------- */
+
+uint64_t chring__up_weight(const chring_snap_t *s)
+{
+    uint64_t down = CHRING_LOAD_64(&s->health->down_weight);
+    return s->total_weight > down ? s->total_weight - down : 0;
+}
+
+const chring_member_t *chring__first_up(const chring_snap_t *s, size_t i)
+{
+    struct chring__walk walk;
+    chring__walk_start(&walk, s, i);
+    for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;)
+        if (!chring__member_down(s->slot_member[j]))
+            return s->slot_member[j];
+    return NULL;
+}
+
+/* The member named name in r's current snapshot, under r's lock; its rank in *rank. */
+static chring_member_t *find_locked(chring_t *r, const char *name, long *rank)
+{
+    const chring_member_t *m = chring_snap_find(r->current, name);
+    if (m == NULL)
+        return NULL;
+    *rank = chring__snap_rank(r->current, m);
+    return (chring_member_t *)m;
+}
+
+int chring_set_down(chring_t *r, const char *name, int down)
+{
+    size_t len;
+    if (r == NULL)
+        return -EINVAL;
+    int err = chring__name_check(name, &len);
+    if (err != 0)
+        return err;
+    pthread_mutex_lock(&r->lock);
+    long rank;
+    chring_member_t *m = find_locked(r, name, &rank);
+    if (m == NULL) {
+        pthread_mutex_unlock(&r->lock);
+        return -ENOENT;
+    }
+    uint32_t want = down != 0;
+    if (m->down != want) {
+        uint64_t w = r->current->weights[rank];
+        struct chring_health *h = &r->health;
+        if (want) {
+            /* The flag before the count: a reader that sees the count sees the flag. */
+            CHRING_STORE_32(&m->down, 1);
+            CHRING_STORE_64(&h->down_weight, h->down_weight + w);
+            ck_pr_fence_store();
+            CHRING_STORE_64(&h->ndown, h->ndown + 1);
+        } else {
+            CHRING_STORE_64(&h->ndown, h->ndown - 1);
+            CHRING_STORE_64(&h->down_weight, h->down_weight - w);
+            ck_pr_fence_store();
+            CHRING_STORE_32(&m->down, 0);
+        }
+    }
+    pthread_mutex_unlock(&r->lock); /* a release: later read sections see the change */
+    return 0;
+}
+
+int chring_member_is_down(const chring_member_t *m)
+{
+    if (m == NULL)
+        return -EINVAL;
+    return chring__member_down(m) ? 1 : 0;
+}
+
+/* ---- ramp --------------------------------------------------------------------------------- */
+
+static bool valid_scale(double x)
+{
+    return x >= 0.0 && x <= 1.0; /* false for NaN */
+}
+
+/* Writes a ramp's parameters, then (store fence) its new generation. */
+static void ramp_store(chring_member_t *m, double from, double to, uint32_t ms, uint64_t start)
+{
+    if (ms == 0 && to >= 1.0) {
+        CHRING_STORE_32(&m->ramp_gen, 0);
+        return;
+    }
+    CHRING_STORE_64(&m->ramp_start_ns, start);
+    CHRING_STORE_64(&m->ramp_len_ns, (uint64_t)ms * UINT64_C(1000000));
+    CHRING_STORE_64(&m->ramp_from, double_bits(from));
+    CHRING_STORE_64(&m->ramp_to, double_bits(to));
+    ck_pr_fence_store();
+    uint32_t gen = m->ramp_gen + 1;
+    CHRING_STORE_32(&m->ramp_gen, gen == 0 ? 1 : gen);
+}
+
+int chring_set_ramp(chring_t *r, const char *name, double from, double to, uint32_t ms)
+{
+    size_t len;
+    if (r == NULL || !valid_scale(from) || !valid_scale(to))
+        return -EINVAL;
+    int err = chring__name_check(name, &len);
+    if (err != 0)
+        return err;
+    uint64_t start = now_ns();
+    pthread_mutex_lock(&r->lock);
+    long rank;
+    chring_member_t *m = find_locked(r, name, &rank);
+    if (m != NULL)
+        ramp_store(m, from, to, ms, start);
+    pthread_mutex_unlock(&r->lock);
+    return m == NULL ? -ENOENT : 0;
+}
+
+void chring__member_slow_start(chring_member_t *m, double from, uint32_t ms)
+{
+    ramp_store(m, from, 1.0, ms, now_ns());
+}
+
+double chring__member_ramp_scale(chring_member_t *m)
+{
+    uint32_t gen = CHRING_LOAD_32(&m->ramp_gen);
+    if (gen == 0)
+        return 1.0;
+    ck_pr_fence_load(); /* pairs with ramp_store's store fence */
+    uint64_t start = CHRING_LOAD_64(&m->ramp_start_ns);
+    uint64_t len = CHRING_LOAD_64(&m->ramp_len_ns);
+    double from = bits_double(CHRING_LOAD_64(&m->ramp_from));
+    double to = bits_double(CHRING_LOAD_64(&m->ramp_to));
+    uint64_t now = now_ns();
+    double s;
+    if (now < start || len == 0 || now - start >= len) {
+        s = now < start ? from : to;
+        if (now >= start && to >= 1.0)
+            ck_pr_cas_32(&m->ramp_gen, gen, 0); /* done: later acquires read no clock */
+    } else {
+        s = from + (to - from) * ((double)(now - start) / (double)len);
+    }
+    return s < 0.0 ? 0.0 : s > 1.0 ? 1.0 : s;
+}
+
+double chring_member_scale(const chring_member_t *m)
+{
+    return m == NULL ? 0.0 : chring__member_ramp_scale((chring_member_t *)m);
+}
