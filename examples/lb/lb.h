@@ -12,7 +12,8 @@
  * only by their worker's thread).  The backend's answer is relayed as it arrives (header callback,
  * then chunk callbacks); the lease is released when the answer has been relayed completely, or the
  * client has gone, or the backend failed.  A backend that refuses or times out before answering
- * is retried once on the key's next replica (chring_snap_lookup_n, n = 2), then 502.
+ * is retried once, placed again with bounded loads over every member but the failed one
+ * (chring_acquire_skip), then 502.
  *
  * The main thread owns the ring's writer side: it loads the membership, and on SIGHUP re-reads
  * --members and applies it with chring_sync() (connections are not dropped: members that stay

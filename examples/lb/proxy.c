@@ -4,8 +4,8 @@
  * SPDX-License-Identifier: MIT
  *
  * A struct proxy lives from lb_proxy_start until proxy_finish, on its worker's thread only.  It
- * holds one lease at a time: the key's (chring_acquire), or after a failure the next replica's
- * (chring_acquire_member).  It ends in one of four ways: the answer relayed completely
+ * holds one lease at a time: the key's (chring_acquire), or after a failure a retry's
+ * (chring_acquire_skip over the failed backend).  It ends in one of four ways: the answer relayed completely
  * (on_backend_done), an error answered before any byte of the answer went out (proxy_fail), the
  * client gone (on_client_close), the answer broken off midway (the client connection closed).
  */
@@ -183,28 +183,18 @@ static void on_backend_chunk(struct evhttp_request *breq, void *arg)
     }
 }
 
-/* The key's next replica: the first of the key's two replicas that is not the failed backend.
- * The first lease is released and the replica leased with chring_acquire_member (no capacity
- * check: the request has to go somewhere), so the retry counts in the ring's m and in the
- * replica's load like any request. */
+/* The retry: chring_acquire_skip places the key again with bounded loads, passing over the
+ * backend that failed (docs/design.md §12), so the retry lands on the first member clockwise that
+ * is below its capacity, and the bound holds for it like for any request.  The new lease is taken
+ * before the first is released, so the skipped member cannot be retired (and its address reused)
+ * while it is compared. */
 static bool proxy_retry(struct proxy *p)
 {
     struct backend *failed = p->be;
-    const chring_snap_t *s = chring_snap_enter(lb_ring);
-    const chring_member_t *rep[2];
-    size_t n = chring_snap_lookup_n(s, p->key, p->keylen, rep, 2);
-    const chring_member_t *target = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(chring_member_name(rep[i]), failed->name) != 0) {
-            target = rep[i];
-            break;
-        }
+    const chring_member_t *skip[1] = {p->lease.member};
     chring_lease_t retry;
-    if (!target || chring_acquire_member(lb_ring, s, target, &retry) != 0) {
-        chring_snap_exit(lb_ring, s);
+    if (chring_acquire_skip(lb_ring, p->key, p->keylen, skip, 1, &retry) != 0)
         return false;
-    }
-    chring_snap_exit(lb_ring, s);
     chring_release(lb_ring, &p->lease);
     p->lease = retry;
     p->be = chring_member_udata(retry.member);
