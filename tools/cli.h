@@ -4,9 +4,9 @@
  * SPDX-License-Identifier: MIT
  *
  * The engine holds one ring, its pool (member names in listed order), the SNAP record, the
- * caller-supplied loads of BOUNDED and the leases of ACQUIRE.  It has no global state, never
- * exits and never reads input by itself: tools/main.c feeds it lines, the fuzz target feeds it
- * arbitrary bytes.  It uses only the public header include/chring.h.  One engine must be used by
+ * caller-supplied loads of BOUNDED and the leases of ACQUIRE and RETRY.  It has no global state,
+ * never exits and never reads input by itself: tools/main.c feeds it lines, the fuzz target feeds
+ * it arbitrary bytes.  It uses only the public header include/chring.h.  One engine must be used by
  * one thread at a time.
  */
 #ifndef CHRING_CLI_H
@@ -24,8 +24,10 @@ extern "C" {
 #define CHRING_CLI_LINE_MAX (1u << 20)
 /* Most keys one SNAP may record. */
 #define CHRING_CLI_SNAP_MAX 1000000u
-/* Most leases that may be outstanding at once through ACQUIRE. */
+/* Most leases that may be outstanding at once through ACQUIRE and RETRY. */
 #define CHRING_CLI_LEASES_MAX 1000000u
+/* Most names one RETRY may list. */
+#define CHRING_CLI_SKIP_MAX 1000000u
 
 typedef struct chring_cli chring_cli_t;
 

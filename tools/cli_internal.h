@@ -6,7 +6,7 @@
  * The engine is split by concept: cli.c holds the state's lifecycle and the command table it
  * dispatches from; cli_parse.c reads words, numbers and name lists from a line; each group of
  * commands has its own file (cli_pool.c: the membership, cli_query.c: lookups and listings,
- * cli_moves.c: SNAP and MOVED, cli_leases.c: ACQUIRE and RELEASE).
+ * cli_moves.c: SNAP and MOVED, cli_leases.c: ACQUIRE, RETRY and RELEASE).
  *
  * State kept by the engine, and who owns it:
  * - The ring (chring_t) and the pool: the members in listed order, for DIST, STATS and the
@@ -18,7 +18,7 @@
  *   members of the current snapshot.
  * - The SNAP record: copies of the pool names at SNAP time and, per key, the index of its ring
  *   owner and of its mod owner in that copy (CLI_EMPTY for no owner).
- * - The leases of ACQUIRE, numbered 1, 2, ... in a growing array sorted by number.
+ * - The leases of ACQUIRE and RETRY, numbered 1, 2, ... in a growing array sorted by number.
  * The engine is single-threaded and uses only the public header.
  */
 #ifndef CHRING_CLI_INTERNAL_H
@@ -46,7 +46,7 @@ typedef struct cli_member {
 } cli_member_t;
 
 typedef struct cli_lease {
-    uint64_t number;      /* the number ACQUIRE printed */
+    uint64_t number;      /* the number ACQUIRE or RETRY printed */
     chring_lease_t lease; /* .member == NULL once released */
 } cli_lease_t;
 
@@ -191,6 +191,7 @@ void cli_cmd_version(cli_call_t *call);
 void cli_cmd_snap(cli_call_t *call);
 void cli_cmd_moved(cli_call_t *call);
 void cli_cmd_acquire(cli_call_t *call);
+void cli_cmd_retry(cli_call_t *call);
 void cli_cmd_release(cli_call_t *call);
 
 /* The retire callback the ring frees pool entries with (cli_pool.c); also frees an entry that

@@ -1,9 +1,10 @@
-/* chring command engine: leases on the library's built-in load counters (ACQUIRE, RELEASE).
+/* chring command engine: leases on the library's built-in load counters (ACQUIRE, RETRY,
+ * RELEASE).
  *
  * SPDX-License-Identifier: MIT
  *
- * ACQUIRE numbers its leases 1, 2, ... and keeps them in an array sorted by number, so RELEASE
- * finds one by binary search.  A released slot stays (its .lease.member is NULL) until the array
+ * ACQUIRE and RETRY number their leases 1, 2, ... (one sequence) and keep them in an array sorted
+ * by number, so RELEASE finds one by binary search.  A released slot stays (its .lease.member is NULL) until the array
  * is full; then released slots are compacted away before the array grows.  At most
  * CHRING_CLI_LEASES_MAX leases are outstanding at once.
  */
@@ -44,35 +45,118 @@ static bool leases_reserve(chring_cli_t *cli)
     return true;
 }
 
-/* ACQUIRE <key>: "<owner> <lease number>", or EMPTY for an empty ring. */
-void cli_cmd_acquire(cli_call_t *call)
+/* Checks that one more lease may be held and that there is room for it; answers ERR if not. */
+static bool lease_room(chring_cli_t *cli, FILE *out)
 {
-    chring_cli_t *cli = call->cli;
-    FILE *out = call->out;
     if (cli->leases_live >= CHRING_CLI_LEASES_MAX) {
         cli_answer_err(out, "too many leases");
-        return;
+        return false;
     }
     if (!leases_reserve(cli)) {
         cli_answer_err(out, "out of memory");
-        return;
+        return false;
     }
-    chring_lease_t lease;
-    int rc = chring_acquire(cli->ring, call->arg.ptr, call->arg.len, &lease);
+    return true;
+}
+
+/* Keeps the lease of a successful acquire (rc 0) under the next number and answers
+ * "<owner> <lease number>"; EMPTY for -ENOENT (no lease); ERR for another failure. */
+static void lease_keep(chring_cli_t *cli, FILE *out, int rc, const chring_lease_t *lease)
+{
     if (rc == -ENOENT) {
         fputs("EMPTY\n", out);
         return;
     }
-    if (rc < 0 || !lease.member) {
+    if (rc < 0 || !lease->member) {
         cli_answer_lib_err(out, rc < 0 ? rc : -EINVAL);
         return;
     }
     cli_lease_t *slot = &cli->leases[cli->leases_len++];
     slot->number = ++cli->next_lease;
-    slot->lease = lease;
+    slot->lease = *lease;
     cli->leases_live++;
     cli_put_name(out, slot->lease.member);
     fprintf(out, " %" PRIu64 "\n", slot->number);
+}
+
+/* ACQUIRE <key>: "<owner> <lease number>", or EMPTY for an empty ring. */
+void cli_cmd_acquire(cli_call_t *call)
+{
+    chring_cli_t *cli = call->cli;
+    if (!lease_room(cli, call->out))
+        return;
+    chring_lease_t lease;
+    int rc = chring_acquire(cli->ring, call->arg.ptr, call->arg.len, &lease);
+    lease_keep(cli, call->out, rc, &lease);
+}
+
+/* RETRY <count> <name>... <key>: as ACQUIRE, but the walk passes over the count named members
+ * (chring_acquire_skip).  The count word and the names are blank-separated words; the key is the
+ * rest of the line after the last of them (the count word when it is 0) and exactly one space.
+ * Names not in the pool are allowed and skip nothing, as a member that has left matches nothing
+ * in the library's skip list. */
+void cli_cmd_retry(cli_call_t *call)
+{
+    chring_cli_t *cli = call->cli;
+    FILE *out = call->out;
+    const char *line = call->arg.ptr;
+    size_t len = call->arg.len, pos = 0;
+    span_t word;
+    uint64_t count;
+    if (!cli_next_word(line, len, &pos, &word)) {
+        cli_answer_err(out, call->usage);
+        return;
+    }
+    if (!cli_parse_u64(word, CHRING_CLI_SKIP_MAX, &count)) {
+        cli_answer_err(out, "bad count (0 to 1000000)");
+        return;
+    }
+    /* First pass: the line's shape and the names' validity, before anything is allocated. */
+    size_t names_at = pos;
+    for (uint64_t i = 0; i < count; i++) {
+        if (!cli_next_word(line, len, &pos, &word)) {
+            cli_answer_err(out, call->usage);
+            return;
+        }
+        const char *reason = cli_name_check(word);
+        if (reason) {
+            cli_answer_err(out, reason);
+            return;
+        }
+    }
+    if (pos >= len || line[pos] != ' ') {
+        cli_answer_err(out, call->usage);
+        return;
+    }
+    span_t key = {line + pos + 1, len - pos - 1};
+    if (!lease_room(cli, out))
+        return;
+    /* count is at most the number of words on the line, so this allocation is bounded by it. */
+    const chring_member_t **skip = cli_calloc((size_t)count, sizeof(*skip));
+    if (!skip) {
+        cli_answer_err(out, "out of memory");
+        return;
+    }
+    /* Second pass: the named members of the current snapshot.  The engine is the ring's only
+     * writer and runs on one thread, so the snapshot chring_acquire_skip reads is this one and
+     * its members stay valid across the call. */
+    const chring_snap_t *s = chring_snap_enter(cli->ring);
+    size_t nskip = 0;
+    char name[CHRING_NAME_MAX + 1];
+    pos = names_at;
+    for (uint64_t i = 0; i < count; i++) {
+        cli_next_word(line, len, &pos, &word);
+        memcpy(name, word.ptr, word.len);
+        name[word.len] = '\0';
+        const chring_member_t *m = chring_snap_find(s, name);
+        if (m)
+            skip[nskip++] = m;
+    }
+    chring_lease_t lease;
+    int rc = chring_acquire_skip(cli->ring, key.ptr, key.len, skip, nskip, &lease);
+    chring_snap_exit(cli->ring, s);
+    free(skip);
+    lease_keep(cli, out, rc, &lease);
 }
 
 /* RELEASE <lease number>: releases a lease ACQUIRE printed and has not been released. */

@@ -137,9 +137,10 @@ void cli_cmd_stats(cli_call_t *call)
     chring_stats(cli->ring, &st);
     fprintf(out,
             "version=%" PRIu64 " publishes=%" PRIu64 " members=%" PRIu64 " points=%" PRIu64
-            " leases=%" PRIu64 " acquires=%" PRIu64 " spills=%" PRIu64 " saturated=%" PRIu64 "\n",
+            " leases=%" PRIu64 " acquires=%" PRIu64 " spills=%" PRIu64 " saturated=%" PRIu64
+            " retries=%" PRIu64 "\n",
             st.version, st.publishes, st.members, st.points, st.leases, st.acquires, st.spills,
-            st.saturated);
+            st.saturated, st.retries);
     const chring_snap_t *s = chring_snap_enter(cli->ring);
     for (size_t i = 0; i < cli->pool_len; i++) {
         const chring_member_t *m = chring_snap_find(s, cli->pool[i]->name);

@@ -77,13 +77,16 @@ expect "long lines" $'3127628307\n'"$want_hash"$'\nERR line too long\nERR line t
 expect "long lines exit status" 0 "$st"
 expect "long lines stderr" "" "$(cat "$tmp/err")"
 
-# At most 1000000 leases are held at once (CHRING_CLI_LEASES_MAX); releasing one makes room.
+# At most 1000000 leases are held at once (CHRING_CLI_LEASES_MAX), by ACQUIRE and RETRY together;
+# releasing one makes room.
 python3 -c "import sys; sys.stdout.write('POOL a b\\n' + 'ACQUIRE k\\n' * 1000001 +
-                                         'RELEASE 1000000\\nACQUIRE k\\nRELEASE 1000000\\n')" \
+                                         'RETRY 1 a k\\nRELEASE 1000000\\nRETRY 1 a k\\n' +
+                                         'ACQUIRE k\\nRELEASE 1000001\\nACQUIRE k\\n' +
+                                         'RELEASE 1000000\\n')" \
     >"$tmp/leases"
-"$tool" --profile murmur32 --vnodes 16 "$tmp/leases" | tail -n 5 >"$tmp/leases.out"
-expect "lease limit" $'b 1000000\nERR too many leases\nOK\nb 1000001\nERR no such lease' \
-    "$(cat "$tmp/leases.out")"
+"$tool" --profile murmur32 --vnodes 16 "$tmp/leases" | tail -n 9 >"$tmp/leases.out"
+expect "lease limit" $'b 1000000\nERR too many leases\nERR too many leases\nOK\nb 1000001\n'\
+$'ERR too many leases\nOK\nb 1000002\nERR no such lease' "$(cat "$tmp/leases.out")"
 
 # --help fits one screen (at most 24 lines of at most 80 columns); --version.
 "$tool" --help >"$tmp/help"; st=$?

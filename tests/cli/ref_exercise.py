@@ -10,9 +10,9 @@ tool printed.
     ref_exercise.py --check             compare the committed .out files with the model
 
 Modelled: POOL ADD REMOVE LOOKUP RING HASH DIST SNAP MOVED WEIGHT LOAD BOUNDED REPLICAS ACQUIRE
-RELEASE STATS VERSION, on the profiles murmur32 hash64 fnv32 fnv16 ketama nginx (xxh3 through ctypes on
-libxxhash when it is installed).  Not modelled: the ERR reasons (those sessions are
-reviewed by hand).  The model also checks the exercise's claims as it goes: after ADD every key
+RETRY RELEASE STATS VERSION, on the profiles murmur32 hash64 fnv32 fnv16 ketama nginx (xxh3 through
+ctypes on libxxhash when it is installed).  Not modelled: the ERR reasons (those sessions are
+reviewed by hand), except RELEASE of a number not held (ERR no such lease).  The model also checks the exercise's claims as it goes: after ADD every key
 that moved on the ring moved to a new member, after REMOVE every key that moved had a removed
 owner.
 """
@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELLED = [
     'exercise', 'exercise_ring', 'exercise_moved', 'lookup_wrap', 'murmur32_tie', 'hash64',
     'fnv16_tie', 'profile_fnv32', 'profile_xxh3', 'profile_ketama', 'profile_nginx', 'weights',
-    'extensions', 'acquire', 'fnv16_weight', 'ketama25',
+    'extensions', 'acquire', 'fnv16_weight', 'ketama25', 'retry',
 ]
 
 M32 = 0xFFFFFFFF
@@ -174,6 +174,8 @@ class Model:
         self.counters = {}   # name -> acquires, primary, spilled_in of the current object
         self.acquires = 0
         self.spills = 0
+        self.saturated = 0
+        self.retries = 0
 
     # -- building the ring -------------------------------------------------------------------
     def build(self):
@@ -332,30 +334,27 @@ class Model:
             return [self.bounded(arg, lambda n: self.supplied.get(n, 0),
                                  sum(self.supplied.get(n, 0) for n in self.pool))]
         if cmd == b'ACQUIRE':
-            # m counts every outstanding lease, those on removed members included
-            # (docs/design.md §3).
-            who = self.bounded(arg, self.live_load, len(self.leases))
-            if who == b'EMPTY':
-                return [who]
-            self.next_lease += 1
-            self.leases[self.next_lease] = (who, self.gen[who])
-            st = self.counters[who]
-            st['acquires'] += 1
-            self.acquires += 1
-            if who == self.owner(arg):
-                st['primary'] += 1
-            else:
-                st['spilled_in'] += 1
-                self.spills += 1
-            return [who + b' %d' % self.next_lease]
+            return [self.acquire(arg, set())]
+        if cmd == b'RETRY':
+            # RETRY <count> <name>... <key>: the key is what follows the last name (or the count)
+            # and exactly one space.
+            count, pos = next_word(arg, 0)
+            skip = set()
+            for _ in range(int(count)):
+                name, pos = next_word(arg, pos)
+                skip.add(name)
+            assert arg[pos:pos + 1] == b' ', 'RETRY without its key'
+            return [self.acquire(arg[pos + 1:], skip, retry=True)]
         if cmd == b'RELEASE':
-            self.leases.pop(int(words[1]))
+            if self.leases.pop(int(words[1]), None) is None:
+                return [b'ERR no such lease']
             return [b'OK']
         if cmd == b'STATS':
             out = [b'version=%d publishes=%d members=%d points=%d leases=%d acquires=%d '
-                   b'spills=%d saturated=0' % (self.version, self.version, len(self.pool),
-                                               len(self.points), len(self.leases),
-                                               self.acquires, self.spills)]
+                   b'spills=%d saturated=%d retries=%d' % (
+                       self.version, self.version, len(self.pool), len(self.points),
+                       len(self.leases), self.acquires, self.spills, self.saturated,
+                       self.retries)]
             for n in self.pool:
                 st = self.counters[n]
                 out.append(n + b' weight=%d load=%d acquires=%d primary=%d spilled_in=%d '
@@ -394,6 +393,56 @@ class Model:
             if n not in self.counters:
                 self.gen[n] = self.gen.get(n, 0) + 1
                 self.counters[n] = {'acquires': 0, 'primary': 0, 'spilled_in': 0}
+
+    def acquire(self, key, skip, retry=False):
+        """ACQUIRE (skip empty) and RETRY: the bounded walk on the built-in counters, passing over
+        the members named in skip as if they were full.  m counts every outstanding lease, those
+        on removed members included (docs/design.md §3).  When every member met outside skip is
+        full, the first least loaded one met takes the key and a saturation event is counted;
+        when every member met is skipped there is no lease (EMPTY)."""
+        who, saturated = self.walk(key, self.live_load, len(self.leases), skip)
+        if who is None:
+            return b'EMPTY'
+        # Without skip the loads of the members sum to at most m, below the sum of their
+        # capacities, so a single-threaded ACQUIRE always finds room.
+        assert retry or not saturated, 'ACQUIRE found no member below capacity'
+        self.next_lease += 1
+        self.leases[self.next_lease] = (who, self.gen[who])
+        st = self.counters[who]
+        st['acquires'] += 1
+        self.acquires += 1
+        if saturated:
+            self.saturated += 1
+        if retry:
+            self.retries += 1
+        if who == self.owner(key):
+            st['primary'] += 1
+        else:
+            st['spilled_in'] += 1
+            self.spills += 1
+        return who + b' %d' % self.next_lease
+
+    def walk(self, key, load, m, skip):
+        """(chosen member, saturated): the first member clockwise from the key's point, outside
+        skip, whose load is below its capacity ceil(c * (m + 1) * w / W) (docs/design.md §3; the
+        capacity counts every member, skipped ones too); else the first least loaded member met
+        outside skip, saturated; (None, False) when there is none."""
+        if not self.points:
+            return None, False
+        c = self.balance if self.balance >= 1 else 1.0
+        total_w = sum(self.weight.values())
+        i = self.first_point(key)
+        least = None
+        for step in range(len(self.points)):
+            who = self.points[(i + step) % len(self.points)][1]
+            if who in skip:
+                continue
+            cap = math.ceil(c * (m + 1) * self.weight[who] / total_w)
+            if load(who) < cap:
+                return who, False
+            if least is None or load(who) < load(least):
+                least = who
+        return least, least is not None
 
     def live_load(self, name):
         return sum(1 for who in self.leases.values() if who == (name, self.gen.get(name)))
@@ -437,6 +486,18 @@ def dedupe(names):
             seen.add(n)
             out.append(n)
     return out
+
+
+def next_word(b, pos):
+    """The blank-separated word of b at or after pos, and the position just after it."""
+    blanks = b' \t\r\v\f\n'
+    while pos < len(b) and b[pos] in blanks:
+        pos += 1
+    end = pos
+    while end < len(b) and b[end] not in blanks:
+        end += 1
+    assert end > pos, 'a word is missing'
+    return b[pos:end], end
 
 
 def keys(n):
