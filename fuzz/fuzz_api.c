@@ -7,7 +7,9 @@
  * two must agree exactly (owners, replica lists, bounded choices, acquire choices, error codes,
  * versions, points in ring order, shares, moved fractions, loads and statistics) or the target
  * prints what differs and aborts.  The retire callback checks that every member object is retired
- * exactly once, only after nothing references it any more, and never for an add that failed.
+ * exactly once, only after nothing references it any more, and never for an add that failed; a
+ * udata a successful call did not keep (its change named a member that exists already) must come
+ * back exactly once before the call returns, and none from a failed call (docs/design.md §11).
  *
  * Environment: FUZZ_API_TRACE=1 prints every operation as it runs (for replaying a finding).
  */
@@ -131,6 +133,8 @@ typedef struct obj {
     int leases;  /* outstanding leases */
     int holds;   /* held snapshots listing it */
     int readers; /* the open read section lists it */
+    int pending; /* passed to the writer call in flight, which may hand it back at once */
+    int handed;  /* handed back at once by a successful call that did not keep it */
     int retired; /* retire calls seen */
     uint64_t load, acquires, primary, spilled_in;
 } obj_t;
@@ -161,9 +165,10 @@ static void on_retire(void *udata, void *ctx)
     if (times > 1)
         fail("member %s (object %d) retired %d times", show(o->name, o->len), (int)(o - objs),
              times);
-    if (!ld(&o->added))
-        fail("retire called for %s (object %d), whose add never succeeded", show(o->name, o->len),
-             (int)(o - objs));
+    if (!ld(&o->added) && !ld(&o->pending))
+        fail("retire called for %s (object %d), which no successful call kept and no call in "
+             "flight passed",
+             show(o->name, o->len), (int)(o - objs));
     if (ld(&o->live) || ld(&o->leases) || ld(&o->holds) || ld(&o->readers))
         fail("member %s (object %d) retired while still referenced: live=%d leases=%d "
              "held-snapshots=%d read-section=%d",
@@ -223,11 +228,20 @@ static model_member_t members[MAX_MEMBERS];
 static size_t nmembers;
 static model_snap_t cur;
 static uint64_t version;
-static uint64_t acquires, spills, saturated_events;
+static uint64_t acquires, spills, saturated_events, retries;
 
 #define LEASES 32
 static chring_lease_t leases[LEASES];
 static int lease_obj[LEASES]; /* -1: empty */
+/* A copy of each slot's last released lease (the misuse guard of chring_release), and its object
+ * (-1: none). */
+static chring_lease_t stale[LEASES];
+static int stale_obj[LEASES];
+
+/* A second ring, created once, holding one lease of its own: leases released through the wrong
+ * ring must change nothing on either (the misuse guard of chring_release). */
+static chring_t *other;
+static chring_lease_t other_lease;
 
 #define HELD 6
 static const chring_snap_t *held[HELD];
@@ -544,17 +558,18 @@ static void check_all(void)
     uint64_t nleases = model_leases();
     if (st.version != version || st.publishes != version || st.members != nmembers ||
         st.points != cur.npoints || st.leases != nleases || st.acquires != acquires ||
-        st.spills != spills || st.saturated != saturated_events)
+        st.spills != spills || st.saturated != saturated_events || st.retries != retries)
         fail("chring_stats: version %llu publishes %llu members %llu points %llu leases %llu "
-             "acquires %llu spills %llu saturated %llu; model %llu %llu %zu %zu %llu %llu %llu "
-             "%llu",
+             "acquires %llu spills %llu saturated %llu retries %llu; model %llu %llu %zu %zu %llu "
+             "%llu %llu %llu %llu",
              (unsigned long long)st.version, (unsigned long long)st.publishes,
              (unsigned long long)st.members, (unsigned long long)st.points,
              (unsigned long long)st.leases, (unsigned long long)st.acquires,
              (unsigned long long)st.spills, (unsigned long long)st.saturated,
-             (unsigned long long)version, (unsigned long long)version, nmembers, cur.npoints,
-             (unsigned long long)nleases, (unsigned long long)acquires, (unsigned long long)spills,
-             (unsigned long long)saturated_events);
+             (unsigned long long)st.retries, (unsigned long long)version,
+             (unsigned long long)version, nmembers, cur.npoints, (unsigned long long)nleases,
+             (unsigned long long)acquires, (unsigned long long)spills,
+             (unsigned long long)saturated_events, (unsigned long long)retries);
     if (chring_leases(ring) != nleases)
         fail("chring_leases %llu, model %llu", (unsigned long long)chring_leases(ring),
              (unsigned long long)nleases);
@@ -689,6 +704,8 @@ typedef struct plan {
     int overflow; /* more members than the target tracks: skip the call */
     int created[9];
     size_t ncreated;
+    int passed[9]; /* fresh objects passed as udata: kept if created, else handed back at once */
+    size_t npassed;
 } plan_t;
 
 static int oom_armed;
@@ -718,6 +735,8 @@ static void run_writer(plan_t *p, const char *what, int (*call)(void *), void *a
             }
         }
     }
+    for (size_t k = 0; k < p->npassed; k++)
+        add_to(&objs[p->passed[k]].pending, 1);
     if (oom_armed)
         __atomic_store_n(&fail_countdown, oom_armed, __ATOMIC_SEQ_CST);
     int before_failed = ld(&failed_allocs);
@@ -738,6 +757,24 @@ static void run_writer(plan_t *p, const char *what, int (*call)(void *), void *a
     if (!ok)
         fail("%s returned %s; model expects %s (acceptable error bits 0x%x)", what, err_name(rc),
              p->errors ? "one of the errors" : "0", p->errors);
+    /* The udata rule (docs/design.md §11): a failed call hands none back; a successful one hands
+     * back, before it returns, exactly the udata it did not keep. */
+    for (size_t k = 0; k < p->npassed; k++) {
+        int id = p->passed[k], kept = 0;
+        for (size_t c = 0; c < p->ncreated; c++)
+            kept |= p->created[c] == id;
+        int want = rc == 0 && !kept;
+        if (ld(&objs[id].retired) != want)
+            fail("%s returned %s and handed the udata of its change %s (object %d) back %d times "
+                 "before returning; expected %d (%s)",
+                 what, err_name(rc), show(objs[id].name, objs[id].len), id, ld(&objs[id].retired),
+                 want,
+                 rc != 0 ? "a failed call keeps none and hands none back"
+                 : kept  ? "the new member keeps it"
+                         : "the member exists already: its udata is not replaced");
+        add_to(&objs[id].handed, want);
+        add_to(&objs[id].pending, -1);
+    }
     if (rc != 0) {
         for (size_t g = 0; g < ngone; g++)
             add_to(&objs[gone[g]].live, 1);
@@ -807,6 +844,7 @@ static void plan_start(plan_t *p)
     p->nnext = nmembers;
     p->overflow = 0;
     p->ncreated = 0;
+    p->npassed = 0;
 }
 
 static unsigned plan_total(const plan_t *p)
@@ -826,6 +864,25 @@ struct add_args {
     uint32_t weight;
     void *udata;
 };
+
+/* The operation byte being run (its spare bits choose variants). */
+static uint8_t op_byte;
+
+/* The udata of a change naming `name` (bits 4-5 of a writer's operation byte, docs/fuzz.md): for
+ * a member that exists already, mode 1 passes NULL (nothing may come back) and mode 2 the
+ * member's own udata (kept, not handed back); otherwise a fresh object, whose id goes to *obj (-1
+ * for NULL and own; -2 when the target has no object left). */
+static void *change_udata(const bytes_t *name, unsigned mode, int *obj)
+{
+    long ex = member_index(name->b, name->len);
+    *obj = -1;
+    if (ex >= 0 && mode == 1)
+        return NULL;
+    if (ex >= 0 && mode == 2)
+        return &objs[members[ex].obj];
+    *obj = new_obj(name);
+    return *obj >= 0 ? &objs[*obj] : (*obj = -2, NULL);
+}
 
 static int call_add(void *a)
 {
@@ -867,8 +924,10 @@ static void op_add(input_t *in)
 {
     const bytes_t *name = take_name(in);
     uint32_t w = take_weight(in);
-    int obj = new_obj(name);
-    if (obj < 0)
+    int obj;
+    unsigned mode = (op_byte >> 4) & 3;
+    void *udata = change_udata(name, mode, &obj);
+    if (obj == -2)
         return;
     plan_t p;
     plan_start(&p);
@@ -879,8 +938,13 @@ static void op_add(input_t *in)
     p.errors = e | (e ? 0 : plan_total(&p));
     if (p.overflow)
         return;
-    note("add %s weight %u", show(name->b, name->len), w);
-    struct add_args a = {name->b, w, &objs[obj]};
+    if (obj >= 0)
+        p.passed[p.npassed++] = obj;
+    note("add %s weight %u (udata: %s)", show(name->b, name->len), w,
+         obj >= 0 ? "a fresh object"
+         : udata  ? "the member's own"
+                  : "NULL");
+    struct add_args a = {name->b, w, udata};
     run_writer(&p, "chring_add", call_add, &a);
 }
 
@@ -926,18 +990,24 @@ static void op_batch(input_t *in, int sync)
     plan_start(&p);
     unsigned e = 0;
     note("%s of %zu%s:", sync ? "sync" : "update", a.n, a.null_array ? " (NULL array)" : "");
+    int cobj[8];
+    unsigned mode = (op_byte >> 4) & 3;
     for (size_t i = 0; i < a.n; i++) {
         names[i] = *take_name(in);
         uint32_t w = take_weight(in);
         if (!sync && w > 0 && (take8(in) & 1) == 0)
             w = 0; /* updates remove often */
-        int obj = new_obj(&names[i]);
-        if (obj < 0)
+        a.changes[i].udata = change_udata(&names[i], mode == 3 ? (unsigned)i % 3 : mode, &cobj[i]);
+        if (cobj[i] == -2)
             return;
+        if (cobj[i] >= 0)
+            p.passed[p.npassed++] = cobj[i];
         a.changes[i].name = names[i].b;
         a.changes[i].weight = w;
-        a.changes[i].udata = &objs[obj];
-        note("  %s weight %u", show(names[i].b, names[i].len), w);
+        note("  %s weight %u (udata: %s)", show(names[i].b, names[i].len), w,
+             cobj[i] >= 0         ? "a fresh object"
+             : a.changes[i].udata ? "the member's own"
+                                  : "NULL");
         for (size_t k = 0; k < i; k++)
             if (model_name_cmp(names[k].b, names[k].len, names[i].b, names[i].len) == 0)
                 e |= E_INVAL;
@@ -953,13 +1023,13 @@ static void op_batch(input_t *in, int sync)
                 if (model_name_cmp(members[j].name, members[j].len, names[i].b, names[i].len) == 0)
                     q.next[q.nnext++] = members[j];
         for (size_t i = 0; i < a.n; i++)
-            e |= plan_change(&q, &names[i], a.changes[i].weight,
-                             (int)((obj_t *)a.changes[i].udata - objs), 1);
+            e |= plan_change(&q, &names[i], a.changes[i].weight, cobj[i], 1);
+        memcpy(q.passed, p.passed, sizeof q.passed);
+        q.npassed = p.npassed;
         p = q;
     } else {
         for (size_t i = 0; i < a.n; i++)
-            e |= plan_change(&p, &names[i], a.changes[i].weight,
-                             (int)((obj_t *)a.changes[i].udata - objs), 0);
+            e |= plan_change(&p, &names[i], a.changes[i].weight, cobj[i], 0);
     }
     p.errors = e | (e ? 0 : plan_total(&p));
     if (p.overflow)
@@ -1116,6 +1186,10 @@ static void op_release_slot(int slot, int twice)
     }
     note("release lease %d (%s)%s", slot, id >= 0 ? show(objs[id].name, objs[id].len) : "cleared",
          twice ? " twice" : "");
+    if (id >= 0) {
+        stale[slot] = leases[slot]; /* a copy, for the misuse guard (op_misuse_release) */
+        stale_obj[slot] = id;
+    }
     chring_release(ring, &leases[slot]);
     if (leases[slot].member != NULL)
         fail("chring_release did not clear the lease");
@@ -1171,6 +1245,127 @@ static void op_acquire(input_t *in)
     objs[id].load++;
     objs[id].acquires++;
     acquires++;
+    if (id == cur.members[owner].obj) {
+        objs[id].primary++;
+    } else {
+        objs[id].spilled_in++;
+        spills++;
+    }
+}
+
+/* chring_acquire_skip: the walk of chring_acquire passing over a skip set (docs/design.md §11):
+ * members of the current snapshot by name, the key's replicas (its owner first), members of
+ * leases (maybe removed: they match nothing).  Checked against model_walk_skip. */
+static void op_acquire_skip(input_t *in)
+{
+    int slot = take8(in) % LEASES;
+    int null_ptr;
+    const bytes_t *k = take_key(in, &null_ptr);
+    uint8_t hdr = take8(in);
+    if (lease_obj[slot] >= 0)
+        op_release_slot(slot, 0);
+    size_t nskip = hdr % 5;
+    const chring_member_t *skip[4];
+    int skip_obj[4];
+    uint64_t h = model_hash(&cur.cfg, k->b, k->len);
+    uint32_t reps[8];
+    size_t nreps = model_lookup_n(&cur, h, reps, 8);
+    const chring_snap_t *s = enter();
+    for (size_t i = 0; i < nskip; i++) {
+        uint8_t sel = take8(in);
+        if ((sel & 0x80) && lease_obj[sel % LEASES] >= 0) {
+            skip[i] = leases[sel % LEASES].member;
+            skip_obj[i] = lease_obj[sel % LEASES];
+        } else if ((sel & 0x40) && nreps > 0) {
+            const model_member_t *mm = &cur.members[reps[sel % nreps]];
+            skip[i] = chring_snap_find(s, mm->name);
+            skip_obj[i] = mm->obj;
+            expect_member(skip[i], mm, "chring_snap_find (a replica to skip)");
+        } else if (cur.nmembers > 0) {
+            size_t b = sel % cur.nmembers;
+            skip[i] = chring_snap_member(s, b);
+            skip_obj[i] = cur.members[cur.by_name[b]].obj;
+        } else {
+            nskip = i; /* nothing to skip */
+            break;
+        }
+    }
+    leave(s);
+    note("acquire_skip %s into lease %d, skipping %zu", show(k->b, k->len), slot, nskip);
+    for (size_t i = 0; i < nskip; i++)
+        note("  skip %s (object %d)", show(objs[skip_obj[i]].name, objs[skip_obj[i]].len),
+             skip_obj[i]);
+
+    /* Refused arguments first: they clear the lease and change nothing. */
+    if ((hdr & 0x80) && nskip > 0) {
+        leases[slot].member = (chring_member_t *)(uintptr_t)1;
+        int rc =
+            chring_acquire_skip(ring, key_ptr(k, null_ptr), k->len, NULL, nskip, &leases[slot]);
+        if (rc != -EINVAL || leases[slot].member != NULL)
+            fail("chring_acquire_skip with a NULL skip and nskip %zu = %s, lease %s; expected "
+                 "-EINVAL and a cleared lease",
+                 nskip, err_name(rc), leases[slot].member ? "kept" : "cleared");
+    }
+    if (hdr & 0x40) {
+        int rc = chring_acquire_skip(ring, NULL, 1 + k->len, skip, nskip, &leases[slot]);
+        if (rc != -EINVAL || leases[slot].member != NULL)
+            fail("chring_acquire_skip with a NULL key of length %zu = %s; expected -EINVAL",
+                 1 + k->len, err_name(rc));
+        if (chring_acquire_skip(ring, k->b, k->len, skip, nskip, NULL) != -EINVAL ||
+            chring_acquire_skip(NULL, k->b, k->len, skip, nskip, &leases[slot]) != -EINVAL)
+            fail("chring_acquire_skip with a NULL lease or ring is not -EINVAL");
+    }
+
+    unsigned char mask[MAX_MEMBERS] = {0};
+    uint64_t loads[MAX_MEMBERS];
+    for (size_t j = 0; j < cur.nmembers; j++) {
+        loads[j] = objs[cur.members[j].obj].load;
+        for (size_t i = 0; i < nskip; i++)
+            mask[j] |= skip_obj[i] == cur.members[j].obj;
+    }
+    long owner;
+    int sat;
+    long j = model_walk_skip(&cur, h, balance, model_leases(), loads, mask, &owner, &sat);
+    int rc = chring_acquire_skip(ring, key_ptr(k, null_ptr), k->len,
+                                 nskip == 0 && (hdr & 0x20) ? NULL : skip, nskip, &leases[slot]);
+    if (j < 0) {
+        if (rc != -ENOENT || leases[slot].member != NULL)
+            fail("chring_acquire_skip(%s) = %s, member %p; the model finds no member outside the "
+                 "skip set (%zu members, %zu skipped): expected -ENOENT and a cleared lease",
+                 show(k->b, k->len), err_name(rc), (void *)leases[slot].member, cur.nmembers,
+                 nskip);
+        return;
+    }
+    if (rc != 0)
+        fail("chring_acquire_skip(%s) = %s", show(k->b, k->len), err_name(rc));
+    for (size_t i = 0; i < nskip; i++)
+        if (leases[slot].member == skip[i])
+            fail("chring_acquire_skip(%s) chose %s, which is in the skip set", show(k->b, k->len),
+                 show(objs[skip_obj[i]].name, objs[skip_obj[i]].len));
+    int id;
+    if (sat) {
+        /* Every member met outside skip is full: the least loaded of them. */
+        id = obj_of(leases[slot].member);
+        uint64_t least = UINT64_MAX;
+        for (size_t p = 0; p < cur.npoints; p++)
+            if (!mask[cur.points[p].member] && loads[cur.points[p].member] < least)
+                least = loads[cur.points[p].member];
+        if (objs[id].load != least)
+            fail("chring_acquire_skip(%s) saturated onto %s with load %llu; the least load seen "
+                 "outside the skip set is %llu",
+                 show(k->b, k->len), show(objs[id].name, objs[id].len),
+                 (unsigned long long)objs[id].load, (unsigned long long)least);
+        saturated_events++;
+    } else {
+        expect_member(leases[slot].member, &cur.members[j], "chring_acquire_skip");
+        id = cur.members[j].obj;
+    }
+    lease_obj[slot] = id;
+    add_to(&objs[id].leases, 1);
+    objs[id].load++;
+    objs[id].acquires++;
+    acquires++;
+    retries++;
     if (id == cur.members[owner].obj) {
         objs[id].primary++;
     } else {
@@ -1237,6 +1432,61 @@ static void op_release(input_t *in)
         return;
     }
     op_release_slot(slot, (s >> 5) == 6);
+}
+
+/* The misuse guards of chring_release (docs/design.md §11): bit 4 of the operation releases a
+ * lease through the other ring and the other ring's lease through this one; bit 5 releases the
+ * copy of a lease released already, when its member has no load (a copy released while the member
+ * has leases is undefined) and something still keeps the member (otherwise it may be retired and
+ * freed).  Nothing may change: check_all follows, and the wrongly released leases stay intact. */
+static void op_misuse_release(input_t *in)
+{
+    int slot = take8(in) % LEASES;
+    if (op_byte & 0x10) {
+        if (lease_obj[slot] >= 0) {
+            note("release lease %d through another ring", slot);
+            chring_lease_t before = leases[slot];
+            chring_release(other, &leases[slot]);
+            if (memcmp(&before, &leases[slot], sizeof before) != 0)
+                fail("chring_release through another ring changed the lease");
+            if (chring_leases(other) != 1)
+                fail("chring_release of a lease of another ring moved that ring's count to %llu",
+                     (unsigned long long)chring_leases(other));
+        }
+        note("release the other ring's lease through this ring");
+        chring_lease_t before = other_lease;
+        chring_release(ring, &other_lease);
+        if (memcmp(&before, &other_lease, sizeof before) != 0)
+            fail("chring_release of another ring's lease changed it");
+        if (chring_leases(other) != 1 || chring_member_load(other_lease.member) != 1)
+            fail("chring_release of another ring's lease moved its counters (leases %llu, load "
+                 "%llu)",
+                 (unsigned long long)chring_leases(other),
+                 (unsigned long long)chring_member_load(other_lease.member));
+        return;
+    }
+    int id = stale_obj[slot];
+    if (id < 0 || objs[id].load != 0 || !(objs[id].live || objs[id].holds))
+        return;
+    note("release a copy of lease %d (%s), released already; its member has no load", slot,
+         show(objs[id].name, objs[id].len));
+    chring_release(ring, &stale[slot]);
+    stale_obj[slot] = -1;
+}
+
+/* The misuse guard of chring_snap_put: a put of the current snapshot that nothing holds would
+ * free the snapshot the ring publishes; it must be ignored (docs/design.md §11). */
+static void op_misuse_put(void)
+{
+    for (int h = 0; h < HELD; h++)
+        if (held[h] && held_version[h] == version)
+            return; /* that put would be a valid one, of a hold */
+    const chring_snap_t *s = enter();
+    note("put the current snapshot (version %llu), which nothing holds",
+         (unsigned long long)version);
+    chring_snap_put(ring, s);
+    check_snapshot(s, &cur, version, "the current snapshot after a put without a hold");
+    leave(s);
 }
 
 static void op_put_slot(int slot)
@@ -1534,6 +1784,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     const char *t = getenv("FUZZ_API_TRACE");
     trace_print = t && *t && *t != '0';
+    /* The other ring of the misuse guards: one member, one lease, for the process's life. */
+    if (chring_new(&other, NULL) != 0 || chring_add(other, "other", 1, NULL) != 0 ||
+        chring_acquire(other, "k", 1, &other_lease) != 0)
+        abort();
     return 0;
 }
 
@@ -1587,11 +1841,11 @@ static void start(const uint8_t *hdr)
     if (rc != 0 || !ring)
         fail("chring_new = %s", err_name(rc));
     nmembers = 0;
-    version = acquires = spills = saturated_events = 0;
+    version = acquires = spills = saturated_events = retries = 0;
     nobjs = 0;
     memset(leases, 0, sizeof leases);
     for (int i = 0; i < LEASES; i++)
-        lease_obj[i] = -1;
+        lease_obj[i] = stale_obj[i] = -1;
     memset(held, 0, sizeof held);
     pool_reset();
     oom_armed = 0;
@@ -1613,11 +1867,14 @@ static void finish(void)
     if (ring != NULL)
         fail("chring_free did not clear the pointer");
     for (int id = 0; id < nobjs; id++) {
-        int want = objs[id].added ? 1 : 0;
+        int want = objs[id].added || objs[id].handed ? 1 : 0;
         if (ld(&objs[id].retired) != want)
             fail("after chring_free, %s (object %d, %s) was retired %d times, expected %d",
                  show(objs[id].name, objs[id].len), id,
-                 objs[id].added ? "a member once" : "never added", ld(&objs[id].retired), want);
+                 objs[id].added    ? "a member once"
+                 : objs[id].handed ? "a udata not kept, handed back at once"
+                                   : "never kept by a successful call",
+                 ld(&objs[id].retired), want);
     }
     model_snap_free(&cur);
     nmembers = 0;
@@ -1633,6 +1890,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (more(&in) && op_no < 256) {
         op_no++;
         uint8_t op = take8(&in);
+        op_byte = op;
         /* Bit 7 of a writer operation runs it inside a read section: the writer must not wait
          * for a grace period there (a deadlock, reported as a timeout), and the snapshot the
          * section entered must stay intact and unchanged after the publish. */
@@ -1656,16 +1914,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 6: op_lookup(&in); break;
         case 7: op_lookup_n(&in); break;
         case 8: op_bounded(&in); break;
-        case 9: op_acquire(&in); break;
+        case 9:
+            if (op & 0x10)
+                op_acquire_skip(&in);
+            else
+                op_acquire(&in);
+            break;
         case 10:
             if (op & 0x10)
                 op_acquire_member(&in);
             else
                 op_acquire(&in);
             break;
-        case 11: op_release(&in); break;
+        case 11:
+            if (op & 0x30)
+                op_misuse_release(&in);
+            else
+                op_release(&in);
+            break;
         case 12:
-            if (op & 0x10)
+            if (op & 0x20)
+                op_misuse_put();
+            else if (op & 0x10)
                 op_put(&in);
             else
                 op_hold(&in);

@@ -561,6 +561,12 @@ double model_capacity_plain(double c, uint64_t m, uint64_t n)
 long model_walk(const model_snap_t *s, uint64_t h, double c, uint64_t m, const uint64_t *loads,
                 long *owner, int *saturated)
 {
+    return model_walk_skip(s, h, c, m, loads, NULL, owner, saturated);
+}
+
+long model_walk_skip(const model_snap_t *s, uint64_t h, double c, uint64_t m, const uint64_t *loads,
+                     const unsigned char *skip, long *owner, int *saturated)
+{
     long start = model_owner_point(s, h);
     *saturated = 0;
     *owner = -1;
@@ -570,12 +576,16 @@ long model_walk(const model_snap_t *s, uint64_t h, double c, uint64_t m, const u
     long least = -1;
     for (size_t k = 0; k < s->npoints; k++) {
         uint32_t j = s->points[((size_t)start + k) % s->npoints].member;
+        if (skip && skip[j])
+            continue; /* passed over as if full; it still counts in n, W and m */
         double cap = model_capacity(c, m, s->members[j].weight, s->total_weight);
         if ((double)loads[j] < cap)
             return (long)j;
         if (least < 0 || loads[j] < loads[least])
             least = (long)j;
     }
+    if (least < 0)
+        return -1; /* every member met is skipped */
     *saturated = 1;
     return least;
 }
@@ -664,6 +674,16 @@ int model_selftest(void)
     EXPECT(j >= 0 && strcmp(s.members[j].name, "b") == 0 && !sat);
     j = model_walk(&s, 85, 1.25, 3, loads, &owner, &sat);
     EXPECT(j >= 0 && strcmp(s.members[j].name, "c") == 0);
+    /* Retries (chring_acquire_skip): skipping b, k1 goes on to c; skipping b and c leaves only
+     * a, which is full (saturation); skipping everything finds nothing.  Join order c, a, b. */
+    const unsigned char skip_b[3] = {0, 0, 1}, skip_bc[3] = {1, 0, 1}, skip_all[3] = {1, 1, 1};
+    j = model_walk_skip(&s, 5, 1.25, 3, loads, skip_b, &owner, &sat);
+    EXPECT(j >= 0 && strcmp(s.members[j].name, "c") == 0 && !sat);
+    EXPECT(owner >= 0 && strcmp(s.members[owner].name, "a") == 0);
+    j = model_walk_skip(&s, 5, 1.25, 3, loads, skip_bc, &owner, &sat);
+    EXPECT(j >= 0 && strcmp(s.members[j].name, "a") == 0 && sat);
+    j = model_walk_skip(&s, 5, 1.25, 3, loads, skip_all, &owner, &sat);
+    EXPECT(j == -1 && owner >= 0 && strcmp(s.members[owner].name, "a") == 0);
     EXPECT(s.members[s.by_name[0]].name[0] == 'a' && s.members[s.by_name[2]].name[0] == 'c');
     double sum = 0;
     for (size_t m = 0; m < 3; m++)

@@ -125,6 +125,14 @@ double model_capacity_plain(double c, uint64_t m, uint64_t n);
  * loaded member seen first is returned then). */
 long model_walk(const model_snap_t *s, uint64_t h, double c, uint64_t m, const uint64_t *loads,
                 long *owner, int *saturated);
+/* The walk of a retry that keeps the bound (chring_acquire_skip): as model_walk, but members j with
+ * skip[j] != 0 are passed over as if full (they still count in the capacity's W); skip NULL skips
+ * nothing.  Returns -1 when no member outside skip is met (an empty snapshot included; *owner is
+ * the key's owner whenever the snapshot has points, skipped or not); *saturated is set when every
+ * member met outside skip was at or above its capacity (the least loaded of them, first of equals,
+ * is returned then). */
+long model_walk_skip(const model_snap_t *s, uint64_t h, double c, uint64_t m, const uint64_t *loads,
+                     const unsigned char *skip, long *owner, int *saturated);
 
 /* Checks the model's hashes and placement against the reference values of docs/design.md §10.
  * Returns 0, or -1 with a message on stderr. */
