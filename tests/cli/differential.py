@@ -64,9 +64,18 @@ def session(rng, profile):
             lines.append('BOUNDED ' + key)
         elif op < 0.80:
             lines.append('REPLICAS %s %d' % (key, rng.randint(1, 6)))
-        elif op < 0.88:
+        elif op < 0.84:
             lines.append('ACQUIRE ' + key)
             if members:
+                next_lease += 1
+                held.append(next_lease)
+        elif op < 0.88:
+            # Members, names not in the pool and repeats; sometimes every member.
+            skip = [rng.choice(NAMES) for _ in range(rng.randint(0, 3))]
+            if members and rng.random() < 0.15:
+                skip = list(members)
+            lines.append('RETRY %d %s' % (len(skip), ''.join(n + ' ' for n in skip)) + key)
+            if any(n not in skip for n in members):
                 next_lease += 1
                 held.append(next_lease)
         elif op < 0.94 and held:
