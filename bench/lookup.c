@@ -69,6 +69,7 @@ typedef struct variant {
     /* result */
     size_t iters;
     double ns;
+    uint64_t check; /* latency variants: sum of the owners of the last run (the chain check) */
 } variant_t;
 
 /* ---- chring variants ------------------------------------------------------------------------ */
@@ -318,6 +319,290 @@ static size_t mc_disagreements(memcached_st *mc, chring_t *ketama, const keyset_
 }
 #endif
 
+/* ---- latency: each key chosen from the previous answer ------------------------------------- */
+
+/* In the latency variants the index of the next key depends on the owner the previous lookup
+ * returned, so the CPU cannot start a lookup before the previous one has finished (the
+ * throughput variants above let it overlap independent lookups).  The i-th key is
+ * (i + 64 bits of the owner's address, folded to 0..63) mod the key count: the owner's address
+ * feeds the next load's address, while the counter i keeps the chain from cycling over a few
+ * hundred keys (a function of the owner alone would enter a short cycle and run from cache).
+ * Every latency variant visits the same keys in the same order (the baselines' owners are
+ * chring's member pointers, copied out of the snapshot), which the program checks before timing:
+ * the sums of the owners returned must be equal. */
+static inline size_t next_key(size_t i, const void *owner, size_t mask)
+{
+    return (i + (((uintptr_t)owner >> 4) & 63)) & mask;
+}
+
+static uint64_t run_chring_lat(void *ctx, size_t iters)
+{
+    variant_t *v = ctx;
+    const unsigned char *keys = v->ks->keys;
+    size_t len = v->ks->len, mask = v->ks->count - 1, k = 0;
+    uintptr_t acc = 0;
+    uint64_t t0 = bench_cpu_ns();
+    for (size_t i = 0; i < iters; i++) {
+        const chring_snap_t *s = chring_snap_enter(v->ring);
+        const chring_member_t *m = chring_snap_lookup(s, keys + k * len, len);
+        chring_snap_exit(v->ring, s);
+        acc += (uintptr_t)m;
+        k = next_key(i + 1, m, mask);
+    }
+    uint64_t t1 = bench_cpu_ns();
+    v->check = acc;
+    bench_sink += acc;
+    return t1 - t0;
+}
+
+static uint64_t run_chring_prehashed_lat(void *ctx, size_t iters)
+{
+    variant_t *v = ctx;
+    const uint64_t *hashes = v->hashes;
+    size_t mask = v->nhashes - 1, k = 0;
+    uintptr_t acc = 0;
+    uint64_t t0 = bench_cpu_ns();
+    for (size_t i = 0; i < iters; i++) {
+        const chring_snap_t *s = chring_snap_enter(v->ring);
+        const chring_member_t *m = chring_snap_lookup_hash(s, hashes[k]);
+        chring_snap_exit(v->ring, s);
+        acc += (uintptr_t)m;
+        k = next_key(i + 1, m, mask);
+    }
+    uint64_t t1 = bench_cpu_ns();
+    v->check = acc;
+    bench_sink += acc;
+    return t1 - t0;
+}
+
+static uint64_t run_rwlock_lat(void *ctx, size_t iters)
+{
+    variant_t *v = ctx;
+    const unsigned char *keys = v->ks->keys;
+    size_t len = v->ks->len, mask = v->ks->count - 1, k = 0;
+    uintptr_t acc = 0;
+    uint64_t t0 = bench_cpu_ns();
+    for (size_t i = 0; i < iters; i++) {
+        uint64_t h = base_hash64(keys + k * len, len);
+        pthread_rwlock_rdlock(v->rw);
+        const chring_member_t *m = base_owner_branchy(v->base, h);
+        pthread_rwlock_unlock(v->rw);
+        acc += (uintptr_t)m;
+        k = next_key(i + 1, m, mask);
+    }
+    uint64_t t1 = bench_cpu_ns();
+    v->check = acc;
+    bench_sink += acc;
+    return t1 - t0;
+}
+
+static uint64_t run_branchless_lat(void *ctx, size_t iters)
+{
+    variant_t *v = ctx;
+    const unsigned char *keys = v->ks->keys;
+    size_t len = v->ks->len, mask = v->ks->count - 1, k = 0;
+    uintptr_t acc = 0;
+    uint64_t t0 = bench_cpu_ns();
+    for (size_t i = 0; i < iters; i++) {
+        const chring_member_t *m = base_owner_branchless(v->base, base_hash64(keys + k * len, len));
+        acc += (uintptr_t)m;
+        k = next_key(i + 1, m, mask);
+    }
+    uint64_t t1 = bench_cpu_ns();
+    v->check = acc;
+    bench_sink += acc;
+    return t1 - t0;
+}
+
+static uint64_t run_branchy_prehashed_lat(void *ctx, size_t iters)
+{
+    variant_t *v = ctx;
+    size_t mask = v->nhashes - 1, k = 0;
+    uintptr_t acc = 0;
+    uint64_t t0 = bench_cpu_ns();
+    for (size_t i = 0; i < iters; i++) {
+        const chring_member_t *m = base_owner_branchy(v->base, v->hashes[k]);
+        acc += (uintptr_t)m;
+        k = next_key(i + 1, m, mask);
+    }
+    uint64_t t1 = bench_cpu_ns();
+    v->check = acc;
+    bench_sink += acc;
+    return t1 - t0;
+}
+
+static uint64_t run_branchless_prehashed_lat(void *ctx, size_t iters)
+{
+    variant_t *v = ctx;
+    size_t mask = v->nhashes - 1, k = 0;
+    uintptr_t acc = 0;
+    uint64_t t0 = bench_cpu_ns();
+    for (size_t i = 0; i < iters; i++) {
+        const chring_member_t *m = base_owner_branchless(v->base, v->hashes[k]);
+        acc += (uintptr_t)m;
+        k = next_key(i + 1, m, mask);
+    }
+    uint64_t t1 = bench_cpu_ns();
+    v->check = acc;
+    bench_sink += acc;
+    return t1 - t0;
+}
+
+#define NLAT_SIZES 4
+#define NLAT_KINDS 6
+#define LAT_CHECK_STEPS 20000
+static const unsigned lat_sizes[NLAT_SIZES] = {10, 100, 1000, 10000};
+enum {
+    L_CHRING,
+    L_CHRING_PRE,
+    L_RWLOCK,
+    L_BRANCHLESS,
+    L_BRANCHY_PRE,
+    L_BRANCHLESS_PRE
+};
+static const char *lat_names[NLAT_KINDS] = {
+    "chring",     "chring_prehashed",  "rwlock",
+    "branchless", "branchy_prehashed", "branchless_prehashed"};
+static const char *lat_desc[NLAT_KINDS] = {
+    "chring hash64 lookup (enter + lookup + exit)",
+    "chring pre-hashed (chring_snap_lookup_hash)",
+    "hash64 + branchy search behind pthread_rwlock",
+    "hash64 + branchless search, no synchronisation",
+    "pre-hashed, branchy search, no synchronisation",
+    "pre-hashed, branchless search, no synchronisation",
+};
+static const bench_fn lat_thr_fns[NLAT_KINDS] = {
+    run_chring,     run_chring_prehashed,  run_rwlock,
+    run_branchless, run_branchy_prehashed, run_branchless_prehashed};
+static const bench_fn lat_lat_fns[NLAT_KINDS] = {
+    run_chring_lat,     run_chring_prehashed_lat,  run_rwlock_lat,
+    run_branchless_lat, run_branchy_prehashed_lat, run_branchless_prehashed_lat};
+
+/* The latency table: hash64 rings of 10 .. 10,000 members x 160 points, 16-byte keys; for each
+ * size chring and the baselines in both modes, one interleaved set. */
+static void latency_section(const bench_opts_t *o, const keyset_t *ks16)
+{
+    /* [size][kind][0: throughput, 1: latency] */
+    double res[NLAT_SIZES][NLAT_KINDS][2];
+    size_t n = ks16->count;
+    uint64_t *hashes = malloc(n * sizeof *hashes);
+    FILE *csv;
+
+    bench_require(hashes != NULL, "out of memory");
+    bench_require(n > 0 && (n & (n - 1)) == 0, "latency mode needs a power-of-two key count");
+    for (size_t i = 0; i < n; i++)
+        hashes[i] = base_hash64(ks16->keys + i * ks16->len, ks16->len);
+    csv = bench_csv_open(o, "lookup_latency.csv",
+                         "variant,mode,members,points,key_len,ns_per_lookup");
+
+    for (int z = 0; z < NLAT_SIZES; z++) {
+        unsigned members = lat_sizes[z];
+        chring_t *ring = bench_ring(CHRING_PROFILE_HASH64, members);
+        base_ring_t base;
+        pthread_rwlock_t rw;
+        variant_t vars[2 * NLAT_KINDS];
+        bench_fn fns[2 * NLAT_KINDS];
+        void *ctxs[2 * NLAT_KINDS];
+        size_t iters[2 * NLAT_KINDS];
+        double ns[2 * NLAT_KINDS];
+        size_t points;
+
+        {
+            const chring_snap_t *s = chring_snap_enter(ring);
+            points = chring_snap_points(s);
+            base_ring_copy(&base, s);
+            for (size_t i = 0; i < VERIFY_KEYS && i < n; i++)
+                bench_require(chring_snap_hash(s, ks16->keys + i * 16, 16) == hashes[i],
+                              "inline hash64 differs from the ring's hash at key %zu", i);
+            chring_snap_exit(ring, s);
+        }
+        pthread_rwlock_init(&rw, NULL);
+        memset(vars, 0, sizeof vars);
+        for (int kd = 0; kd < NLAT_KINDS; kd++)
+            for (int mode = 0; mode < 2; mode++) {
+                variant_t *v = &vars[2 * kd + mode];
+                v->kind = lat_names[kd];
+                v->profile = "hash64";
+                v->keylen = kd == L_CHRING || kd == L_RWLOCK || kd == L_BRANCHLESS ? 16 : 0;
+                v->fn = mode ? lat_lat_fns[kd] : lat_thr_fns[kd];
+                v->ring = ring;
+                v->ks = ks16;
+                v->hashes = hashes;
+                v->nhashes = n;
+                v->base = &base;
+                v->rw = &rw;
+            }
+        /* The chain check: every latency variant must return the same owners in the same order. */
+        for (int kd = 0; kd < NLAT_KINDS; kd++) {
+            variant_t *v = &vars[2 * kd + 1];
+            v->fn(v, LAT_CHECK_STEPS);
+            bench_require(v->check == vars[1].check,
+                          "latency chain of %s differs from chring's (%u members)", v->kind,
+                          members);
+        }
+        printf("# latency, %u members: the %d latency variants return the same %d owners in the "
+               "same order\n",
+               members, NLAT_KINDS, LAT_CHECK_STEPS);
+        fflush(stdout);
+
+        for (int i = 0; i < 2 * NLAT_KINDS; i++) {
+            fns[i] = vars[i].fn;
+            ctxs[i] = &vars[i];
+            iters[i] = bench_calibrate(vars[i].fn, &vars[i], o->target_ms, 4096);
+        }
+        fprintf(stderr, "lookup latency: %u members, %d variants x %d reps...\n", members,
+                2 * NLAT_KINDS, o->reps);
+        bench_interleaved(2 * NLAT_KINDS, fns, ctxs, iters, o->reps, ns);
+        for (int kd = 0; kd < NLAT_KINDS; kd++)
+            for (int mode = 0; mode < 2; mode++) {
+                variant_t *v = &vars[2 * kd + mode];
+                res[z][kd][mode] = ns[2 * kd + mode];
+                fprintf(csv, "%s,%s,%u,%zu,%zu,%.2f\n", v->kind, mode ? "latency" : "throughput",
+                        members, points, v->keylen, res[z][kd][mode]);
+            }
+        fflush(csv);
+        pthread_rwlock_destroy(&rw);
+        base_ring_free(&base);
+        chring_free(&ring);
+    }
+    fclose(csv);
+    free(hashes);
+
+    printf("\n## latency against throughput: ns per lookup, hash64, 16-byte keys\n\n"
+           "throughput = independent keys back to back; latency = each key chosen from the "
+           "previous answer\n\n");
+    printf("| variant | mode | 10 x 160 | 100 x 160 | 1000 x 160 | 10000 x 160 |\n"
+           "|---|---|---|---|---|---|\n");
+    for (int kd = 0; kd < NLAT_KINDS; kd++)
+        for (int mode = 0; mode < 2; mode++) {
+            printf("| %s | %s", lat_desc[kd], mode ? "latency" : "throughput");
+            for (int z = 0; z < NLAT_SIZES; z++)
+                printf(" | %.1f", res[z][kd][mode]);
+            printf(" |\n");
+        }
+    printf("\n## latency ratios (same run)\n\n"
+           "| ratio | 10 x 160 | 100 x 160 | 1000 x 160 | 10000 x 160 |\n|---|---|---|---|---|\n");
+    for (int kd = 0; kd < NLAT_KINDS; kd++) {
+        printf("| %s: latency / throughput", lat_names[kd]);
+        for (int z = 0; z < NLAT_SIZES; z++)
+            printf(" | %.2f", res[z][kd][1] / res[z][kd][0]);
+        printf(" |\n");
+    }
+    printf("| rwlock latency / chring latency");
+    for (int z = 0; z < NLAT_SIZES; z++)
+        printf(" | %.2f", res[z][L_RWLOCK][1] / res[z][L_CHRING][1]);
+    printf(" |\n| chring latency / branchless (no sync) latency");
+    for (int z = 0; z < NLAT_SIZES; z++)
+        printf(" | %.2f", res[z][L_CHRING][1] / res[z][L_BRANCHLESS][1]);
+    printf(" |\n| chring pre-hashed latency / branchless pre-hashed latency");
+    for (int z = 0; z < NLAT_SIZES; z++)
+        printf(" | %.2f", res[z][L_CHRING_PRE][1] / res[z][L_BRANCHLESS_PRE][1]);
+    printf(" |\n| rwlock throughput / chring throughput");
+    for (int z = 0; z < NLAT_SIZES; z++)
+        printf(" | %.2f", res[z][L_RWLOCK][0] / res[z][L_CHRING][0]);
+    printf(" |\n");
+}
+
 /* ---- driver --------------------------------------------------------------------------------- */
 
 static bool fits(chring_profile_t p, unsigned members)
@@ -364,9 +649,26 @@ int main(int argc, char **argv)
     size_t nhashes;
     FILE *csv, *plot;
 
+    bool run_matrix = true, run_latency = true;
+    {
+        /* This program's own options, taken out before the common ones are parsed. */
+        int out = 1;
+        for (int i = 1; i < argc; i++) {
+            if (!strcmp(argv[i], "--latency"))
+                run_matrix = false;
+            else if (!strcmp(argv[i], "--no-latency"))
+                run_latency = false;
+            else
+                argv[out++] = argv[i];
+        }
+        argc = out;
+    }
     bench_parse(argc, argv, &o,
                 "chring-bench-lookup: ns per lookup by ring size, key length, profile; baselines",
-                NULL);
+                "  --latency     only the latency table (each key chosen from the previous\n"
+                "                answer, beside the same lookups on independent keys)\n"
+                "  --no-latency  everything but the latency table\n");
+    bench_require(run_matrix || run_latency, "--latency and --no-latency leave nothing to run");
     bench_print_machine("chring-bench-lookup");
     printf(
         "# lookup = chring_snap_enter + chring_snap_lookup + chring_snap_exit, independent keys;\n"
@@ -398,6 +700,8 @@ int main(int argc, char **argv)
         for (int k = 0; k < NKEYLENS; k++)
             res_hash[p][k] = NAN;
 
+    if (!run_matrix)
+        goto latency;
     csv = bench_csv_open(&o, "lookup.csv",
                          "variant,profile,members,points,key_len,ns_per_lookup,mlookups_per_s");
 
@@ -693,6 +997,14 @@ int main(int argc, char **argv)
     fclose(plot);
     printf("\n# CSV: %s/lookup.csv, %s/lookup_plot.csv; load average now %.2f\n", o.out_dir,
            o.out_dir, bench_loadavg());
+
+latency:
+    if (run_latency) {
+        fprintf(stderr, "lookup: latency table...\n");
+        latency_section(&o, &ks[KEY16]);
+        printf("\n# CSV: %s/lookup_latency.csv; load average now %.2f\n", o.out_dir,
+               bench_loadavg());
+    }
 
     for (int k = 0; k < NKEYLENS; k++)
         free(ks[k].keys);
