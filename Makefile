@@ -1,58 +1,73 @@
 # chring: the README's commands.  The build itself is meson + ninja; this file only drives it.
 #
-#   make test     install missing Debian packages, build (release), run every test suite,
-#                 end with "N passed, N failed"
+#   make build    install the missing build packages (scripts/deps.sh --group build), build
+#                 the library and tools (the tests are configured off unless -Dtests=true)
+#   make test     install every missing package, build (release) with the tests, run every
+#                 test suite, end with "N passed, N failed"
 #   make demo     install, build, run the demo (bench/demo/chring-demo)
 #   make bench    install, build, run the benchmark harness (meson test --benchmark)
 #   make fuzz     run fuzz/run.sh
-#   make install  meson install (PREFIX=/usr/local by default, DESTDIR honoured)
+#   make install  build, then meson install into PREFIX (default /usr/local, set on every
+#                 install: a build directory keeps no earlier prefix) under DESTDIR (relative
+#                 to the directory make runs in); needs only the build packages
 #   make format   clang-format -i over the C sources
 #   make clean    remove the build directory
 #
 # Variables: BUILD (build directory, default build), BUILDTYPE (default release), MESON_ARGS
 # (extra meson options, e.g. MESON_ARGS=-Durcu_lgpl=false), TEST_ARGS (extra `meson test`
-# arguments, e.g. TEST_ARGS="--suite unit"), PREFIX, DESTDIR.
+# arguments, e.g. TEST_ARGS="--suite unit"), PREFIX, DESTDIR (docs/install.md).
 
 BUILD ?= build
 BUILDTYPE ?= release
 MESON_ARGS ?=
 TEST_ARGS ?=
-PREFIX ?=
+PREFIX ?= /usr/local
+DESTDIR ?=
 DEMO_ARGS ?=
 FORMAT_DIRS = include src tools bench tests examples fuzz
 
 export BUILDTYPE TEST_ARGS
 
-.PHONY: all deps build test demo bench fuzz install format clean
+.PHONY: all deps build build-bench test demo bench fuzz install format clean
 
 all: build
 
 deps:
 	@scripts/deps.sh
 
-build: deps
-	@scripts/build.sh $(BUILD) $(MESON_ARGS)
+# The library and the tools need only the build group; the tests (Criterion) are off unless
+# MESON_ARGS turns them on.  A build directory that `make test` configured keeps its tests.
+build:
+	@scripts/deps.sh --group build
+	@scripts/build.sh $(BUILD) $(if $(findstring -Dtests=,$(MESON_ARGS)),,$(if $(wildcard $(BUILD)/build.ninja),,-Dtests=false)) $(MESON_ARGS)
+
+build-bench:
+	@scripts/deps.sh --group build bench
+	@scripts/build.sh $(BUILD) $(if $(findstring -Dtests=,$(MESON_ARGS)),,$(if $(wildcard $(BUILD)/build.ninja),,-Dtests=false)) $(MESON_ARGS)
 
 # scripts/test.sh builds first and prints the final "N passed, N failed" line itself, also
 # when the build fails; a failed package install counts as one failure too.
 test:
 	@scripts/deps.sh || { echo "make test: missing packages (see above)"; echo "0 passed, 1 failed"; exit 1; }
-	@scripts/test.sh $(BUILD) $(MESON_ARGS)
+	@scripts/test.sh $(BUILD) -Dtests=true $(MESON_ARGS)
 
-demo: build
+demo: build-bench
 	@test -x $(BUILD)/bench/demo/chring-demo || \
 		{ echo "make demo: $(BUILD)/bench/demo/chring-demo was not built (-Dbench=false)"; exit 1; }
 	@$(BUILD)/bench/demo/chring-demo $(DEMO_ARGS)
 
-bench: build
+bench: build-bench
 	meson test -C $(BUILD) --benchmark --verbose --logbase benchlog
 
 fuzz:
 	@bash fuzz/run.sh
 
+# meson takes a relative --destdir (and a DESTDIR in its environment) relative to the build
+# directory: pass it absolute, and keep make's DESTDIR out of meson's environment.
 install: build
-	@if [ -n "$(PREFIX)" ]; then meson configure $(BUILD) -Dprefix=$(PREFIX); fi
-	meson install -C $(BUILD) $(if $(DESTDIR),--destdir $(DESTDIR))
+	@case "$(PREFIX)" in /*) ;; *) echo "make install: PREFIX must be an absolute path, not '$(PREFIX)'"; exit 1 ;; esac
+	@meson configure $(BUILD) -Dprefix=$(PREFIX)
+	env -u DESTDIR meson install -C $(BUILD) $(if $(DESTDIR),--destdir $(abspath $(DESTDIR)))
 
 format:
 	@clang-format -i $$(find $(FORMAT_DIRS) -name '*.[ch]' -o -name '*.cpp')

@@ -1,21 +1,54 @@
 #!/usr/bin/env bash
-# Installs the Debian packages chring needs to build, test, benchmark and run its examples.
+# Installs the Debian packages chring needs, by group.
 #
-#   scripts/deps.sh              every package of DEPS_ALL
-#   scripts/deps.sh pkg1 pkg2    only these packages
-#   scripts/deps.sh --check      only report what is missing (exit 1 if anything is)
+#   scripts/deps.sh                    every group (what `make test` needs: all of them)
+#   scripts/deps.sh --group G [G...]   only these groups: build, test, bench, examples, all
+#   scripts/deps.sh --list G [G...]    print the groups' packages, one per line, and exit
+#   scripts/deps.sh pkg1 pkg2          only these packages
+#   scripts/deps.sh --check [...]      only report what is missing (exit 1 if anything is)
 #
 # Nothing to do: prints nothing and exits 0.  As root: runs `apt-get update` once and installs
 # what is missing.  Not root: names the missing packages and the command to install them, exits 1.
 # CHRING_SKIP_DEPS=1 skips the whole check (for machines that provide the libraries otherwise).
 set -euo pipefail
 
-# One list, easy to extend.  Build: compilers, meson, the libraries of the core.  Tests: Criterion,
-# g++ (header test), clang and its runtimes (fuzzing, sanitizers).  Bench/demo: gnuplot.
-# Examples and their tests: libmemcached (ketama reference), libevent (chring-lb), nginx, wrk, curl.
-DEPS_ALL="liburcu-dev libck-dev libcriterion-dev libxxhash-dev libmd-dev zlib1g-dev
-make meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev gnuplot-nox
-libmemcached-dev libevent-dev nginx-light wrk curl python3"
+# build: what building and installing the library and the chring tool needs (make build,
+#   make install); nothing else.
+# test: what the test suites need beyond build: Criterion, g++ (header test), clang and its
+#   runtimes (sanitizers, fuzzing), cmake (the CMake consumer test), python3, the real components
+#   the tests start (nginx, curl, wrk, headless Chromium, etcd), libevent for chring-lb.
+# bench: the benchmark harness and the demo: gnuplot, libmemcached (the ketama baseline).
+# examples: chring-lb (libevent).
+DEPS_BUILD="liburcu-dev libck-dev libxxhash-dev libmd-dev zlib1g-dev make meson ninja-build
+pkg-config gcc"
+DEPS_TEST="libcriterion-dev g++ clang libclang-rt-14-dev cmake python3 libevent-dev nginx-light
+wrk curl chromium etcd-server etcd-client libmemcached-dev"
+DEPS_BENCH="gnuplot-nox libmemcached-dev"
+DEPS_EXAMPLES="libevent-dev"
+DEPS_ALL="$DEPS_BUILD $DEPS_TEST $DEPS_BENCH $DEPS_EXAMPLES"
+
+group_packages() { # GROUP...
+    local g
+    for g in "$@"; do
+        case "$g" in
+        build) echo $DEPS_BUILD ;;
+        test) echo $DEPS_TEST ;;
+        bench) echo $DEPS_BENCH ;;
+        examples) echo $DEPS_EXAMPLES ;;
+        all) echo $DEPS_ALL ;;
+        *)
+            echo "deps.sh: unknown group '$g' (build, test, bench, examples, all)" >&2
+            return 1
+            ;;
+        esac
+    done | tr ' ' '\n' | grep . | awk '!seen[$0]++'
+}
+
+if [ "${1:-}" = "--list" ]; then
+    shift
+    group_packages "${@:-all}"
+    exit 0
+fi
 
 if [ "${CHRING_SKIP_DEPS:-0}" = 1 ]; then
     exit 0
@@ -26,10 +59,13 @@ if [ "${1:-}" = "--check" ]; then
     check_only=1
     shift
 fi
-if [ "$#" -gt 0 ]; then
+if [ "${1:-}" = "--group" ]; then
+    shift
+    wanted=$(group_packages "$@" | tr '\n' ' ')
+elif [ "$#" -gt 0 ]; then
     wanted="$*"
 else
-    wanted="$DEPS_ALL"
+    wanted=$(group_packages all | tr '\n' ' ')
 fi
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
