@@ -1264,7 +1264,7 @@ static void op_acquire_skip(input_t *in)
     uint8_t hdr = take8(in);
     if (lease_obj[slot] >= 0)
         op_release_slot(slot, 0);
-    size_t nskip = hdr % 5;
+    size_t nskip = (hdr & 0x1f) % 5;
     const chring_member_t *skip[4];
     int skip_obj[4];
     uint64_t h = model_hash(&cur.cfg, k->b, k->len);
@@ -1328,6 +1328,12 @@ static void op_acquire_skip(input_t *in)
     long j = model_walk_skip(&cur, h, balance, model_leases(), loads, mask, &owner, &sat);
     int rc = chring_acquire_skip(ring, key_ptr(k, null_ptr), k->len,
                                  nskip == 0 && (hdr & 0x20) ? NULL : skip, nskip, &leases[slot]);
+    note("  -> %s, %s (model: %s%s)", err_name(rc),
+         rc == 0 ? show(chring_member_name(leases[slot].member),
+                        strlen(chring_member_name(leases[slot].member)))
+                 : "no member",
+         j < 0 ? "-ENOENT" : show(cur.members[j].name, cur.members[j].len),
+         sat ? ", saturated" : "");
     if (j < 0) {
         if (rc != -ENOENT || leases[slot].member != NULL)
             fail("chring_acquire_skip(%s) = %s, member %p; the model finds no member outside the "

@@ -56,6 +56,21 @@ def moved(held_a, held_b=None):
     s = 0 if held_b is None else (0x80 | held_b)
     return bytes([13, t, s | 0x40])
 def oom(k): return bytes([0x1e, k - 1])
+# udata modes (bits 4-5 of a writer's operation byte): 0 a fresh object, 1 NULL for an existing
+# member, 2 the existing member's own udata, 3 (batches) the three in turn.
+def add_u(name, mode, weight=w(1)): return bytes([mode << 4]) + bytes([name]) + weight
+def update_u(changes, mode):
+    return bytes([4 | mode << 4]) + update(changes)[1:]
+def sync_u(members, mode):
+    return bytes([5 | mode << 4]) + sync(members)[1:]
+# acquire_skip: slot, key, header (nskip = low 5 bits % 5; bit 7 also tries a NULL skip, bit 6
+# bad arguments, bit 5 a NULL skip when nskip is 0), then one selector per skipped member: bit 7 the
+# member of that lease slot, bit 6 the key's replica (index % replicas), else member (% n) by name.
+def acquire_skip(slot, k, sels, flags=0):
+    return bytes([0x19, slot]) + k + bytes([len(sels) | flags]) + bytes(sels)
+def release_other(slot): return bytes([0x1b, slot])  # through the other ring, and vice versa
+def release_copy(slot): return bytes([0x2b, slot])   # a copy of a lease released already
+def put_unheld(): return bytes([0x2c])               # put of the current snapshot, not held
 def quiesce(): return bytes([0x8e])
 def bad(case): return bytes([0x0e, case])
 def capacity(): return bytes([0x2e, 3 << 2, 8 << 2, 1 << 2, 3 << 2, 0])
@@ -113,6 +128,33 @@ seeds = {
         + oom(3) + update([(N1, w(1)), (A, W0)]) + oom(2) + sync([(N2, w(2))]) + lookup(key(1)),
     "batches": hdr(2, 1) + update([(A, w(1)), (B, w(2)), (C, w(3))]) + sync([(C, w(1)), (N1, w(1))])
         + update([(N1, W0), (HI, w(1))]) + sync([]) + update([]) + add(ENG),
+    # The udata rule: a udata a successful call does not keep comes back once before it returns
+    # (an add of an existing member, changes of an update or sync naming existing members), NULL
+    # and the member's own udata never; a failed call (bad batch, allocation failure) none.
+    "udata-rule": hdr(0, 2) + add(A) + add(B) + add(A) + add(A, w(2)) + add_u(A, 1) + add_u(B, 2, w(3))
+        + update_u([(A, w(1)), (B, W0), (C, w(2))], 3) + update_u([(A, w(2)), (C, w(1))], 0)
+        + sync_u([(A, w(1)), (C, w(1)), (N1, w(1))], 0) + sync_u([(A, w(2)), (C, w(1)), (N1, w(2))], 3)
+        + update([(A, w(1)), (A, w(2))]) + oom(1) + add(A, w(3)) + oom(2) + update([(C, w(3)), (N2, w(1))])
+        + oom(1) + sync([(A, w(1))]) + b"".join(oom(k) + add(A, w(1 + k % 3)) for k in range(2, 9))
+        + b"".join(oom(k) + sync_u([(A, w(1 + k % 2)), (C, w(1))], 0) for k in range(2, 9))
+        + quiesce() + remove(A) + quiesce(),
+    # Retries that keep the bound: skip the owner, two replicas, every member (-ENOENT), a removed
+    # member (matches nothing), and skip until every member left is full (saturation).
+    "acquire-skip": hdr(0, 3) + add(A) + add(B) + add(C) + acquire_skip(0, key(1), [0x40])
+        + acquire_skip(1, key(1), [0x40, 0x41]) + acquire_skip(2, key(1), [0, 1, 2])
+        + acquire_skip(3, key(2), [0x80], flags=0xc0) + acquire_skip(4, key(3), [], flags=0x20)
+        + b"".join(acquire(5 + i, key(4)) for i in range(4)) + acquire_skip(9, key(4), [0x40, 0x41])
+        + hold(0) + remove(A) + acquire_skip(10, key(5), [0x80, 0x81, 0x40]) + put(0) + quiesce()
+        + remove(B) + acquire_skip(11, key(6), [0x40]) + release(0) + quiesce(),
+    "acquire-skip-fnv16-pointless": hdr(3, 1, balance=1) + add(A, w(2)) + add(ONEA, w(1)) + add(B)
+        + acquire_skip(0, key(1), [0x40]) + acquire_skip(1, key(2), [0x40, 0x41])
+        + b"".join(acquire_skip(2 + i, key(i), [0x40]) for i in range(6)),
+    # Misuse guards: releases through the wrong ring, a copy of a released lease, a put of the
+    # published snapshot that nothing holds (also after a hold and its put).
+    "misuse-guards": hdr(1, 2) + add(A) + add(B) + acquire_member(0, 0) + acquire_member(1, 1)
+        + release_other(0) + release_other(5) + release(0) + release_copy(0) + release_copy(1)
+        + put_unheld() + hold(0) + put_unheld() + put(0) + put_unheld() + remove(A) + put_unheld()
+        + release(1) + hold(1) + remove(B) + release_copy(1) + put(1) + quiesce() + add(A) + put_unheld(),
     "literal-names": hdr(0, 2) + b"\x00" + lit("node with spaces") + w(1)
         + b"\x00" + lit("x" * 5, long=True) + w(1)
         + lookup(key(2)) + bad(0) + bad(3) + bad(13) + bad(14),
