@@ -4,10 +4,12 @@
 #
 #   install-test.sh BUILD_ROOT SOURCE_DIR CC MESON
 #
-# Checks: the installed header, libchring.so, libchring.a and chring.pc exist; the chring tool is
-# installed when the build has one; pkg-config finds chring at the project's version; both
-# programs build with only `pkg-config --cflags --libs [--static] chring`, the shared one loads
-# the installed libchring.so and the static one none; both create a ring and look a key up.
+# Checks: the installed header, libchring.so, libchring.a, chring.pc and chring-static.pc exist;
+# the chring tool is installed when the build has one; pkg-config finds chring at the project's
+# version; --cflags carry no dependency's flags (ck's -D__x86_64__); one program builds with only
+# `pkg-config --cflags --libs chring` and loads the installed libchring.so, another with only
+# `pkg-config --cflags --libs [--static] chring-static` and loads no libchring.so; both create a
+# ring and look a key up.
 set -euo pipefail
 
 build=$1
@@ -73,16 +75,22 @@ case "$loaded" in
 esac
 LD_LIBRARY_PATH="$libdir" "$tmp/user-shared" || die "the program linked to the shared library failed"
 
-slibs=$(pkg-config --static --libs chring)
-# -Bstatic for libchring only: the system libraries it needs (urcu, ck, ...) may be linked either
-# way; what is tested is that `--static` lists everything libchring.a needs.
-static_libs=${slibs/-lchring/-Wl,-Bstatic -lchring -Wl,-Bdynamic}
-step "static: $cc $cflags pkg_user.c $static_libs"
-# shellcheck disable=SC2086
-"$cc" ${CHRING_USER_CFLAGS:-} -std=c11 -Wall -Wextra -Werror $cflags "$src/tests/pkg/pkg_user.c" -o "$tmp/user-static" $static_libs ||
-    die "building against the static library with pkg-config --static failed (Requires.private/Libs.private incomplete?)"
-case "$(ldd "$tmp/user-static")" in
-*libchring*) die "the static program still loads libchring.so" ;;
+# No compiler-internal or dependency defines in the flags a user compiles with.
+case " $cflags $(pkg-config --cflags chring-static) " in
+*" -D"*) die "pkg-config --cflags carries a -D flag: $cflags" ;;
 esac
-"$tmp/user-static" || die "the program linked to the static library failed"
+
+for mode in "" "--static"; do
+    static_libs=$(pkg-config $mode --libs chring-static) || die "pkg-config does not find chring-static"
+    step "static: $cc $cflags pkg_user.c $static_libs"
+    # shellcheck disable=SC2086
+    "$cc" ${CHRING_USER_CFLAGS:-} -std=c11 -Wall -Wextra -Werror $cflags "$src/tests/pkg/pkg_user.c" -o "$tmp/user-static" $static_libs ||
+        die "building against the static library with pkg-config $mode --libs chring-static failed"
+    case "$(ldd "$tmp/user-static")" in
+    *libchring*) die "the program linked with pkg-config $mode --libs chring-static loads libchring.so" ;;
+    esac
+    syms=$(nm "$tmp/user-static")
+    grep -q ' T chring_new$' <<<"$syms" || die "chring_new is not linked into the static program"
+    "$tmp/user-static" || die "the program linked to the static library failed"
+done
 echo "install-test: ok"
