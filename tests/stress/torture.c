@@ -34,6 +34,16 @@
  *   - The writer checks its own side after every call: the published membership (names, udata,
  *     weights) equals the intended one, every changing call publishes exactly once, a call that
  *     changes nothing or fails publishes nothing, an existing member's udata is never replaced.
+ *   - Retries that keep the bound (docs/design.md §11).  Readers retry with chring_acquire_skip,
+ *     passing over the member they just got (a "failed backend") and sometimes the key's owner
+ *     too: the member chosen is never one of those skipped; in hot epochs the retries take part
+ *     in the bound checked there (admission stays strict).  stats.retries counts them exactly.
+ *   - fork() (docs/design.md §11).  A few times per run (CHRING_TORTURE_FORKS, default 3) a reader
+ *     forks while the other threads read, acquire and publish.  The child (only the forking
+ *     thread) must, within an alarm() bound, publish (add, remove), read, acquire (plain and with
+ *     skip), release, put its held snapshot and chring_free the ring, with the leases of the
+ *     threads it does not have still counted and the member it added retired exactly once; it
+ *     exits 0, and the parent checks the status (a hang is SIGALRM).
  *
  * Any violation prints one line starting with "torture: FAIL" and exits 1.
  */
@@ -49,6 +59,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "chring.h"
@@ -117,6 +129,9 @@ static _Atomic(udata_t *) *udata_ptr;        /* per udata id; NULL once freed */
 static _Atomic uint32_t next_id;
 static _Atomic uint64_t retires_total;
 static bool free_retired = UNDER_SANITIZER;
+/* Set in a fork child: retires there are counted, not checked against the parent's states. */
+static volatile int in_child;
+static uint64_t child_retires;
 
 /* ---------------------------------------------------------------------------------------------
  * Failure reporting
@@ -215,6 +230,17 @@ static void on_retire(void *ud, void *ctx)
     (void)ctx;
     udata_t *u = ud;
     CHECK(u != NULL, "retire called with a NULL udata");
+    if (in_child) {
+        /* The child of a fork: its only thread retires; the parent's bookkeeping of states is a
+         * copy as of the fork, so only "never twice" is checked (the validity word). */
+        if (u != &dummy_udata) {
+            CHECK(atomic_load_explicit(&u->magic, memory_order_relaxed) == MAGIC_LIVE,
+                  "fork child: retire of a udata already retired (#%u)", u->id);
+            atomic_store_explicit(&u->magic, MAGIC_DEAD, memory_order_relaxed);
+        }
+        child_retires++;
+        return;
+    }
     if (u == &dummy_udata) {
         /* The dummy is passed only for members that exist already: a successful call hands it
          * back before it returns, a failed one never (docs/design.md §4).  The writer counts
@@ -263,7 +289,7 @@ typedef struct thread {
     /* counters */
     uint64_t lookups, bounded, bounded_checked, lookup_n, acquires, releases, holds, nested,
         lookup_names, hot_acquires, member_checks, late_releases, acquire_members,
-        acquire_member_enoent;
+        acquire_member_enoent, retries, forks;
     uint64_t max_hot_load_over; /* largest (load - bound) seen, for the report (<= 0 is fine) */
     char pad[64];
 } thread_t;
@@ -690,6 +716,32 @@ static void reader_churn_step(thread_t *t)
             CHECK(h->lease.member == rep[1], "chring_acquire_member leased another member");
             chring_snap_exit(ring, cur);
             t->acquire_members++;
+        } else if (how == 2 || how == 3) {
+            /* A retry after a failed try: the member just got is passed over (how 3: the key's
+             * owner too, which may be another member, or one removed meanwhile: it then matches
+             * nothing); the first lease is released, the retry's is kept. */
+            chring_lease_t first;
+            rc = chring_acquire(ring, key, len, &first);
+            CHECK(rc == 0, "chring_acquire (before a retry): %s", chring_strerror(rc));
+            check_member(first.member, "lease before a retry");
+            const chring_member_t *skip[2] = {first.member, NULL};
+            size_t nskip = 1;
+            if (how == 3) {
+                const chring_snap_t *cur = chring_snap_enter(ring);
+                skip[nskip++] = chring_snap_lookup(cur, key, len);
+                chring_snap_exit(ring, cur);
+            }
+            rc = chring_acquire_skip(ring, key, len, skip, nskip, &h->lease);
+            CHECK(rc == 0, "chring_acquire_skip over %zu of at least %d members: %s", nskip,
+                  MIN_MEMBERS, chring_strerror(rc));
+            for (size_t i = 0; i < nskip; i++)
+                CHECK(h->lease.member != skip[i],
+                      "chring_acquire_skip chose %.40s, which it was told to skip",
+                      chring_member_name(h->lease.member));
+            chring_release(ring, &first);
+            t->acquires++; /* the first try; the retry is counted below */
+            t->releases++;
+            t->retries++;
         } else {
             rc = chring_acquire(ring, key, len, &h->lease);
             CHECK(rc == 0, "chring_acquire: %s", chring_strerror(rc));
@@ -739,8 +791,19 @@ static void reader_hot_step(thread_t *t)
     if (t->count >= K_HOT)
         lease_release_oldest(t, false);
     held_lease_t *h = lease_slot(t);
-    int rc = chring_acquire(ring, HOT_KEY, strlen(HOT_KEY), &h->lease);
-    CHECK(rc == 0, "chring_acquire (hot): %s", chring_strerror(rc));
+    int rc;
+    if (r % 4 == 1 && t->count > 0) {
+        /* A retry passing over the member of this thread's newest lease: admission stays strict,
+         * so the bound below holds for it too. */
+        const chring_member_t *skip = t->leases[(t->head + t->count - 1) % MAX_LEASES].lease.member;
+        rc = chring_acquire_skip(ring, HOT_KEY, strlen(HOT_KEY), &skip, 1, &h->lease);
+        CHECK(rc == 0, "chring_acquire_skip (hot): %s", chring_strerror(rc));
+        CHECK(h->lease.member != skip, "chring_acquire_skip (hot) chose the member it skips");
+        t->retries++;
+    } else {
+        rc = chring_acquire(ring, HOT_KEY, strlen(HOT_KEY), &h->lease);
+        CHECK(rc == 0, "chring_acquire (hot): %s", chring_strerror(rc));
+    }
     h->udata = check_member(h->lease.member, "hot lease");
     t->count++;
     t->acquires++;
@@ -772,15 +835,118 @@ static void reader_hot_step(thread_t *t)
     }
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * fork() while the other threads run
+ * ------------------------------------------------------------------------------------------- */
+
+#define CHILD_ALARM_S 30 /* the child's time bound; a hang ends it with SIGALRM */
+#define DEFAULT_FORKS 3  /* CHRING_TORTURE_FORKS */
+
+static _Atomic int forks_left;        /* CHRING_TORTURE_FORKS, counted down */
+static _Atomic uint64_t next_fork_ns; /* when the next fork may happen */
+static uint64_t fork_gap_ns;          /* run time / (forks + 1) */
+
+/* The child: only the forking thread exists.  It must publish, read, acquire, release and free
+ * the ring within CHILD_ALARM_S; any failure exits 1 (fail), a hang dies of SIGALRM. */
+static __attribute__((noreturn)) void fork_child(thread_t *t)
+{
+    in_child = 1;
+    free_retired = false;
+    alarm(CHILD_ALARM_S);
+    /* Leases of threads the child does not have stay counted: the count is stable now. */
+    uint64_t base = chring_leases(ring);
+    CHECK(base >= t->count && chring_leases(ring) == base,
+          "fork child: chring_leases reads %" PRIu64 " (this thread holds %u)", base, t->count);
+
+    udata_t *u = udata_new("fork-child-member");
+    int rc = chring_add(ring, u->name, 2, u);
+    CHECK(rc == 0, "fork child: chring_add: %s", chring_strerror(rc));
+    const chring_snap_t *s = chring_snap_enter(ring);
+    CHECK(chring_snap_check(s) == 0, "fork child: chring_snap_check failed");
+    const chring_member_t *mine = chring_snap_find(s, u->name);
+    CHECK(mine != NULL && chring_member_udata(mine) == u,
+          "fork child: the member it added is not published");
+    for (int i = 0; i < 64; i++) {
+        uint64_t k = rnd(&t->seed);
+        check_member(chring_snap_lookup(s, &k, sizeof k), "fork child lookup");
+    }
+    chring_snap_exit(ring, s);
+
+    unsigned char key[64];
+    size_t len;
+    make_key(&t->seed, key, &len);
+    chring_lease_t a, b;
+    rc = chring_acquire(ring, key, len, &a);
+    CHECK(rc == 0, "fork child: chring_acquire: %s", chring_strerror(rc));
+    check_member(a.member, "fork child lease");
+    const chring_member_t *skip = a.member;
+    rc = chring_acquire_skip(ring, key, len, &skip, 1, &b);
+    CHECK(rc == 0 && b.member != a.member, "fork child: chring_acquire_skip: %s",
+          rc ? chring_strerror(rc) : "chose the skipped member");
+    CHECK(chring_leases(ring) == base + 2,
+          "fork child: %" PRIu64 " leases after 2 acquires on %" PRIu64, chring_leases(ring), base);
+    chring_release(ring, &a);
+    chring_release(ring, &b);
+    uint64_t own = t->count;
+    lease_release_all(t);
+    CHECK(chring_leases(ring) == base - own,
+          "fork child: %" PRIu64 " leases after releasing its %" PRIu64 " of %" PRIu64,
+          chring_leases(ring), own, base);
+    if (t->held_snap) {
+        chring_snap_put(ring, t->held_snap);
+        t->held_snap = NULL;
+    }
+    rc = chring_remove(ring, u->name);
+    CHECK(rc == 0, "fork child: chring_remove: %s", chring_strerror(rc));
+    chring_free(&ring); /* a grace period and every RCU callback, in the child */
+    CHECK(ring == NULL, "fork child: chring_free did not clear the pointer");
+    CHECK(atomic_load_explicit(&u->magic, memory_order_relaxed) == MAGIC_DEAD,
+          "fork child: the member it added and removed was not retired by chring_free");
+    _exit(0);
+}
+
+/* Forks now if a fork is due (outside any read section); waits for the child and checks it. */
+static void maybe_fork(thread_t *t)
+{
+    if (atomic_load_explicit(&forks_left, memory_order_relaxed) <= 0)
+        return;
+    uint64_t at = atomic_load(&next_fork_ns);
+    if (now_ns() < at || !atomic_compare_exchange_strong(&next_fork_ns, &at, at + fork_gap_ns))
+        return;
+    atomic_fetch_sub(&forks_left, 1);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0)
+        fork_child(t);
+    int status = 0;
+    pid_t w;
+    do
+        w = waitpid(pid, &status, 0);
+    while (w < 0 && errno == EINTR);
+    CHECK(w == pid, "waitpid: %s", strerror(errno));
+    CHECK(!WIFSIGNALED(status) || WTERMSIG(status) != SIGALRM,
+          "fork child %d hung: killed by SIGALRM after %d s (a lock or a grace period that "
+          "cannot end in the child)",
+          (int)pid, CHILD_ALARM_S);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fork child %d failed: %s %d", (int)pid,
+          WIFEXITED(status) ? "exit status" : "signal",
+          WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    t->forks++;
+}
+
 static void *reader_main(void *arg)
 {
     thread_t *t = arg;
     for (;;) {
         while (!atomic_load_explicit(&epoch_stop, memory_order_acquire)) {
-            if (epoch_kind == EPOCH_HOT)
+            if (epoch_kind == EPOCH_HOT) {
                 reader_hot_step(t);
-            else
+            } else {
+                maybe_fork(t);
                 reader_churn_step(t);
+            }
         }
         pthread_barrier_wait(&barrier); /* A: parked, nothing in flight */
         pthread_barrier_wait(&barrier); /* B: the coordinator has checked and set the next epoch */
@@ -1153,10 +1319,11 @@ static void checkpoint(void)
 {
     checkpoints++;
     size_t total = 0;
-    uint64_t acquires = 0;
+    uint64_t acquires = 0, retries = 0;
     for (int i = 0; i < nthreads; i++) {
         total += threads[i].count;
         acquires += threads[i].acquires;
+        retries += threads[i].retries;
     }
     const chring_member_t **held = malloc((total + 1) * sizeof *held);
     CHECK(held != NULL, "out of memory");
@@ -1179,6 +1346,9 @@ static void checkpoint(void)
           "checkpoint: stats.acquires = %" PRIu64 ", the threads made "
           "%" PRIu64,
           st.acquires, acquires);
+    CHECK(st.retries == retries,
+          "checkpoint: stats.retries = %" PRIu64 ", the threads made %" PRIu64 " retries",
+          st.retries, retries);
     CHECK(st.spills <= st.acquires && st.saturated <= st.acquires,
           "checkpoint: spills %" PRIu64 " / saturated %" PRIu64 " above acquires %" PRIu64,
           st.spills, st.saturated, st.acquires);
@@ -1289,6 +1459,7 @@ int main(int argc, char **argv)
         nthreads = MAX_THREADS;
     uint64_t seed = (uint64_t)env_double("CHRING_TORTURE_SEED", (double)(now_ns() % 1000000007u));
     m_slack = (uint64_t)env_double("CHRING_TORTURE_M_SLACK", 0);
+    int forks = (int)env_double("CHRING_TORTURE_FORKS", DEFAULT_FORKS);
     writer_seed = splitmix(seed) | 1;
 
     printf("torture: %s, %d readers + 1 writer, %.1f s, seed %" PRIu64 ", %s\n", chring_version(),
@@ -1315,6 +1486,11 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < 10; i++)
         w_add(i, 1 + i % MAX_WEIGHT);
     writer_verify("initial adds");
+
+    /* Forks at even intervals of the run, the first after one interval. */
+    fork_gap_ns = (uint64_t)(seconds * 1e9) / (uint64_t)(forks + 1);
+    atomic_store(&next_fork_ns, now_ns() + fork_gap_ns);
+    atomic_store(&forks_left, forks);
 
     pthread_barrier_init(&barrier, NULL, (unsigned)nthreads + 1);
     for (int i = 0; i < nthreads; i++) {
@@ -1396,7 +1572,7 @@ int main(int argc, char **argv)
 
     uint64_t lookups = 0, bounded = 0, bchecked = 0, lookup_n = 0, acquires = 0, releases = 0,
              holds = 0, nested = 0, names = 0, hot = 0, mchecks = 0, over = 0, late = 0, chosen = 0,
-             enoent = 0;
+             enoent = 0, nretries = 0, nforks = 0;
     for (int i = 0; i < nthreads; i++) {
         thread_t *t = &threads[i];
         lookups += t->lookups;
@@ -1413,6 +1589,8 @@ int main(int argc, char **argv)
         late += t->late_releases;
         chosen += t->acquire_members;
         enoent += t->acquire_member_enoent;
+        nretries += t->retries;
+        nforks += t->forks;
         if (t->max_hot_load_over > over)
             over = t->max_hot_load_over;
     }
@@ -1431,6 +1609,10 @@ int main(int argc, char **argv)
            ")\n",
            acquires, (double)acquires / elapsed, hot, chosen, enoent, releases, late, st.spills,
            st.saturated, over, max_m_seen, (uint64_t)nthreads * (K_HOT + 1) + m_slack);
+    printf("  retries: %" PRIu64 " chring_acquire_skip (stats.retries %" PRIu64
+           "), never onto a skipped member; fork: %" PRIu64 " children of %d planned, each "
+           "published, acquired, released and freed the ring\n",
+           nretries, st.retries, nforks, forks);
     printf("  snapshots: %" PRIu64 " held by readers, %" PRIu64 " held by the writer\n", holds,
            w_moved_checks);
     printf("  writer: %" PRIu64 " steps, %" PRIu64 " publishes (%.0f/s): %" PRIu64 " adds, %" PRIu64
