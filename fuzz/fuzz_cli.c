@@ -9,8 +9,8 @@
  * The target also keeps its own model of the session (the pool in listed order, join order,
  * weights, LOAD values, leases, the SNAP record, the version) and, for the profiles the reference
  * model (tests/model/model.c) knows (all of them), checks every answer exactly: owners, hashes,
- * RING points, DIST points and shares, MOVED counts, BOUNDED and ACQUIRE choices, REPLICAS lists,
- * STATS and VERSION.  A difference prints the line, the answer and the reason, then aborts.
+ * RING points, DIST points and shares, MOVED counts, BOUNDED, ACQUIRE and RETRY choices, REPLICAS
+ * lists, STATS and VERSION.  A difference prints the line, the answer and the reason, then aborts.
  *
  * Lines that would only cost time (SNAP of more than 4096 keys, a weight that builds more than
  * 65536 points without being refused) are skipped, not fed.
@@ -70,7 +70,7 @@ static struct {
     int nobjs;
     tlease_t leases[MAX_LEASES];
     size_t nleases;
-    uint64_t next_lease, acquires, spills, version;
+    uint64_t next_lease, acquires, spills, retries, version;
     model_snap_t snap;
     int snap_dirty;
     /* SNAP record: owner names ("" for none) under the ring and the modulo. */
@@ -693,12 +693,30 @@ static void do_bounded(span_t key)
         expect_model_name(got, &s->members[j], "bounded choice");
 }
 
-static void do_acquire(span_t key)
+/* ACQUIRE (skip NULL) and RETRY (skip[j]: pool member j is passed over as if full). */
+static void do_acquire(span_t key, const bool *skip)
 {
     expect_lines(1);
     if (st.npool == 0) {
         if (!span_eq(lines[0], "EMPTY", 5))
             fail("the pool is empty: expected EMPTY");
+        return;
+    }
+    if (skip && st.modeled) {
+        /* RETRY finds no member when every member that has a point is skipped. */
+        const model_snap_t *s = snap();
+        bool any = false;
+        for (size_t k = 0; k < s->npoints && !any; k++) {
+            long pj = pool_find(s->members[s->points[k].member].name,
+                                s->members[s->points[k].member].len);
+            any = pj >= 0 && !skip[pj];
+        }
+        if (any == span_eq(lines[0], "EMPTY", 5))
+            fail(any ? "RETRY: a member outside the list has points: expected <name> <lease>"
+                     : "RETRY: every member with points is skipped: expected EMPTY");
+        if (!any)
+            return;
+    } else if (skip && span_eq(lines[0], "EMPTY", 5)) {
         return;
     }
     const char *sp = NULL;
@@ -717,12 +735,17 @@ static void do_acquire(span_t key)
     long pj = pool_find(name.p, name.n);
     if (pj < 0)
         fail("ACQUIRE: not a pool member");
+    if (skip && skip[pj])
+        fail("RETRY: placed on a skipped member");
     int id = st.pool[pj].id;
     if (st.modeled) {
         const model_snap_t *s = snap();
         uint64_t loads[MAX_POOL];
-        for (size_t j = 0; j < s->nmembers; j++)
-            loads[j] = st.objs[s->members[j].obj].leases;
+        for (size_t j = 0; j < s->nmembers; j++) {
+            long sj = skip ? pool_find(s->members[j].name, s->members[j].len) : -1;
+            /* A skipped member looks full: never below its capacity, never the least loaded. */
+            loads[j] = sj >= 0 && skip[sj] ? UINT64_MAX : st.objs[s->members[j].obj].leases;
+        }
         long owner;
         int sat;
         long j = model_walk(s, model_hash(&s->cfg, key.p, key.n), st.balance, outstanding(), loads,
@@ -740,11 +763,42 @@ static void do_acquire(span_t key)
     st.objs[id].leases++;
     st.objs[id].acquires++;
     st.acquires++;
+    if (skip)
+        st.retries++;
     st.next_lease++;
     if (st.nleases < MAX_LEASES)
         st.leases[st.nleases++] = (tlease_t){st.next_lease, id};
     else
         abort();
+}
+
+/* RETRY <count> <name>... <key> (arg: after "RETRY "). */
+static void do_retry(span_t arg)
+{
+    static bool skip[MAX_POOL];
+    memset(skip, 0, sizeof skip);
+    size_t pos = 0;
+    span_t t;
+    uint64_t count;
+    if (!token(arg.p, arg.n, &pos, &t) || !number(t, CHRING_CLI_SKIP_MAX, &count)) {
+        expect_err();
+        return;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        if (!token(arg.p, arg.n, &pos, &t) || t.n > MODEL_NAME_MAX || memchr(t.p, '\0', t.n)) {
+            expect_err();
+            return;
+        }
+        long pj = pool_find(t.p, t.n);
+        if (pj >= 0)
+            skip[pj] = true;
+    }
+    if (pos >= arg.n || arg.p[pos] != ' ') {
+        expect_err();
+        return;
+    }
+    span_t key = {arg.p + pos + 1, arg.n - pos - 1};
+    do_acquire(key, skip);
 }
 
 static void do_release(const char *line, size_t len, size_t pos)
@@ -814,19 +868,20 @@ static void do_stats(void)
 {
     expect_lines(1 + st.npool);
     span_t l = lines[0];
-    uint64_t v[8];
-    static const char *const keys[8] = {"version=", " publishes=", " members=", " points=",
-                                        " leases=", " acquires=",  " spills=",  " saturated="};
-    for (int i = 0; i < 8; i++)
+    uint64_t v[9];
+    static const char *const keys[9] = {
+        "version=",   " publishes=", " members=",   " points=", " leases=",
+        " acquires=", " spills=",    " saturated=", " retries="};
+    for (int i = 0; i < 9; i++)
         if (!field(&l, keys[i], &v[i]))
             fail("STATS first line: expected %s<n>", keys[i]);
     if (l.n != 0)
         fail("STATS first line: trailing bytes");
     if (v[0] != st.version || v[1] != st.version || v[2] != st.npool || v[4] != outstanding() ||
-        v[5] != st.acquires)
-        fail("STATS: model version %llu members %zu leases %llu acquires %llu",
+        v[5] != st.acquires || v[8] != st.retries)
+        fail("STATS: model version %llu members %zu leases %llu acquires %llu retries %llu",
              (unsigned long long)st.version, st.npool, (unsigned long long)outstanding(),
-             (unsigned long long)st.acquires);
+             (unsigned long long)st.acquires, (unsigned long long)st.retries);
     if (st.modeled && (v[3] != snap()->npoints || v[6] != st.spills))
         fail("STATS: model points %zu spills %llu", snap()->npoints, (unsigned long long)st.spills);
     for (size_t i = 0; i < st.npool; i++) {
@@ -878,7 +933,7 @@ static bool worth_feeding(const char *line, size_t len)
             if (w * per > 65536 && w * per <= MODEL_POINTS_MAX && w <= UINT32_MAX)
                 return false;
         }
-    } else if (is_word(cmd, "ACQUIRE")) {
+    } else if (is_word(cmd, "ACQUIRE") || is_word(cmd, "RETRY")) {
         if (st.nleases >= MAX_LEASES)
             return false;
     } else if (is_word(cmd, "POOL") || is_word(cmd, "ADD")) {
@@ -915,7 +970,7 @@ static void check(const char *line, size_t len)
     } else if (is_word(cmd, "REMOVE")) {
         do_remove(line, len, pos);
     } else if (is_word(cmd, "LOOKUP") || is_word(cmd, "HASH") || is_word(cmd, "BOUNDED") ||
-               is_word(cmd, "ACQUIRE") || is_word(cmd, "REPLICAS")) {
+               is_word(cmd, "ACQUIRE") || is_word(cmd, "RETRY") || is_word(cmd, "REPLICAS")) {
         if (!spaced) {
             expect_err();
             return;
@@ -927,7 +982,9 @@ static void check(const char *line, size_t len)
         else if (is_word(cmd, "BOUNDED"))
             do_bounded(arg);
         else if (is_word(cmd, "ACQUIRE"))
-            do_acquire(arg);
+            do_acquire(arg, NULL);
+        else if (is_word(cmd, "RETRY"))
+            do_retry(arg);
         else
             do_replicas(arg);
     } else if (is_word(cmd, "SNAP")) {
