@@ -21,7 +21,7 @@ set -euo pipefail
 # examples: chring-lb (libevent).
 DEPS_BUILD="liburcu-dev libck-dev libxxhash-dev libmd-dev zlib1g-dev make meson ninja-build
 pkg-config gcc"
-DEPS_TEST="libcriterion-dev g++ clang libclang-rt-14-dev cmake python3 libevent-dev nginx-light
+DEPS_TEST="libcriterion-dev g++ clang libclang-rt-14-dev cmake man-db python3 libevent-dev nginx-light
 wrk curl chromium etcd-server etcd-client libmemcached-dev"
 DEPS_BENCH="gnuplot-nox libmemcached-dev"
 DEPS_EXAMPLES="libevent-dev"
