@@ -115,4 +115,14 @@ for page in "1 chring" "3 chring"; do
     out=$(MANWIDTH=100 man -M "$prefix/share/man" "$sec" "$name" 2>&1) || die "man $sec $name: $out"
     grep -q 'NAME' <<<"$out" || die "man $sec $name rendered no NAME section"
 done
+# The pages cannot drift from their sources: every CHRING_API function of the header is in
+# chring(3), every command and option of `chring --help` in chring(1).
+page3=$(MANWIDTH=200 man -M "$prefix/share/man" 3 chring 2>/dev/null)
+for fn in $(grep '^CHRING_API' "$src/include/chring.h" | grep -o 'chring_[a-z0-9_]*(' | tr -d '('); do
+    grep -q "$fn(" <<<"$page3" || die "chring(3) does not document $fn"
+done
+page1=$(MANWIDTH=200 man -M "$prefix/share/man" 1 chring 2>/dev/null)
+for word in $("$prefix/bin/chring" --help | grep -oE '^  (--[a-z]+|[A-Z]{3,})'); do
+    grep -q -- "$word" <<<"$page1" || die "chring(1) does not list $word of chring --help"
+done
 echo "consumers: ok"
