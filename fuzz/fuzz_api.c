@@ -9,7 +9,8 @@
  * prints what differs and aborts.  The retire callback checks that every member object is retired
  * exactly once, only after nothing references it any more, and never for an add that failed; a
  * udata a successful call did not keep (its change named a member that exists already) must come
- * back exactly once before the call returns, and none from a failed call (docs/design.md §11).
+ * back exactly once before the call returns, and none from a failed call (config.retire in
+ * include/chring.h).
  *
  * Environment: FUZZ_API_TRACE=1 prints every operation as it runs (for replaying a finding).
  */
@@ -757,8 +758,8 @@ static void run_writer(plan_t *p, const char *what, int (*call)(void *), void *a
     if (!ok)
         fail("%s returned %s; model expects %s (acceptable error bits 0x%x)", what, err_name(rc),
              p->errors ? "one of the errors" : "0", p->errors);
-    /* The udata rule (docs/design.md §11): a failed call hands none back; a successful one hands
-     * back, before it returns, exactly the udata it did not keep. */
+    /* The udata rule (config.retire in include/chring.h): a failed call hands none back; a
+     * successful one hands back, before it returns, exactly the udata it did not keep. */
     for (size_t k = 0; k < p->npassed; k++) {
         int id = p->passed[k], kept = 0;
         for (size_t c = 0; c < p->ncreated; c++)
@@ -1253,7 +1254,7 @@ static void op_acquire(input_t *in)
     }
 }
 
-/* chring_acquire_skip: the walk of chring_acquire passing over a skip set (docs/design.md §11):
+/* chring_acquire_skip: the walk of chring_acquire passing over a skip set (include/chring.h):
  * members of the current snapshot by name, the key's replicas (its owner first), members of
  * leases (maybe removed: they match nothing).  Checked against model_walk_skip. */
 static void op_acquire_skip(input_t *in)
@@ -1440,7 +1441,7 @@ static void op_release(input_t *in)
     op_release_slot(slot, (s >> 5) == 6);
 }
 
-/* The misuse guards of chring_release (docs/design.md §11): bit 4 of the operation releases a
+/* The misuse guards of chring_release (include/chring.h): bit 4 of the operation releases a
  * lease through the other ring and the other ring's lease through this one; bit 5 releases the
  * copy of a lease released already, when its member has no load (a copy released while the member
  * has leases is undefined) and something still keeps the member (otherwise it may be retired and
@@ -1480,8 +1481,8 @@ static void op_misuse_release(input_t *in)
     stale_obj[slot] = -1;
 }
 
-/* The misuse guard of chring_snap_put: a put of the current snapshot that nothing holds would
- * free the snapshot the ring publishes; it must be ignored (docs/design.md §11). */
+/* The misuse guard of chring_snap_put (include/chring.h): a put of the current snapshot that
+ * nothing holds would free the snapshot the ring publishes; it must be ignored. */
 static void op_misuse_put(void)
 {
     for (int h = 0; h < HELD; h++)
