@@ -11,6 +11,8 @@
 #define _GNU_SOURCE
 #include "lb.h"
 
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -53,10 +55,11 @@ void lb_backend_mark(struct backend *be, bool ok)
 /* ------------------------------------------------------------------------------------------ */
 /* connection pools                                                                            */
 
-static void bconn_free(struct bconn *bc)
+void lb_bconn_free(struct bconn *bc)
 {
     if (bc) {
-        evhttp_connection_free(bc->evcon);
+        if (bc->bev)
+            bufferevent_free(bc->bev);
         free(bc);
     }
 }
@@ -67,7 +70,7 @@ static void bconn_free_list(struct bconn **head)
     while (*head) {
         struct bconn *bc = *head;
         *head = bc->next;
-        bconn_free(bc);
+        lb_bconn_free(bc);
     }
 }
 
@@ -77,27 +80,44 @@ static void pool_clear(struct pool *pl)
     pl->nidle = 0;
 }
 
+/* An idle connection that becomes readable has either closed or sent bytes no request asked
+ * for: either way it must not carry another request.  Its socket is closed at once; the bconn
+ * stays in the pool, empty, until lb_pool_get meets it. */
+static void on_idle_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    (void)what;
+    struct bconn *bc = arg;
+    bufferevent_free(bc->bev);
+    bc->bev = NULL;
+}
+
+static void on_idle_read(struct bufferevent *bev, void *arg)
+{
+    on_idle_event(bev, 0, arg);
+}
+
 struct bconn *lb_pool_get(struct worker *w, struct backend *be)
 {
     struct pool *pl = &be->pools[w->id];
-    if (pl->idle) {
+    while (pl->idle) {
         struct bconn *bc = pl->idle;
         pl->idle = bc->next;
         pl->nidle--;
         bc->next = NULL;
-        return bc;
+        if (bc->bev && evbuffer_get_length(bufferevent_get_input(bc->bev)) == 0)
+            return bc;
+        lb_bconn_free(bc);
     }
     struct bconn *bc = calloc(1, sizeof *bc);
     if (!bc)
         return NULL;
-    bc->evcon = evhttp_connection_base_new(w->base, NULL, be->addr, be->port);
-    if (!bc->evcon) {
-        free(bc);
+    bc->bev = bufferevent_socket_new(w->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!bc->bev ||
+        bufferevent_socket_connect(bc->bev, (struct sockaddr *)&be->sa, (int)be->salen) < 0) {
+        lb_bconn_free(bc);
         return NULL;
     }
-    evhttp_connection_set_timeout_tv(bc->evcon, &lb_cfg.backend_timeout);
-    evhttp_connection_set_retries(bc->evcon, 0);
-    evhttp_connection_set_max_headers_size(bc->evcon, (ev_ssize_t)(lb_cfg.max_headers * 4));
     return bc;
 }
 
@@ -106,11 +126,19 @@ void lb_pool_put(struct worker *w, struct backend *be, struct bconn *bc)
     if (!bc)
         return;
     struct pool *pl = &be->pools[w->id];
-    if (pl->nidle < lb_cfg.max_idle) {
+    if (bc->bev && pl->nidle < lb_cfg.max_idle) {
+        bc->reused = true;
+        bufferevent_setcb(bc->bev, on_idle_read, NULL, on_idle_event, bc);
+        bufferevent_set_timeouts(bc->bev, NULL, NULL);
+        bufferevent_enable(bc->bev, EV_READ);
         bc->next = pl->idle;
         pl->idle = bc;
         pl->nidle++;
         return;
+    }
+    if (bc->bev) {
+        bufferevent_setcb(bc->bev, NULL, NULL, NULL, NULL);
+        bufferevent_disable(bc->bev, EV_READ | EV_WRITE);
     }
     bc->next = w->dead;
     w->dead = bc;
@@ -160,6 +188,8 @@ static int backend_resolve(struct backend *be, const char *name, const char *hos
             pick = a;
             break;
         }
+    memcpy(&be->sa, pick->ai_addr, pick->ai_addrlen);
+    be->salen = (socklen_t)pick->ai_addrlen;
     if (pick->ai_family == AF_INET)
         inet_ntop(AF_INET, &((struct sockaddr_in *)pick->ai_addr)->sin_addr, be->addr,
                   sizeof be->addr);
@@ -188,6 +218,10 @@ struct backend *lb_backend_new(const char *name, char *err, size_t errcap)
         return NULL;
     }
     be->port = port;
+    if (be->sa.ss_family == AF_INET)
+        ((struct sockaddr_in *)&be->sa)->sin_port = htons(port);
+    else
+        ((struct sockaddr_in6 *)&be->sa)->sin6_port = htons(port);
     snprintf(be->hosthdr, sizeof be->hosthdr, "%s", name);
     be->name = strdup(name);
     be->pools = calloc(lb_cfg.threads, sizeof *be->pools);

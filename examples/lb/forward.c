@@ -6,8 +6,12 @@
 #include "lb.h"
 
 #include <event2/buffer.h>
+#include <event2/keyvalq_struct.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
 
 /* Copies the body without consuming it (a retry sends it again). */
 static int copy_body(struct evbuffer *dst, struct evbuffer *src)
@@ -29,46 +33,74 @@ static int copy_body(struct evbuffer *dst, struct evbuffer *src)
     return rc;
 }
 
-/* Appends the client's address to its X-Forwarded-For (or starts one). */
-static void add_forwarded_for(struct evkeyvalq *out, const struct evkeyvalq *in,
-                              struct evhttp_connection *cevcon)
+/* The client's X-Forwarded-For list (every such field, in order), then its address, whole:
+ * the last element is always the peer this hop saw. */
+static int add_forwarded_for(struct evbuffer *out, const struct evkeyvalq *in,
+                             struct evhttp_connection *cevcon)
 {
     char *peer = NULL;
     ev_uint16_t pport = 0;
     evhttp_connection_get_peer(cevcon, &peer, &pport);
-    const char *xff = evhttp_find_header(in, "X-Forwarded-For");
-    if (peer) {
-        if (xff) {
-            char buf[1024];
-            snprintf(buf, sizeof buf, "%s, %s", xff, peer);
-            evhttp_add_header(out, "X-Forwarded-For", buf);
-        } else {
-            evhttp_add_header(out, "X-Forwarded-For", peer);
+    int rc = evbuffer_add(out, "X-Forwarded-For: ", 17);
+    const struct evkeyval *h;
+    TAILQ_FOREACH(h, in, next)
+    {
+        if (strcasecmp(h->key, "X-Forwarded-For") == 0 && h->value[0]) {
+            rc |= evbuffer_add_printf(out, "%s, ", h->value) < 0;
         }
+    }
+    rc |= evbuffer_add_printf(out, "%s\r\n", peer && *peer ? peer : "unknown") < 0;
+    return rc ? -1 : 0;
+}
+
+static const char *method_name(enum evhttp_cmd_type cmd)
+{
+    switch (cmd) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    default: return NULL; /* not allowed by the server: cannot reach here */
     }
 }
 
-int lb_forward_prepare(struct evhttp_request *breq, struct evhttp_request *req,
-                       struct evhttp_connection *cevcon, const char *hosthdr)
+int lb_forward_write(struct evbuffer *out, struct evhttp_request *req,
+                     struct evhttp_connection *cevcon, const char *hosthdr)
 {
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-    struct evkeyvalq *out = evhttp_request_get_output_headers(breq);
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    const char *method = method_name(cmd);
+    if (!method)
+        return -1;
+    char *built;
+    const char *target = lb_forward_target(req, &built);
+    int rc = evbuffer_add_printf(out, "%s %s HTTP/1.1\r\n", method, target) < 0;
+    free(built);
+    struct evkeyvalq hdrs;
+    TAILQ_INIT(&hdrs);
     static const char *const req_skip[] = {"Content-Length", "Expect", "X-Forwarded-For", NULL};
-    lb_copy_headers(in, out, req_skip);
-    if (!evhttp_find_header(out, "Host"))
-        evhttp_add_header(out, "Host", hosthdr);
-    add_forwarded_for(out, in, cevcon);
+    lb_copy_headers(in, &hdrs, req_skip);
+    bool host = false;
+    struct evkeyval *h;
+    TAILQ_FOREACH(h, &hdrs, next)
+    {
+        host |= strcasecmp(h->key, "Host") == 0;
+        rc |= evbuffer_add_printf(out, "%s: %s\r\n", h->key, h->value) < 0;
+    }
+    evhttp_clear_headers(&hdrs);
+    if (!host)
+        rc |= evbuffer_add_printf(out, "Host: %s\r\n", hosthdr) < 0;
+    rc |= add_forwarded_for(out, in, cevcon) < 0;
     struct evbuffer *body = evhttp_request_get_input_buffer(req);
     size_t blen = evbuffer_get_length(body);
-    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-    if (blen > 0 || evhttp_find_header(in, "Content-Length") ||
-        evhttp_find_header(in, "Transfer-Encoding") || cmd == EVHTTP_REQ_POST ||
-        cmd == EVHTTP_REQ_PUT || cmd == EVHTTP_REQ_PATCH) {
-        char lenbuf[32];
-        snprintf(lenbuf, sizeof lenbuf, "%zu", blen);
-        evhttp_add_header(out, "Content-Length", lenbuf);
-    }
-    return copy_body(evhttp_request_get_output_buffer(breq), body);
+    if (blen > 0 || cmd == EVHTTP_REQ_POST || cmd == EVHTTP_REQ_PUT || cmd == EVHTTP_REQ_PATCH)
+        rc |= evbuffer_add_printf(out, "Content-Length: %zu\r\n", blen) < 0;
+    rc |= evbuffer_add(out, "\r\n", 2);
+    rc |= copy_body(out, body);
+    return rc ? -1 : 0;
 }
 
 const char *lb_forward_target(struct evhttp_request *req, char **built)

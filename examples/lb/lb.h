@@ -25,6 +25,8 @@
  *   config.c      the options: lb_cfg and its parsing
  *   log.c         the timestamped log line on standard error
  *   backend.c     backend objects, passive health, per-worker connection pools, retirement
+ *   h1.c          strict HTTP/1.1 framing: message heads and bodies parsed from bytes
+ *   guard.c       the request guard: client bytes checked and normalised before evhttp reads them
  *   http.c        hop-by-hop headers (RFC 9110 section 7.6.1) and plain-text answers
  *   key.c         the routing key of a request
  *   forward.c     the backend request built from the client's request
@@ -50,7 +52,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/types.h>
 
 /* Relaxed atomic counters: statistics only, nothing is ordered by them. */
 #define ADD(x, v) atomic_fetch_add_explicit(&(x), (v), memory_order_relaxed)
@@ -96,6 +100,87 @@ extern struct lb_config lb_cfg;
 int lb_config_parse(int argc, char **argv);
 
 /* ------------------------------------------------------------------------------------------ */
+/* strict HTTP/1.1 framing (h1.c) and the request guard (guard.c)                             */
+
+#define H1_MAX_FIELDS 512    /* field lines in one head; more: 400 / 502 */
+#define H1_MAX_LINE 4096     /* a chunk-size or trailer line */
+#define H1_MAX_TRAILER 16384 /* a trailer section */
+
+struct evbuffer;
+
+enum h1_framing {
+    H1_NONE,    /* no body */
+    H1_LENGTH,  /* Content-Length bytes */
+    H1_CHUNKED, /* chunked */
+    H1_CLOSE    /* until the connection closes (answers only) */
+};
+
+struct h1_field { /* points into the parsed head; not NUL-terminated */
+    const char *name, *value;
+    size_t nlen, vlen;
+};
+
+struct h1_head {
+    const char *method, *target, *reason;
+    size_t mlen, tlen, rlen;
+    int minor;  /* HTTP/1.minor */
+    int status; /* answers */
+    int hosts;
+    enum h1_framing framing;
+    uint64_t length;
+    bool has_length, close;
+    size_t nfields;
+    struct h1_field fields[H1_MAX_FIELDS];
+};
+
+/* Parses the head buf[0..len) (start line, fields, the empty line; len includes the final CRLF
+ * CRLF) of a request (request) or an answer, in one pass.  Returns 0, or the status it earns:
+ * 400 for a request (or 502 for an answer) with a malformed start line, a bare CR or LF, a
+ * field name that is not a token or has white space before its colon, obs-fold, a control byte
+ * (NUL included) in a value, more than H1_MAX_FIELDS fields. */
+int h1_parse_head(char *buf, size_t len, bool request, struct h1_head *h);
+/* The request's framing and Host rules (docs/lb.md, "Security model"): sets h->framing,
+ * h->length, h->hosts.  Returns 0, 400 or 501. */
+int h1_request_framing(struct h1_head *h);
+/* An answer's framing, for a request that was HEAD (head_request) or not: sets h->framing,
+ * h->length, h->has_length, h->close.  Returns 0 or 502. */
+int h1_response_framing(struct h1_head *h, bool head_request);
+/* True when token is one of the comma-separated tokens of v[0..len) (case-insensitive). */
+bool h1_token_listed(const char *v, size_t len, const char *token);
+/* The length of the head at the start of src (through CRLF CRLF), or -1 when it has not arrived;
+ * *scanned (0 at the start of a head) remembers how far it looked, so that a head arriving
+ * byte by byte costs linear time. */
+ssize_t h1_find_head_end(struct evbuffer *src, size_t *scanned);
+
+enum h1_body_state {
+    H1B_DONE,
+    H1B_LENGTH,
+    H1B_CHUNK_SIZE,
+    H1B_CHUNK_DATA,
+    H1B_CHUNK_CRLF,
+    H1B_TRAILER,
+    H1B_UNTIL_CLOSE
+};
+
+struct h1_body {
+    enum h1_body_state state;
+    uint64_t left;        /* bytes of the current piece */
+    uint64_t total;       /* body bytes so far */
+    size_t trailer_bytes; /* of the trailer section */
+};
+
+void h1_body_init(struct h1_body *b, enum h1_framing framing, uint64_t length);
+/* Moves the body bytes of src (framing removed: chunk sizes, extensions and trailers checked and
+ * dropped) to dst.  Returns 1 when the body ended (src keeps what follows), 0 when more is
+ * needed, -1 for a framing error (a chunk size that is not plain hex, a missing CRLF, a bad
+ * trailer). */
+int h1_body_step(struct h1_body *b, struct evbuffer *src, struct evbuffer *dst);
+
+/* evhttp's bufferevent callback (evhttp_set_bevcb; arg: the worker): every client connection
+ * reads through the request guard, which passes evhttp only requests it checked, normalised. */
+struct bufferevent *lb_guard_bev(struct event_base *base, void *arg);
+
+/* ------------------------------------------------------------------------------------------ */
 /* logging (log.c)                                                                             */
 
 /* One line "HH:MM:SS.mmm chring-lb: message" on standard error.  Any thread. */
@@ -107,8 +192,9 @@ void lb_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 struct worker;
 struct proxy;
 
-struct bconn { /* one keep-alive connection to a backend, owned by one worker */
-    struct evhttp_connection *evcon;
+struct bconn {               /* one keep-alive connection to a backend, owned by one worker */
+    struct bufferevent *bev; /* NULL once an idle connection closed or misbehaved */
+    bool reused;             /* it has carried a complete answer before */
     struct bconn *next;
 };
 
@@ -120,6 +206,8 @@ struct pool {
 struct backend {
     char *name; /* member name, "host:port" as written */
     char addr[INET6_ADDRSTRLEN];
+    struct sockaddr_storage sa; /* addr and port, for connect() */
+    socklen_t salen;
     char hosthdr[300]; /* Host header when the client sent none */
     uint16_t port;
     struct pool *pools; /* [lb_cfg.threads], pools[w] touched only by worker w */
@@ -153,12 +241,16 @@ bool lb_backend_down(struct backend *be);
  * --fail-timeout. */
 void lb_backend_mark(struct backend *be, bool ok);
 
-/* An idle connection of worker w to be, or a new one.  Returns NULL when none can be made.
- * Worker w's thread only. */
+/* An idle connection of worker w to be (one that has not closed or sent a byte while idle), or
+ * a new one, connecting.  Returns NULL when none can be made.  Worker w's thread only. */
 struct bconn *lb_pool_get(struct worker *w, struct backend *be);
-/* Gives bc (may be NULL) back to worker w's pool of be; an excess connection is freed later, so
- * this may be called from inside the connection's own callbacks.  Worker w's thread only. */
+/* Gives bc (may be NULL) back to worker w's pool of be: the caller guarantees that its last
+ * answer ended exactly at its framing with no byte left unread.  An excess connection is freed
+ * later, so this may be called from inside the connection's own callbacks.  Worker w's thread
+ * only. */
 void lb_pool_put(struct worker *w, struct backend *be, struct bconn *bc);
+/* Frees bc (may be NULL) and closes its connection; safe inside its own callbacks. */
+void lb_bconn_free(struct bconn *bc);
 /* Worker event (arg: the worker): frees the connections lb_pool_put set aside. */
 void lb_pool_free_dead_cb(evutil_socket_t fd, short what, void *arg);
 
@@ -202,16 +294,20 @@ void lb_worker_free(struct worker *w);
 void lb_request_key(struct evhttp_request *req, const char **key, size_t *len);
 
 /* Copies the end-to-end headers of src into dst, skipping the names in extra (NULL-terminated,
- * may be NULL) as well. */
+ * may be NULL) as well.  Linear in the size of src. */
 void lb_copy_headers(const struct evkeyvalq *src, struct evkeyvalq *dst, const char *const *extra);
+/* The same for the fields of an answer's head, Content-Length and Transfer-Encoding skipped too
+ * (the caller adds the framing).  Returns 0 / -1 (out of memory). */
+int lb_copy_fields(const struct h1_head *h, struct evkeyvalq *dst);
 /* Answers req with a text/plain body (body plus a newline). */
 void lb_send_text(struct evhttp_request *req, int code, const char *reason, const char *body);
 
-/* Fills the backend request breq from the client's request req on cevcon: end-to-end headers,
- * Host (hosthdr when the client sent none), X-Forwarded-For, Content-Length and a copy of the
- * body (req keeps it for a retry).  Returns 0 / -1 (out of memory). */
-int lb_forward_prepare(struct evhttp_request *breq, struct evhttp_request *req,
-                       struct evhttp_connection *cevcon, const char *hosthdr);
+/* Writes the backend request for the client's request req on cevcon to out: request line
+ * (HTTP/1.1, origin-form target), end-to-end headers, Host (hosthdr when the client sent none),
+ * X-Forwarded-For (the client's list, then its address), Content-Length and a copy of the body
+ * (req keeps it for a retry).  Returns 0 / -1 (out of memory). */
+int lb_forward_write(struct evbuffer *out, struct evhttp_request *req,
+                     struct evhttp_connection *cevcon, const char *hosthdr);
 /* The origin-form target for the backend: req's target as sent, or path?query of an
  * absolute-form one, then *built holds the allocated string (else NULL) for the caller to free. */
 const char *lb_forward_target(struct evhttp_request *req, char **built);

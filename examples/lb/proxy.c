@@ -5,9 +5,14 @@
  *
  * A struct proxy lives from lb_proxy_start until proxy_finish, on its worker's thread only.  It
  * holds one lease at a time: the key's (chring_acquire), or after a failure a retry's
- * (chring_acquire_skip over the failed backend).  It ends in one of four ways: the answer relayed completely
- * (on_backend_done), an error answered before any byte of the answer went out (proxy_fail), the
- * client gone (on_client_close), the answer broken off midway (the client connection closed).
+ * (chring_acquire_skip over the failed backend).  The backend connection is a plain bufferevent:
+ * the request is written by lb_forward_write, the answer parsed by h1.c as it arrives (interim
+ * 1xx answers dropped, framing checked), its head relayed, its body relayed piece by piece.  The
+ * connection goes back to the pool only when the answer ended exactly at its framing, no byte
+ * is left unread and neither side asked to close.  A proxy ends in one of four ways: the answer
+ * relayed completely (proxy_complete), an error answered before any byte of the answer went out
+ * (proxy_fail), the client gone (on_client_close), the answer broken off midway (the client
+ * connection closed).
  */
 #define _GNU_SOURCE
 #include "lb.h"
@@ -21,21 +26,29 @@ struct proxy {
     struct worker *w;
     struct evhttp_request *req;       /* the client's request */
     struct evhttp_connection *cevcon; /* its connection */
-    struct evhttp_request *breq;      /* the backend request in flight, or NULL */
-    struct bconn *bc;                 /* its connection */
+    struct bconn *bc;                 /* the backend connection of this attempt, or NULL */
     struct backend *be;               /* the backend of this attempt */
-    chring_lease_t lease;             /* first attempt */
+    chring_lease_t lease;
     char *key;
     size_t keylen;
-    int attempt; /* 0, 1 */
-    int berr;    /* last evhttp_request_error seen, -1 none */
+    int attempt;      /* 0, 1 */
+    bool head_req;    /* the client's request is HEAD: the answer has no body */
+    bool in_head;     /* reading the answer's head (else its body) */
+    bool got_bytes;   /* this attempt's connection delivered a byte */
+    bool stale_once;  /* a pooled connection found closed was replaced once */
+    bool close_after; /* the answer says the connection ends with it */
     bool headers_sent;
-    bool cancelling;
-    bool paused;               /* backend reads paused: the client is slow */
+    bool paused; /* backend reads paused: the client is slow */
+    size_t scanned;
+    struct h1_body body;
+    struct h1_head *head;      /* scratch for parsing answer heads */
+    struct evbuffer *out;      /* body bytes on their way to the client */
     struct proxy *prev, *next; /* worker->active */
 };
 
 static int proxy_start_attempt(struct proxy *p);
+static void on_backend_read(struct bufferevent *bev, void *arg);
+static void on_backend_event(struct bufferevent *bev, short what, void *arg);
 
 static void proxy_link(struct proxy *p)
 {
@@ -60,35 +73,25 @@ static void proxy_unlink(struct proxy *p)
     SUB(w->active_n, 1);
 }
 
-/* Cancels the backend request in flight, if any: libevent frees it and resets its connection;
- * our done callback is not run. */
-static void proxy_cancel_backend(struct proxy *p)
+/* Closes the attempt's backend connection (an answer not read to its end cannot be reused). */
+static void proxy_drop_conn(struct proxy *p)
 {
-    if (p->breq) {
-        struct evhttp_request *b = p->breq;
-        p->breq = NULL;
-        p->cancelling = true;
-        evhttp_cancel_request(b);
-        p->cancelling = false;
+    if (p->bc) {
+        lb_bconn_free(p->bc);
+        p->bc = NULL;
     }
-}
-
-/* Gives the attempt's backend connection back to the pool. */
-static void proxy_put_conn(struct proxy *p)
-{
-    lb_pool_put(p->w, p->be, p->bc);
-    p->bc = NULL;
 }
 
 /* Releases everything the proxy holds on the ring and frees it.  The client request must be
  * answered (or gone) already. */
 static void proxy_finish(struct proxy *p)
 {
-    proxy_cancel_backend(p); /* should not happen; be safe */
-    if (p->bc)
-        proxy_put_conn(p);
+    proxy_drop_conn(p);
     chring_release(lb_ring, &p->lease);
     proxy_unlink(p);
+    if (p->out)
+        evbuffer_free(p->out);
+    free(p->head);
     free(p->key);
     free(p);
 }
@@ -113,7 +116,6 @@ static void on_client_close(struct evhttp_connection *evcon, void *arg)
     struct proxy *p = arg;
     evhttp_connection_set_closecb(evcon, NULL, NULL);
     ADD(p->w->client_gone, 1);
-    proxy_cancel_backend(p);
     /* A request detached from its dying connection is ours to free; one still attached is freed
      * by the connection. */
     if (p->req && evhttp_request_get_connection(p->req) == NULL)
@@ -122,28 +124,20 @@ static void on_client_close(struct evhttp_connection *evcon, void *arg)
     proxy_finish(p);
 }
 
+/* The answer broke off midway (or its body's framing was broken): the client must not take it
+ * for complete. */
+static void proxy_abort(struct proxy *p)
+{
+    ADD(p->w->aborts, 1);
+    proxy_drop_conn(p);
+    evhttp_connection_set_closecb(p->cevcon, NULL, NULL);
+    evhttp_connection_free(p->cevcon); /* frees p->req too */
+    p->req = NULL;
+    proxy_finish(p);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* the backend's answer, relayed as it arrives                                                 */
-
-static void on_backend_error(enum evhttp_request_error err, void *arg)
-{
-    struct proxy *p = arg;
-    p->berr = (int)err;
-}
-
-static int on_backend_headers(struct evhttp_request *breq, void *arg)
-{
-    struct proxy *p = arg;
-    if (p->headers_sent || !p->req)
-        return 0;
-    struct evkeyvalq *out = evhttp_request_get_output_headers(p->req);
-    lb_copy_headers(evhttp_request_get_input_headers(breq), out, NULL);
-    int code = evhttp_request_get_response_code(breq);
-    const char *reason = evhttp_request_get_response_code_line(breq);
-    evhttp_send_reply_start(p->req, code, reason && *reason ? reason : NULL);
-    p->headers_sent = true;
-    return 0;
-}
 
 /* The client connection's output buffer has been written out (evcon's write callback; set for
  * each chunk, replaced by evhttp_send_reply_end, gone with the connection). */
@@ -151,35 +145,25 @@ static void on_client_drained(struct evhttp_connection *evcon, void *arg)
 {
     (void)evcon;
     struct proxy *p = arg;
-    if (p->paused && p->bc) {
-        struct bufferevent *bbev = evhttp_connection_get_bufferevent(p->bc->evcon);
-        if (bbev)
-            bufferevent_enable(bbev, EV_READ);
-    }
+    if (p->paused && p->bc && p->bc->bev)
+        bufferevent_enable(p->bc->bev, EV_READ);
     p->paused = false;
 }
 
-static void on_backend_chunk(struct evhttp_request *breq, void *arg)
+/* Sends what p->out holds to the client; pauses the backend's reads above the high-water mark
+ * (a client slower than its backend would make us buffer the whole answer). */
+static void relay_body(struct proxy *p)
 {
-    struct proxy *p = arg;
-    struct evbuffer *in = evhttp_request_get_input_buffer(breq);
-    if (!p->req || !p->headers_sent) {
-        evbuffer_drain(in, evbuffer_get_length(in));
+    size_t n = evbuffer_get_length(p->out);
+    if (n == 0)
         return;
-    }
-    ADD(p->be->bytes_out, evbuffer_get_length(in));
-    evhttp_send_reply_chunk_with_cb(p->req, in, on_client_drained, p);
-    /* Backpressure: a client slower than its backend would make us buffer the whole answer.
-     * Above the high-water mark, stop reading from the backend until the client's output has
-     * drained (on_client_drained). */
+    ADD(p->be->bytes_out, n);
+    evhttp_send_reply_chunk_with_cb(p->req, p->out, on_client_drained, p);
     struct bufferevent *cbev = evhttp_connection_get_bufferevent(p->cevcon);
     if (p->bc && cbev && evbuffer_get_length(bufferevent_get_output(cbev)) > lb_cfg.high_water) {
-        struct bufferevent *bbev = evhttp_connection_get_bufferevent(p->bc->evcon);
-        if (bbev) {
-            bufferevent_disable(bbev, EV_READ);
-            p->paused = true;
-            ADD(p->w->pauses, 1);
-        }
+        bufferevent_disable(p->bc->bev, EV_READ);
+        p->paused = true;
+        ADD(p->w->pauses, 1);
     }
 }
 
@@ -206,44 +190,146 @@ static bool proxy_retry(struct proxy *p)
     return proxy_start_attempt(p) == 0;
 }
 
-static void on_backend_done(struct evhttp_request *breq, void *arg)
+/* The attempt failed before any byte of the answer went to the client: retry once, else 502. */
+static void proxy_attempt_failed(struct proxy *p, const char *why)
 {
-    struct proxy *p = arg;
-    if (p->cancelling)
+    proxy_drop_conn(p);
+    ADD(p->be->failures, 1);
+    lb_backend_mark(p->be, false);
+    if (p->attempt == 0 && proxy_retry(p))
         return;
-    struct worker *w = p->w;
-    bool ok = breq != NULL && evhttp_request_get_response_code(breq) != 0;
-    p->breq = NULL;
-    proxy_put_conn(p); /* a failed connection was reset; it reconnects on its next use */
+    proxy_bad_gateway(p, why);
+}
 
-    lb_backend_mark(p->be, ok);
-    if (!ok) {
-        ADD(p->be->failures, 1);
-        if (!p->headers_sent) {
-            if (p->attempt == 0 && proxy_retry(p))
-                return;
-            proxy_bad_gateway(p, p->berr == EVREQ_HTTP_TIMEOUT ? "backend timed out"
-                                                               : "backend unavailable");
-            return;
-        }
-        /* The answer broke off midway: the client must not take it for complete. */
-        ADD(w->aborts, 1);
-        evhttp_connection_set_closecb(p->cevcon, NULL, NULL);
-        evhttp_connection_free(p->cevcon); /* frees p->req too */
-        p->req = NULL;
-        proxy_finish(p);
-        return;
-    }
-    if (!p->headers_sent)
-        on_backend_headers(breq, p);
-    struct evbuffer *in = evhttp_request_get_input_buffer(breq);
-    if (evbuffer_get_length(in) > 0)
-        evhttp_send_reply_chunk(p->req, in);
-    ADD(w->proxied, 1);
+/* The answer was relayed completely. */
+static void proxy_complete(struct proxy *p)
+{
+    struct bconn *bc = p->bc;
+    p->bc = NULL;
+    bufferevent_setcb(bc->bev, NULL, NULL, NULL, NULL);
+    if (!p->close_after && evbuffer_get_length(bufferevent_get_input(bc->bev)) == 0)
+        lb_pool_put(p->w, p->be, bc);
+    else
+        lb_bconn_free(bc);
+    lb_backend_mark(p->be, true);
+    ADD(p->w->proxied, 1);
     evhttp_connection_set_closecb(p->cevcon, NULL, NULL);
     evhttp_send_reply_end(p->req);
     p->req = NULL;
     proxy_finish(p);
+}
+
+/* The answer's final head, checked: its status, end-to-end fields and framing go to the client.
+ * Returns 0 / -1 (out of memory). */
+static int relay_head(struct proxy *p, const struct h1_head *h)
+{
+    struct evkeyvalq *out = evhttp_request_get_output_headers(p->req);
+    if (lb_copy_fields(h, out) < 0)
+        return -1;
+    if (h->has_length && h->framing != H1_CHUNKED) {
+        char len[24];
+        snprintf(len, sizeof len, "%llu", (unsigned long long)h->length);
+        evhttp_add_header(out, "Content-Length", len);
+    }
+    char reason[256];
+    snprintf(reason, sizeof reason, "%.*s", (int)h->rlen, h->reason);
+    evhttp_send_reply_start(p->req, h->status, reason[0] ? reason : NULL);
+    p->headers_sent = true;
+    return 0;
+}
+
+/* Parses and relays what the backend sent.  May finish p. */
+static void backend_input(struct proxy *p)
+{
+    struct evbuffer *in = bufferevent_get_input(p->bc->bev);
+    for (;;) {
+        if (p->in_head) {
+            ssize_t end = h1_find_head_end(in, &p->scanned);
+            if (end < 0) {
+                if (evbuffer_get_length(in) > lb_cfg.max_headers * 4)
+                    goto bad_answer;
+                return;
+            }
+            if ((size_t)end > lb_cfg.max_headers * 4)
+                goto bad_answer;
+            char *buf = (char *)evbuffer_pullup(in, end);
+            if (!p->head)
+                p->head = malloc(sizeof *p->head);
+            if (!buf || !p->head)
+                goto bad_answer;
+            struct h1_head *h = p->head;
+            if (h1_parse_head(buf, (size_t)end, false, h) != 0 ||
+                h1_response_framing(h, p->head_req) != 0)
+                goto bad_answer;
+            if (h->status < 200) { /* interim: dropped, the final answer follows */
+                evbuffer_drain(in, (size_t)end);
+                continue;
+            }
+            if (relay_head(p, h) < 0)
+                goto bad_answer;
+            p->close_after = h->close;
+            h1_body_init(&p->body, h->framing, h->length);
+            evbuffer_drain(in, (size_t)end);
+            p->in_head = false;
+        }
+        int rc = h1_body_step(&p->body, in, p->out);
+        relay_body(p);
+        if (rc < 0) {
+            ADD(p->be->failures, 1);
+            proxy_abort(p);
+        } else if (rc > 0) {
+            proxy_complete(p);
+        }
+        return;
+    }
+bad_answer:
+    ADD(p->be->failures, 1);
+    if (p->headers_sent) {
+        proxy_abort(p);
+        return;
+    }
+    proxy_drop_conn(p);
+    proxy_bad_gateway(p, "invalid answer from backend");
+}
+
+static void on_backend_read(struct bufferevent *bev, void *arg)
+{
+    struct proxy *p = arg;
+    if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+        p->got_bytes = true;
+    backend_input(p);
+}
+
+static void on_backend_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    struct proxy *p = arg;
+    if (what & BEV_EVENT_CONNECTED)
+        return;
+    if ((what & BEV_EVENT_EOF) && !p->in_head && p->body.state == H1B_UNTIL_CLOSE) {
+        p->close_after = true; /* the answer ends with the connection */
+        relay_body(p);
+        proxy_complete(p);
+        return;
+    }
+    if (p->headers_sent) { /* broke off in the middle of the answer */
+        ADD(p->be->failures, 1);
+        proxy_abort(p);
+        return;
+    }
+    /* A pooled connection the backend closed just as it was reused: not a failure of the
+     * backend; the request goes again, once, on a new connection. */
+    if ((what & BEV_EVENT_EOF) && !p->got_bytes && p->bc->reused && !p->stale_once) {
+        p->stale_once = true;
+        proxy_drop_conn(p);
+        ADD(p->be->requests, (uint64_t)-1);
+        if (proxy_start_attempt(p) == 0)
+            return;
+        proxy_attempt_failed(p, "cannot reach backend");
+        return;
+    }
+    proxy_attempt_failed(p,
+                         (what & BEV_EVENT_TIMEOUT) ? "backend timed out" : "backend unavailable");
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -253,31 +339,18 @@ static void on_backend_done(struct evhttp_request *breq, void *arg)
 static int proxy_start_attempt(struct proxy *p)
 {
     ADD(p->be->requests, 1);
-    p->berr = -1;
+    p->in_head = true;
+    p->got_bytes = false;
+    p->scanned = 0;
     p->bc = lb_pool_get(p->w, p->be);
     if (!p->bc)
         return -1;
-    struct evhttp_request *breq = evhttp_request_new(on_backend_done, p);
-    if (!breq) {
-        proxy_put_conn(p);
-        return -1;
-    }
-    evhttp_request_set_header_cb(breq, on_backend_headers);
-    evhttp_request_set_chunked_cb(breq, on_backend_chunk);
-    evhttp_request_set_error_cb(breq, on_backend_error);
-    if (lb_forward_prepare(breq, p->req, p->cevcon, p->be->hosthdr) < 0) {
-        evhttp_request_free(breq);
-        proxy_put_conn(p);
-        return -1;
-    }
-    char *built;
-    const char *uri = lb_forward_target(p->req, &built);
-    p->breq = breq;
-    int rc = evhttp_make_request(p->bc->evcon, breq, evhttp_request_get_command(p->req), uri);
-    free(built);
-    if (rc != 0) { /* the request was freed by evhttp_make_request */
-        p->breq = NULL;
-        proxy_put_conn(p);
+    struct bufferevent *bev = p->bc->bev;
+    bufferevent_setcb(bev, on_backend_read, NULL, on_backend_event, p);
+    bufferevent_set_timeouts(bev, &lb_cfg.backend_timeout, &lb_cfg.backend_timeout);
+    if (lb_forward_write(bufferevent_get_output(bev), p->req, p->cevcon, p->be->hosthdr) < 0 ||
+        bufferevent_enable(bev, EV_READ | EV_WRITE) < 0) {
+        proxy_drop_conn(p);
         return -1;
     }
     return 0;
@@ -295,7 +368,9 @@ void lb_proxy_start(struct worker *w, struct evhttp_request *req)
     lb_request_key(req, &key, &keylen);
 
     struct proxy *p = calloc(1, sizeof *p);
-    if (!p || !(p->key = malloc(keylen + 1))) {
+    if (!p || !(p->key = malloc(keylen + 1)) || !(p->out = evbuffer_new())) {
+        if (p)
+            free(p->key);
         free(p);
         lb_send_text(req, 503, "Service Unavailable", "out of memory");
         return;
@@ -306,6 +381,7 @@ void lb_proxy_start(struct worker *w, struct evhttp_request *req)
     p->w = w;
     p->req = req;
     p->cevcon = cevcon;
+    p->head_req = evhttp_request_get_command(req) == EVHTTP_REQ_HEAD;
     proxy_link(p);
 
     int rc = chring_acquire(lb_ring, p->key, p->keylen, &p->lease);

@@ -97,6 +97,7 @@ int lb_worker_init(struct worker *w, unsigned id, int shared_fd)
     if (!w->http || !w->stop_ev || !w->reap_ev || !w->free_ev)
         return -1;
     evhttp_set_gencb(w->http, on_request, w);
+    evhttp_set_bevcb(w->http, lb_guard_bev, w);
     evhttp_set_timeout_tv(w->http, &lb_cfg.client_timeout);
     evhttp_set_max_headers_size(w->http, (ev_ssize_t)lb_cfg.max_headers);
     evhttp_set_max_body_size(w->http, (ev_ssize_t)lb_cfg.max_body);

@@ -1,0 +1,280 @@
+/* chring-lb: the request guard: a bufferevent filter between each client socket and evhttp.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * evhttp reads a client connection only through this filter.  A request's head is held until it
+ * has arrived whole, parsed strictly (h1.c), and passed on normalised: "Name: value" lines, one
+ * Content-Length, no Transfer-Encoding.  A Content-Length body then streams through; a chunked
+ * body is held until its last chunk, checked as it arrives, and passed on de-chunked with its
+ * length (evhttp buffers a body whole anyway), so evhttp never parses a chunk size or a trailer.
+ *
+ * A request that breaks a rule is not passed on: in its place evhttp gets a stand-in it answers
+ * with the status the rule asks for and then closes the connection (a start line without spaces
+ * gets 400; an unknown method 501; a Content-Length above --max-body 413), and every later byte
+ * of the connection is dropped.  evhttp answers pipelined requests in order, so the refusal goes
+ * out after the answers to the requests before it, and nothing after it is read.
+ */
+#define _GNU_SOURCE
+#include "lb.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum guard_state {
+    G_HEAD,    /* waiting for a request head */
+    G_LENGTH,  /* passing a Content-Length body */
+    G_CHUNKED, /* holding a chunked body */
+    G_DEAD     /* refused: dropping everything */
+};
+
+struct guard {
+    enum guard_state state;
+    size_t scanned;
+    struct h1_body body;
+    struct evbuffer *head;    /* G_CHUNKED: the normalised head, without its Content-Length */
+    struct evbuffer *held;    /* G_CHUNKED: the body so far, de-chunked */
+    struct h1_head *parsed;   /* scratch, allocated once per connection */
+    struct bufferevent *bev;  /* the filter */
+    struct bufferevent *sock; /* the socket under it */
+    struct event *flush_ev;   /* pushes evhttp's output through the filter */
+    struct event *write_ev;   /* the socket is writable again */
+};
+
+static void refuse(struct guard *g, struct evbuffer *src, struct evbuffer *dst, int code)
+{
+    if (code == 501)
+        evbuffer_add_printf(dst, "CHRING-LB-REFUSED / HTTP/1.1\r\nHost: x\r\n\r\n");
+    else if (code == 413)
+        evbuffer_add_printf(dst, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+                            lb_cfg.max_body + 1);
+    else
+        evbuffer_add_printf(dst, "REFUSED\r\n\r\n");
+    evbuffer_drain(src, evbuffer_get_length(src));
+    if (g->held)
+        evbuffer_drain(g->held, evbuffer_get_length(g->held));
+    g->state = G_DEAD;
+}
+
+static bool is_body_method(const struct h1_head *h)
+{
+    return (h->mlen == 4 && memcmp(h->method, "POST", 4) == 0) ||
+           (h->mlen == 3 && memcmp(h->method, "PUT", 3) == 0) ||
+           (h->mlen == 5 && memcmp(h->method, "PATCH", 5) == 0);
+}
+
+/* Writes the normalised head: start line, every field but the framing ones, and a
+ * Content-Length when the request has a body length (chunked: added when the body is done). */
+static void write_head(struct evbuffer *out, const struct h1_head *h)
+{
+    evbuffer_add_printf(out, "%.*s %.*s HTTP/1.%d\r\n", (int)h->mlen, h->method, (int)h->tlen,
+                        h->target, h->minor);
+    for (size_t i = 0; i < h->nfields; i++) {
+        const struct h1_field *f = &h->fields[i];
+        if ((f->nlen == 14 && strncasecmp(f->name, "Content-Length", 14) == 0) ||
+            (f->nlen == 17 && strncasecmp(f->name, "Transfer-Encoding", 17) == 0))
+            continue;
+        evbuffer_add(out, f->name, f->nlen);
+        evbuffer_add(out, ": ", 2);
+        evbuffer_add(out, f->value, f->vlen);
+        evbuffer_add(out, "\r\n", 2);
+    }
+    if (h->framing == H1_LENGTH || (h->framing == H1_NONE && is_body_method(h)))
+        evbuffer_add_printf(out, "Content-Length: %llu\r\n", (unsigned long long)h->length);
+}
+
+/* One head at the start of src.  Returns true when it was handled (passed or refused). */
+static bool guard_head(struct guard *g, struct evbuffer *src, struct evbuffer *dst)
+{
+    /* RFC 9112 section 2.2: empty lines before a request line are ignored. */
+    unsigned char two[2];
+    while (g->scanned == 0 && evbuffer_copyout(src, two, 2) == 2 && two[0] == '\r' &&
+           two[1] == '\n')
+        evbuffer_drain(src, 2);
+    ssize_t end = h1_find_head_end(src, &g->scanned);
+    if (end < 0) {
+        if (evbuffer_get_length(src) > lb_cfg.max_headers) {
+            refuse(g, src, dst, 400);
+            return true;
+        }
+        return false;
+    }
+    if ((size_t)end > lb_cfg.max_headers) {
+        refuse(g, src, dst, 400);
+        return true;
+    }
+    char *buf = (char *)evbuffer_pullup(src, end);
+    if (!g->parsed)
+        g->parsed = malloc(sizeof *g->parsed);
+    if (!buf || !g->parsed) {
+        refuse(g, src, dst, 400);
+        return true;
+    }
+    struct h1_head *h = g->parsed;
+    int rc = h1_parse_head(buf, (size_t)end, true, h);
+    if (rc == 0)
+        rc = h1_request_framing(h);
+    if (rc == 0 && h->framing == H1_LENGTH && h->length > lb_cfg.max_body)
+        rc = 413;
+    if (rc != 0) {
+        refuse(g, src, dst, rc);
+        return true;
+    }
+    if (h->framing == H1_CHUNKED) {
+        if (!g->head)
+            g->head = evbuffer_new();
+        if (!g->held)
+            g->held = evbuffer_new();
+        if (!g->head || !g->held) {
+            refuse(g, src, dst, 400);
+            return true;
+        }
+        write_head(g->head, h);
+        g->state = G_CHUNKED;
+    } else {
+        write_head(dst, h);
+        evbuffer_add(dst, "\r\n", 2);
+        g->state = h->framing == H1_LENGTH ? G_LENGTH : G_HEAD;
+    }
+    h1_body_init(&g->body, h->framing, h->length);
+    evbuffer_drain(src, (size_t)end);
+    return true;
+}
+
+static enum bufferevent_filter_result guard_filter(struct evbuffer *src, struct evbuffer *dst,
+                                                   ev_ssize_t limit,
+                                                   enum bufferevent_flush_mode mode, void *ctx)
+{
+    (void)limit;
+    (void)mode;
+    struct guard *g = ctx;
+    size_t before = evbuffer_get_length(dst);
+    while (evbuffer_get_length(src) > 0) {
+        if (g->state == G_DEAD) {
+            evbuffer_drain(src, evbuffer_get_length(src));
+            break;
+        }
+        if (g->state == G_HEAD) {
+            if (!guard_head(g, src, dst))
+                break;
+            continue;
+        }
+        struct evbuffer *to = g->state == G_LENGTH ? dst : g->held;
+        int rc = h1_body_step(&g->body, src, to);
+        if (rc < 0) {
+            refuse(g, src, dst, 400);
+            break;
+        }
+        if (g->state == G_CHUNKED && g->body.total > lb_cfg.max_body) {
+            refuse(g, src, dst, 413);
+            break;
+        }
+        if (rc == 0)
+            break;
+        if (g->state == G_CHUNKED) {
+            evbuffer_add_printf(g->head, "Content-Length: %llu\r\n\r\n",
+                                (unsigned long long)g->body.total);
+            evbuffer_add_buffer(dst, g->head);
+            evbuffer_add_buffer(dst, g->held);
+        }
+        g->state = G_HEAD;
+    }
+    return evbuffer_get_length(dst) > before ? BEV_OK : BEV_NEED_MORE;
+}
+
+/* evhttp adds an answer to the filter's output and only then enables writing, which a filter
+ * bufferevent does not notice (its output is processed when bytes are added, or on a flush).
+ * Every addition schedules a flush from the event loop, after evhttp has enabled writing. */
+static void guard_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct guard *g = arg;
+    bufferevent_flush(g->bev, EV_WRITE, BEV_NORMAL);
+}
+
+/* The output side writes evhttp's bytes to the socket itself and consumes only what the kernel
+ * took: evhttp shuts a connection down as soon as its output buffer is empty, so bytes parked in
+ * a buffer under the filter would be lost with a "Connection: close" answer. */
+static enum bufferevent_filter_result guard_out(struct evbuffer *src, struct evbuffer *dst,
+                                                ev_ssize_t limit, enum bufferevent_flush_mode mode,
+                                                void *ctx)
+{
+    (void)dst;
+    (void)limit;
+    (void)mode;
+    struct guard *g = ctx;
+    evutil_socket_t fd = bufferevent_getfd(g->sock);
+    if (fd < 0)
+        return BEV_NEED_MORE;
+    while (evbuffer_get_length(src) > 0) {
+        int n = evbuffer_write(src, fd);
+        if (n > 0)
+            continue;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            evbuffer_drain(src, evbuffer_get_length(src)); /* the peer is gone: evhttp sees it */
+            break;
+        }
+        if (!g->write_ev)
+            g->write_ev = event_new(bufferevent_get_base(g->bev), fd, EV_WRITE, guard_flush_cb, g);
+        if (g->write_ev)
+            event_add(g->write_ev, NULL);
+        return BEV_NEED_MORE;
+    }
+    return BEV_OK;
+}
+
+static void guard_outbuf_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    (void)buf;
+    struct guard *g = arg;
+    if (info->n_added > 0)
+        event_active(g->flush_ev, 0, 0);
+}
+
+static void guard_free(void *ctx)
+{
+    struct guard *g = ctx;
+    if (g->flush_ev)
+        event_free(g->flush_ev);
+    if (g->write_ev)
+        event_free(g->write_ev);
+    if (g->head)
+        evbuffer_free(g->head);
+    if (g->held)
+        evbuffer_free(g->held);
+    free(g->parsed);
+    free(g);
+}
+
+struct bufferevent *lb_guard_bev(struct event_base *base, void *arg)
+{
+    (void)arg;
+    struct guard *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    struct bufferevent *sock = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!sock) {
+        free(g);
+        return NULL;
+    }
+    struct bufferevent *bev =
+        bufferevent_filter_new(sock, guard_filter, guard_out, BEV_OPT_CLOSE_ON_FREE, guard_free, g);
+    if (!bev) {
+        bufferevent_free(sock);
+        free(g);
+        return NULL;
+    }
+    g->bev = bev;
+    g->sock = sock;
+    g->flush_ev = event_new(base, -1, 0, guard_flush_cb, g);
+    if (!g->flush_ev || !evbuffer_add_cb(bufferevent_get_output(bev), guard_outbuf_cb, g)) {
+        bufferevent_free(bev); /* frees g */
+        return NULL;
+    }
+    return bev;
+}
