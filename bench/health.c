@@ -171,6 +171,20 @@ static uint64_t run_acquire(void *ctx, size_t iters)
     return t1 - t0;
 }
 
+/* A clock read alone, clock_gettime(CLOCK_MONOTONIC) as the library's ramp makes it: what an
+ * acquire that meets a ramping member adds at least. */
+static uint64_t run_clock(void *ctx, size_t iters)
+{
+    uint64_t acc = 0;
+    (void)ctx;
+    uint64_t t0 = bench_cpu_ns();
+    for (size_t i = 0; i < iters; i++)
+        acc += bench_now_ns();
+    uint64_t t1 = bench_cpu_ns();
+    bench_sink += acc;
+    return t1 - t0;
+}
+
 /* ---- set down / up -------------------------------------------------------------------------- */
 
 /* One flip: chring_set_down(name, 1) then chring_set_down(name, 0), over the nnames names in
@@ -492,6 +506,7 @@ enum {
     A_ONE,      /* one member joined with slow start */
     A_NEW_NONE, /* keys of the newcomer, no ramp */
     A_NEW_ONE,  /* the same keys, the newcomer ramping */
+    A_CLOCK,    /* clock_gettime(CLOCK_MONOTONIC) alone */
     NV_ACQ
 };
 static const char *acq_names[NV_ACQ] = {"lookup_no_ramp",
@@ -499,7 +514,8 @@ static const char *acq_names[NV_ACQ] = {"lookup_no_ramp",
                                         "acquire_all_ramping",
                                         "acquire_one_slow_start",
                                         "acquire_newcomer_keys_no_ramp",
-                                        "acquire_newcomer_keys_ramping"};
+                                        "acquire_newcomer_keys_ramping",
+                                        "clock_gettime_monotonic"};
 static const char *acq_desc[NV_ACQ] = {
     "plain lookup (enter + lookup + exit), no ramp",
     "acquire + release, no ramp",
@@ -507,6 +523,7 @@ static const char *acq_desc[NV_ACQ] = {
     "acquire + release, one member in slow start (config.slow_start_ms 1 h), all keys",
     "acquire + release on the keys the newcomer owns, no ramp",
     "acquire + release on the same keys, the newcomer in slow start",
+    "clock_gettime(CLOCK_MONOTONIC) alone (for comparison)",
 };
 
 static void acquires(const bench_opts_t *o, const keys_t *all, FILE *csv)
@@ -573,6 +590,7 @@ static void acquires(const bench_opts_t *o, const keys_t *all, FILE *csv)
     vars[A_ONE] = (variant_t){.fn = run_acquire, .ring = slow, .ks = all};
     vars[A_NEW_NONE] = (variant_t){.fn = run_acquire, .ring = none, .ks = &mine};
     vars[A_NEW_ONE] = (variant_t){.fn = run_acquire, .ring = slow, .ks = &mine};
+    vars[A_CLOCK] = (variant_t){.fn = run_clock, .ring = none};
     for (int v = 0; v < NV_ACQ; v++) {
         ring_of[v] = vars[v].ring;
         chring_stats(ring_of[v], &before[v]);
@@ -590,7 +608,9 @@ static void acquires(const bench_opts_t *o, const keys_t *all, FILE *csv)
            "|---|---|---|---|\n",
            ACQ_MEMBERS);
     for (int v = 0; v < NV_ACQ; v++) {
-        double ref = v == A_NEW_ONE ? ns[A_NEW_NONE] : v == A_LOOKUP ? NAN : ns[A_NONE];
+        double ref = v == A_NEW_ONE                    ? ns[A_NEW_NONE]
+                     : (v == A_LOOKUP || v == A_CLOCK) ? NAN
+                                                       : ns[A_NONE];
         printf("| %s | %.1f | ", acq_desc[v], ns[v]);
         isnan(ref) ? printf("-") : printf("%.2f", ns[v] / ref);
         printf(" | %.2f |\n", ns[v] / ns[A_LOOKUP]);
