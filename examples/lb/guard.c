@@ -96,6 +96,10 @@ static bool guard_head(struct guard *g, struct evbuffer *src, struct evbuffer *d
            two[1] == '\n')
         evbuffer_drain(src, 2);
     ssize_t end = h1_find_head_end(src, &g->scanned);
+    if (end == -2) {
+        refuse(g, src, dst, 400);
+        return true;
+    }
     if (end < 0) {
         if (evbuffer_get_length(src) > lb_cfg.max_headers) {
             refuse(g, src, dst, 400);

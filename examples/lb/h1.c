@@ -294,19 +294,34 @@ bool h1_token_listed(const char *v, size_t len, const char *token)
 ssize_t h1_find_head_end(struct evbuffer *src, size_t *scanned)
 {
     size_t len = evbuffer_get_length(src);
-    if (len < 4)
-        return -1;
-    struct evbuffer_ptr start;
-    size_t from = *scanned > 3 ? *scanned - 3 : 0;
-    if (evbuffer_ptr_set(src, &start, from, EVBUFFER_PTR_SET) < 0)
-        return -1;
-    struct evbuffer_ptr at = evbuffer_search(src, "\r\n\r\n", 4, &start);
-    if (at.pos < 0) {
-        *scanned = len;
-        return -1;
+    /* Every LF met must follow a CR: a bare LF ends the head's chances at once, not at the size
+     * limit.  Each byte is looked at once over all calls (*scanned). */
+    size_t from = *scanned;
+    for (;;) {
+        struct evbuffer_ptr start;
+        if (from >= len || evbuffer_ptr_set(src, &start, from, EVBUFFER_PTR_SET) < 0)
+            break;
+        struct evbuffer_ptr lf = evbuffer_search(src, "\n", 1, &start);
+        if (lf.pos < 0)
+            break;
+        char prev[4] = {0};
+        size_t at = (size_t)lf.pos;
+        if (at == 0)
+            return -2;
+        size_t back = at >= 3 ? 3 : at;
+        struct evbuffer_ptr pp;
+        evbuffer_ptr_set(src, &pp, at - back, EVBUFFER_PTR_SET);
+        evbuffer_copyout_from(src, &pp, prev, back);
+        if (prev[back - 1] != '\r')
+            return -2;
+        if (at >= 3 && prev[0] == '\r' && prev[1] == '\n') {
+            *scanned = 0;
+            return (ssize_t)at + 1;
+        }
+        from = at + 1;
     }
-    *scanned = 0;
-    return (ssize_t)at.pos + 4;
+    *scanned = len;
+    return -1;
 }
 
 /* ------------------------------------------------------------------------------------------ */

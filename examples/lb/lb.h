@@ -147,7 +147,8 @@ int h1_request_framing(struct h1_head *h);
 int h1_response_framing(struct h1_head *h, bool head_request);
 /* True when token is one of the comma-separated tokens of v[0..len) (case-insensitive). */
 bool h1_token_listed(const char *v, size_t len, const char *token);
-/* The length of the head at the start of src (through CRLF CRLF), or -1 when it has not arrived;
+/* The length of the head at the start of src (through CRLF CRLF), -1 when it has not arrived,
+ * -2 when a bare LF (not after a CR) came first;
  * *scanned (0 at the start of a head) remembers how far it looked, so that a head arriving
  * byte by byte costs linear time. */
 ssize_t h1_find_head_end(struct evbuffer *src, size_t *scanned);

@@ -245,6 +245,8 @@ static void backend_input(struct proxy *p)
     for (;;) {
         if (p->in_head) {
             ssize_t end = h1_find_head_end(in, &p->scanned);
+            if (end == -2)
+                goto bad_answer;
             if (end < 0) {
                 if (evbuffer_get_length(in) > lb_cfg.max_headers * 4)
                     goto bad_answer;

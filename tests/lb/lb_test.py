@@ -841,6 +841,181 @@ def bodies(env):
     lb.stop()
 
 
+
+def status_of(resp):
+    """The status code of the first answer in resp, or None."""
+    if not resp.startswith(b"HTTP/1."):
+        return None
+    try:
+        return int(resp.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+# Requests chring-lb must refuse without forwarding a byte (docs/lb.md, "Security model"):
+# (name, bytes, expected status).  Each carries a hidden "admin-secret" request where a lenient
+# parser would find a second request.
+SMUGGLE = "GET /admin-secret HTTP/1.1\r\nHost: x\r\n\r\n"
+REFUSED = [
+    ("space before colon (TE)", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n"
+     "Content-Length: 42\r\n\r\n0\r\n\r\n" + SMUGGLE, 400),
+    ("space before colon (CL)", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length : 42\r\n\r\n" + SMUGGLE, 400),
+    ("name not a token", "GET /a HTTP/1.1\r\nHost: x\r\nX(y): 1\r\n\r\n", 400),
+    ("CL.TE", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+     "0\r\n\r\n" + SMUGGLE, 400),
+    ("TE.CL", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
+     "2a\r\n" + SMUGGLE + "\r\n0\r\n\r\n", 400),
+    ("TE.TE obfuscated (second TE)", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+     "Transfer-Encoding: x\r\n\r\n0\r\n\r\n" + SMUGGLE, 501),
+    ("TE.TE obfuscated (xchunked)", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n"
+     "0\r\n\r\n" + SMUGGLE, 501),
+    ("TE.TE obfuscated (tab, with CL)", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+     "Transfer-Encoding:\tchunked\r\n\r\n0\r\n\r\n" + SMUGGLE, 400),
+    ("TE gzip, chunked", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+     "0\r\n\r\n", 501),
+    ("TE unknown coding", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: foo\r\n\r\n", 501),
+    ("TE in HTTP/1.0", "POST /a HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+    ("two different CL", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 42\r\n\r\n"
+     + SMUGGLE, 400),
+    ("CL list", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 42, 42\r\n\r\n" + SMUGGLE, 400),
+    ("CL +5", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\nhello", 400),
+    ("CL 005", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length:   005\r\n\r\nhello", 400),
+    ("CL negative", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400),
+    ("chunk size 0x5", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+     "0x5\r\nhello\r\n0\r\n\r\n", 400),
+    ("chunk size +5", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+     "+5\r\nhello\r\n0\r\n\r\n", 400),
+    ("chunk without CRLF", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+     "5\r\nhelloX0\r\n\r\n", 400),
+    ("GET with a body", "GET /a HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(SMUGGLE), SMUGGLE), 400),
+    ("obs-fold", "GET /a HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n  folded\r\n\r\n", 400),
+    ("NUL in a value", "GET /a HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n", 400),
+    ("control byte in a value", "GET /a HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n", 400),
+    ("bare LF", "GET /a HTTP/1.1\nHost: x\n\n", 400),
+    ("missing Host", "GET /a HTTP/1.1\r\n\r\n", 400),
+    ("two Hosts", "GET /a HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400),
+    ("Host with a space", "GET /a HTTP/1.1\r\nHost: x y\r\n\r\n", 400),
+    ("two spaces in the request line", "GET  /a HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("target not origin or absolute", "GET a HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("bad version", "GET /a HTTP/1.01\r\nHost: x\r\n\r\n", 400),
+    ("control byte in the target", "GET /a\x01b HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+]
+
+
+def smuggling(env):
+    """Every request rule of docs/lb.md's security model, each attack sent through a real
+    chring-lb to a raw backend that records the bytes it received: the client gets the refusal,
+    the backend gets nothing (and never the hidden request); pipelined requests are answered in
+    order, and a bad one ends the connection without forwarding what follows."""
+    rb = h.RawBackend()
+    try:
+        lb = h.Balancer(env, ["--backend", rb.member]).start()
+        for name, req, want in REFUSED:
+            rb.reset()
+            resp = raw_exchange(lb.port, req.encode("latin-1"), read_timeout=3.0)
+            got = status_of(resp)
+            check(got == want, "%s: client got %r, want %d" % (name, resp[:80], want))
+            check(resp.count(b"HTTP/1.1 ") == 1, "%s: more than one answer: %r" % (name, resp[:300]))
+            time.sleep(0.05)
+            seen = rb.received()
+            check(seen == b"", "%s: the backend received %r" % (name, seen[:200]))
+            log("%-34s -> %d, nothing forwarded" % (name, got))
+        # pipelined: two good requests answered in order, each forwarded once
+        rb.reset()
+        resp = raw_exchange(lb.port, b"GET /p1 HTTP/1.1\r\nHost: x\r\n\r\nGET /p2 HTTP/1.1\r\nHost: x\r\n"
+                            b"Connection: close\r\n\r\n")
+        check(resp.count(b"hello") == 2, "pipelined: %r" % resp)
+        check(rb.paths == ["/p1", "/p2"], "pipelined: the backend saw %r" % rb.paths)
+        # pipelined with a bad second request: the first answered, then 400, the rest dropped
+        rb.reset()
+        resp = raw_exchange(lb.port, b"GET /p1 HTTP/1.1\r\nHost: x\r\n\r\nGET /p2 HTTP/1.1\r\nHost: x\r\n"
+                            b"Content-Length : 0\r\n\r\n" + SMUGGLE.encode())
+        check(resp.startswith(b"HTTP/1.1 200") and b"HTTP/1.1 400" in resp and resp.count(b"HTTP/1.1 ") == 2,
+              "pipelined bad second: %r" % resp)
+        time.sleep(0.05)
+        check(rb.paths == ["/p1"] and b"admin-secret" not in rb.received(),
+              "pipelined bad second: the backend saw %r" % rb.paths)
+        log("pipelined: in order; a bad one ends the connection, nothing after it forwarded")
+        # accepted forms reach the backend normalised: one Content-Length, no Transfer-Encoding
+        rb.reset()
+        resp = raw_exchange(lb.port, b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                            b"Connection: close\r\n\r\n5;ext=1\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n")
+        check(status_of(resp) == 200, "chunked with extension and trailer: %r" % resp[:100])
+        seen = rb.received()
+        check(b"Content-Length: 5\r\n" in seen and seen.endswith(b"\r\n\r\nhello") and
+              b"Transfer-Encoding" not in seen and b"X-Trailer" not in seen,
+              "chunked: the backend received %r" % seen)
+        # X-Forwarded-For: the client's list whole, then the peer (F3)
+        rb.reset()
+        xff = ", ".join("10.0.%d.%d" % (i // 250, i % 250) for i in range(300))
+        resp = raw_exchange(lb.port, ("GET /x HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: %s\r\n"
+                                      "Connection: close\r\n\r\n" % xff).encode())
+        check(status_of(resp) == 200, "long X-Forwarded-For: %r" % resp[:100])
+        seen = rb.received()
+        check(("X-Forwarded-For: %s, 127.0.0.1\r\n" % xff).encode() in seen,
+              "X-Forwarded-For (%d bytes) not forwarded whole with the peer: %r" % (len(xff), seen[-200:]))
+        log("X-Forwarded-For of %d bytes forwarded whole, peer appended" % len(xff))
+        st = lb.wait_idle()
+        check(st["ring"]["leases"] == 0, "leases left")
+        lb.stop()
+    finally:
+        rb.close()
+
+
+def answers(env):
+    """Backend answers: bytes after a body never reach another client (F1), interim answers are
+    not taken for the final one (F4), invalid or conflicting framing becomes a 502 (F10)."""
+    crafted = {
+        "/poison": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloPOISON",
+        "/early": b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n"
+                  b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal",
+        "/twocl": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 11\r\n\r\nhelloPOISON",
+        "/negcl": b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\nhello",
+        "/pluscl": b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello",
+        "/spacename": b"HTTP/1.1 200 OK\r\nContent-Length : 5\r\n\r\nhello",
+        "/clte": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        "/gzipte": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nhello",
+        "/status": b"HTTP/1.1 2000 OK\r\nContent-Length: 5\r\n\r\nhello",
+        "/switch": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\nhello",
+        "/badchunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n",
+    }
+    rb = h.RawBackend(lambda path: crafted.get(path, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"))
+    try:
+        lb = h.Balancer(env, ["--backend", rb.member], threads=1).start()
+        # F1: four clients in turn; every one gets exactly its own answer
+        got = []
+        for i in range(4):
+            c = h.Client(lb.port, timeout=5)
+            st, body, _ = c.get("/poison" if i % 2 == 0 else "/plain")
+            c.close()
+            got.append((st, body))
+        check(got == [(200, b"hello")] * 4, "bytes left on a pooled connection reached a client: %r" % got)
+        log("F1: 4 clients got %r" % [b for _, b in got])
+        # F4: interim answers dropped, the final one relayed
+        c = h.Client(lb.port, timeout=5)
+        st, body, _ = c.get("/early")
+        check((st, body) == (200, b"final"), "103/100 then 200: got %r %r" % (st, body))
+        st, body, _ = c.get("/plain")
+        check((st, body) == (200, b"hello"), "after the interim answers: %r %r" % (st, body))
+        c.close()
+        log("F4: 103 and 100 dropped, 200 relayed")
+        # F10: invalid framing from the backend is a 502, and nothing of it reaches the client
+        for path in ("/twocl", "/negcl", "/pluscl", "/spacename", "/clte", "/gzipte", "/status", "/switch"):
+            c = h.Client(lb.port, timeout=5)
+            st, body, _ = c.get(path)
+            c.close()
+            check(st == 502 and b"hello" not in body and b"POISON" not in body,
+                  "%s: client got %r %r" % (path, st, body[:80]))
+        # a chunk size that is not plain hex after the head went out: the client connection is cut
+        resp = raw_exchange(lb.port, b"GET /badchunk HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(b"hello" not in resp and not resp.endswith(b"0\r\n\r\n"), "bad chunk relayed: %r" % resp)
+        log("F10: 8 invalid framings answered 502; a bad chunk size cut the answer off")
+        st = lb.wait_idle()
+        check(st["ring"]["leases"] == 0, "leases left")
+        lb.stop()
+    finally:
+        rb.close()
+
 TESTS = {
     "unloaded": unloaded,
     "nginx-compat": nginx_compat,
@@ -852,6 +1027,8 @@ TESTS = {
     "retire-inflight": retire_inflight,
     "slow-client": slow_client,
     "bodies": bodies,
+    "smuggling": smuggling,
+    "answers": answers,
 }
 
 

@@ -425,3 +425,82 @@ class EchoBackend:
     def close(self):
         self.srv.shutdown()
         self.srv.server_close()
+
+
+class RawBackend:
+    """A raw TCP backend on 127.0.0.1 that records every byte it receives (per connection, in
+    order) and answers each request it can frame (head through CRLF CRLF, then Content-Length
+    bytes) with answer(path) -> bytes, written in one piece exactly as given: crafted answers,
+    broken framing, extra bytes after a body.  Bounded: each connection is read with a timeout
+    and the server is shut down by close()."""
+
+    def __init__(self, answer=None):
+        import socketserver
+        outer = self
+        self.answer = answer or (lambda path: b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+        self.lock = threading.Lock()
+        self.conns = []  # bytearray per connection
+        self.paths = []  # request targets in arrival order
+
+        class H(socketserver.BaseRequestHandler):
+            def handle(self):
+                buf = bytearray()
+                with outer.lock:
+                    outer.conns.append(buf)
+                self.request.settimeout(5)
+                pending = b""
+                for _ in range(10000):
+                    try:
+                        data = self.request.recv(65536)
+                    except (socket.timeout, OSError):
+                        return
+                    if not data:
+                        return
+                    with outer.lock:
+                        buf.extend(data)
+                    pending += data
+                    while b"\r\n\r\n" in pending:
+                        head, rest = pending.split(b"\r\n\r\n", 1)
+                        n = 0
+                        for line in head.split(b"\r\n")[1:]:
+                            k, _, v = line.partition(b":")
+                            if k.strip().lower() == b"content-length":
+                                n = int(v.strip() or 0)
+                        if len(rest) < n:
+                            break
+                        pending = rest[n:]
+                        path = head.split(b"\r\n", 1)[0].split(b" ")[1].decode("latin-1") \
+                            if head.count(b" ") >= 2 else ""
+                        with outer.lock:
+                            outer.paths.append(path)
+                        try:
+                            self.request.sendall(outer.answer(path))
+                        except OSError:
+                            return
+
+        class S(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.port = free_port()
+        self.srv = S(("127.0.0.1", self.port), H)
+        self.member = "127.0.0.1:%d" % self.port
+        self.t = threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.1},
+                                  daemon=True)
+        self.t.start()
+
+    def received(self):
+        """Every byte received so far, connections concatenated in order."""
+        with self.lock:
+            return b"".join(bytes(c) for c in self.conns)
+
+    def reset(self):
+        """Forgets what was received (connections stay open and keep recording)."""
+        with self.lock:
+            for c in self.conns:
+                del c[:]
+            self.paths.clear()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
