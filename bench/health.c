@@ -1,4 +1,4 @@
-/* chring-bench-health: what health and warm-up cost (docs/bench.md §7): a plain lookup with no
+/* chring-bench-health: what health and warm-up cost (docs/bench.md §8): a plain lookup with no
  * member down against the same run's baselines; a ring with one member down, on keys whose owner
  * is up and on keys whose owner is down; acquire + release with members ramping against no ramp;
  * chring_set_down flips at 100 and 10,000 members.

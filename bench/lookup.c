@@ -1,6 +1,6 @@
 /* chring-bench-lookup: ns per lookup against ring size, key length and profile, with the
  * baselines a user would otherwise pick, measured in the same run (docs/bench.md §1, 2 and the
- * plot).
+ * plot); and a latency table, each key chosen from the previous answer (docs/bench.md §7).
  *
  * SPDX-License-Identifier: MIT
  *
@@ -11,8 +11,8 @@
  * calibrated to about --ms milliseconds and then run once per rep, interleaved, and the median of
  * the reps is reported.
  *
- * Writes lookup.csv (long format: one row per measurement) and lookup_plot.csv (16-byte keys, one
- * column per profile or baseline, for bench/plot.gp).
+ * Writes lookup.csv (long format: one row per measurement), lookup_plot.csv (16-byte keys, one
+ * column per profile or baseline, for bench/plot.gp) and lookup_latency.csv.
  */
 #include <math.h>
 #include <pthread.h>
