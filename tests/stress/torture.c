@@ -62,6 +62,9 @@
 #include <string.h>
 #include <time.h>
 #include <signal.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -851,7 +854,7 @@ static void reader_hot_step(thread_t *t)
  * fork() while the other threads run
  * ------------------------------------------------------------------------------------------- */
 
-#define CHILD_ALARM_S 30 /* the child's time bound; a hang ends it with SIGALRM */
+#define CHILD_ALARM_S 20 /* the child's time bound; a hang ends it (SIGALRM, or the parent) */
 /* CHRING_TORTURE_FORKS.  Off under ThreadSanitizer: the child's first new thread (liburcu's
  * call_rcu worker, which chring_free needs) makes TSan end the child ("starting new threads after
  * multi-threaded fork is not supported", exit 66) unless TSAN_OPTIONS has die_after_fork=0, which
@@ -864,8 +867,14 @@ static uint64_t fork_gap_ns;          /* run time / (forks + 1) */
 
 /* The child: only the forking thread exists.  It must publish, read, acquire, release and free
  * the ring within CHILD_ALARM_S; any failure exits 1 (fail), a hang dies of SIGALRM. */
-static __attribute__((noreturn)) void fork_child(thread_t *t)
+static __attribute__((noreturn)) void fork_child(thread_t *t, pid_t parent)
 {
+#ifdef __linux__
+    /* A parent that dies (a failure on another thread) takes a stuck child with it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    if (getppid() != parent)
+        _exit(1);
     in_child = 1;
     free_retired = false;
     alarm(CHILD_ALARM_S);
@@ -932,15 +941,29 @@ static void maybe_fork(thread_t *t)
     atomic_fetch_sub(&forks_left, 1);
     fflush(stdout);
     fflush(stderr);
-    pid_t pid = fork();
+    pid_t self = getpid(), pid = fork();
     CHECK(pid >= 0, "fork: %s", strerror(errno));
     if (pid == 0)
-        fork_child(t);
+        fork_child(t, self);
+    /* The child's alarm() cannot fire while it waits in a grace period: liburcu-bp's
+     * synchronize_rcu blocks every signal.  So the parent enforces the bound too. */
     int status = 0;
     pid_t w;
-    do
-        w = waitpid(pid, &status, 0);
-    while (w < 0 && errno == EINTR);
+    uint64_t deadline = now_ns() + (CHILD_ALARM_S + 5) * 1000000000ull;
+    for (;;) {
+        w = waitpid(pid, &status, WNOHANG);
+        if (w != 0 && !(w < 0 && errno == EINTR))
+            break;
+        if (now_ns() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            fail("fork child %d hung: still running after %d s, killed (a lock or a grace period "
+                 "that cannot end in the child)",
+                 (int)pid, CHILD_ALARM_S + 5);
+        }
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
     CHECK(w == pid, "waitpid: %s", strerror(errno));
     CHECK(!WIFSIGNALED(status) || WTERMSIG(status) != SIGALRM,
           "fork child %d hung: killed by SIGALRM after %d s (a lock or a grace period that "
