@@ -96,6 +96,9 @@ CHRING_API unsigned chring_version_number(void);
 #define CHRING_DEFAULT_BALANCE 1.25
 /* Default admission scale a slow-starting member begins at (config.slow_start_from). */
 #define CHRING_DEFAULT_SLOW_START_FROM 0.1
+/* Defaults (and the upper limit) of the envoy profile's ring size bounds, as Envoy's. */
+#define CHRING_DEFAULT_RING_SIZE_MIN 1024u
+#define CHRING_DEFAULT_RING_SIZE_MAX 8388608u
 
 /* ---------------------------------------------------------------------------------------------
  * Errors
@@ -164,8 +167,37 @@ typedef enum {
                                   or the member count, can move other members' keys */
     CHRING_PROFILE_NGINX,      /* nginx "hash $key consistent"; 160 * weight points; vnodes
                                   ignored; a member's points depend on its own weight only */
-    CHRING_PROFILE_CUSTOM      /* the caller's hash of hash_bits width, labels "<name>#<i>" */
+    CHRING_PROFILE_CUSTOM,     /* the caller's hash of hash_bits width, labels "<name>#<i>" */
+    /* HAProxy 2.6 `hash-type consistent`; vnodes ignored, 32-bit.  Member names are HAProxy
+     * server ids in decimal ("1", "2", ...: config order unless `id N`), anything else is
+     * -EINVAL; weights 1..256 (above: -E2BIG), 16 * weight points.  The owner is the point
+     * nearest the key's hash on either side, ties to the point before; n-replica and bounded
+     * walks go on clockwise from it.  Key hash: avalanche(sdbm(key)).  For HAProxy's other key
+     * hashes, compute h yourself and call chring_snap_lookup_hash, all modulo 2^32 on the key's
+     * bytes b[0..n-1] taken unsigned:
+     *   sdbm:  h = 0;          h = b + (h << 6) + (h << 16) - h
+     *   djb2:  h = 5381;       h = (h << 5) + h + b
+     *   wt6:   h0 = 0xa53c965a, h1 = 0x5ca6953a, s0 = 6, s1 = 18; per byte:
+     *          h0 = ~(h0 ^ b); h1 = ~(h1 + b); t = rotl(h1, s0); h1 = rotl(h0, s1); h0 = t;
+     *          t = ((h0 >> 16) ^ h1) & 0xffff; s0 = t & 31; s1 = t >> 11;  then h = h0 ^ h1
+     *          (rotl(x, 0) is x; HAProxy's shift by 32 there is what x86 does: x)
+     *   crc32: the standard CRC-32 (zlib's crc32)
+     *   avalanche (HAProxy's full_hash, for the `avalanche` modifier):
+     *          a = (a + 0x7ed55d16) + (a << 12); a = (a ^ 0xc761c23c) ^ (a >> 19);
+     *          a = (a + 0x165667b1) + (a << 5);  a = (a + 0xd3a2646c) ^ (a << 9);
+     *          a = (a + 0xfd7046c5) + (a << 3);  a = (a ^ 0xb55a4f09) ^ (a >> 16);
+     *          h = a * 3221225473 */
+    CHRING_PROFILE_HAPROXY,
+    /* Envoy `ring_hash` with hash_function XX_HASH; vnodes ignored, 64-bit.  Member names are
+     * Envoy's host keys (address "127.0.0.1:80", or the hostname / hash_key Envoy is told to
+     * use), taken in name order; point i of a member is XXH64("<name>_<i>", seed 0); the point
+     * counts come from the normalised weights and config.ring_size_min / ring_size_max by
+     * running sums, so they depend on the whole membership.  Key hash: XXH64(key, seed 0). */
+    CHRING_PROFILE_ENVOY
 } chring_profile_t;
+
+/* The number of profiles: every chring_profile_t value is below it. */
+#define CHRING_PROFILE_COUNT (CHRING_PROFILE_ENVOY + 1)
 
 /* A custom hash: returns a value of the configured width (higher bits are ignored).  Must be a
  * pure function, safe to call from any thread at once. */
@@ -176,7 +208,8 @@ typedef uint64_t (*chring_hash_fn)(const void *data, size_t len, void *ctx);
 typedef struct chring_config {
     chring_profile_t profile; /* default CHRING_PROFILE_HASH64 */
     uint32_t vnodes;          /* points per unit of weight, >= 1; default 160; ignored (0
-                                 allowed) by ketama and nginx, which fix their point counts */
+                                 allowed) by ketama, nginx, haproxy and envoy, which fix their
+                                 point counts */
     double balance;           /* c for chring_acquire; default 1.25; < 1, NaN, inf act as 1 */
     chring_hash_fn hash;      /* CHRING_PROFILE_CUSTOM only; ignored otherwise */
     void *hash_ctx;           /* passed to hash; ignored unless CHRING_PROFILE_CUSTOM */
@@ -199,10 +232,16 @@ typedef struct chring_config {
      * is -EINVAL from chring_new when slow_start_ms > 0. */
     uint32_t slow_start_ms;
     double slow_start_from;
+    /* CHRING_PROFILE_ENVOY only (ignored otherwise): Envoy's minimum_ring_size and
+     * maximum_ring_size, default CHRING_DEFAULT_RING_SIZE_MIN and CHRING_DEFAULT_RING_SIZE_MAX;
+     * 1 <= ring_size_min <= ring_size_max <= CHRING_DEFAULT_RING_SIZE_MAX, else chring_new
+     * returns -EINVAL. */
+    uint32_t ring_size_min;
+    uint32_t ring_size_max;
 } chring_config_t;
 
-/* Fills *cfg with the defaults (hash64, 160 vnodes, balance 1.25, no retire, no slow start).
- * NULL-safe. */
+/* Fills *cfg with the defaults (hash64, 160 vnodes, balance 1.25, no retire, no slow start,
+ * envoy ring sizes 1024 and 8388608).  NULL-safe. */
 CHRING_API void chring_config_default(chring_config_t *cfg);
 
 /* The profile's name ("hash64", "murmur32", ...), or NULL for an unknown value. */
@@ -221,7 +260,7 @@ typedef struct chring_member chring_member_t;
 
 /* Creates an empty ring (version 0).  cfg NULL means the defaults; cfg is copied.
  * Returns 0 and sets *out; -EINVAL for a NULL out, an unknown profile, vnodes 0 (except for
- * ketama and nginx, which ignore vnodes), a custom
+ * ketama, nginx, haproxy and envoy, which ignore vnodes), envoy ring sizes out of range, a custom
  * profile without a hash function or with hash_bits other than 64/32/16; -ENOMEM.
  * Any thread.  The caller owns the ring and frees it with chring_free(). */
 CHRING_API int chring_new(chring_t **out, const chring_config_t *cfg);

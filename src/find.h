@@ -45,6 +45,25 @@ static inline size_t chring__find(const chring_snap_t *s, uint64_t h64)
     return i == s->npoints ? 0 : i;
 }
 
+/* The nearest-point rule (haproxy): of point i, the first at or after h64, and the point before
+ * it (wrapping), the nearer to h64 going round the ring, the one before on a tie.  Distances are
+ * taken modulo 2^64 on shifted positions, which orders them as modulo 2^bits. */
+static inline size_t chring__nearest(const chring_snap_t *s, uint64_t h64, size_t i)
+{
+    size_t before = (i == 0 ? s->npoints : i) - 1;
+    return h64 - s->pos[before] <= s->pos[i] - h64 ? before : i;
+}
+
+/* The point a lookup and every walk start from: chring__find's, moved to the nearest point when
+ * the profile says so (docs/design.md §2.1).  The default profile never reads the descriptor. */
+static inline size_t chring__start(const chring_snap_t *s, uint64_t h64)
+{
+    size_t i = chring__find(s, h64);
+    if (CHRING_UNLIKELY(s->prof.id != CHRING_PROFILE_HASH64 && s->prof.desc->nearest))
+        i = chring__nearest(s, h64, i);
+    return i;
+}
+
 /* The clockwise walk from a key's point: each point is visited at most once, and a run of
  * consecutive points of one member yields that member once (the same member again would give the
  * same answer).  A member met again later, after another one, is yielded again. */
@@ -84,9 +103,12 @@ static inline uint32_t chring__walk_next(struct chring__walk *w)
  * the line that holds the ring's published pointer. */
 static inline const chring_member_t *chring__owner_up(const chring_snap_t *s, size_t i)
 {
+    const chring_member_t *m = s->slot_member[s->owner[i]];
     if (CHRING_LIKELY(CHRING_LOAD_64(&s->health->ndown) == 0))
-        return s->slot_member[s->owner[i]];
-    return chring__first_up(s, i);
+        return m;
+    /* Some member is down: the owner's own flag first (a key whose owner is up pays one load of
+     * the member), the walk only for keys whose owner is down. */
+    return CHRING_LOAD_32(&m->down) == 0 ? m : chring__first_up(s, i);
 }
 
 #endif

@@ -68,6 +68,7 @@ struct chring_prof {
     uint32_t vnodes;
     chring_hash_fn hash; /* custom only */
     void *hash_ctx;
+    uint32_t ring_size_min, ring_size_max; /* envoy only */
 };
 
 /* Where a ring keeps the block of its last destroyed snapshot for the next publish
@@ -176,6 +177,16 @@ struct chring_profile_desc {
     bool mergeable;        /* points a pure function of (name, weight): a publish may keep the
                                  points of unchanged members (snap_merge.c) */
     enum chring_collide collide;
+    /* Lookup rule: false, the first point at or after the key's position (docs/design.md §1);
+     * true, the nearest point on either side, ties to the point before (haproxy).  Walks go on
+     * clockwise from the point chosen (find.h, chring__start). */
+    bool nearest;
+    /* Optional: checks a member name for this profile, 0 or -EINVAL; NULL accepts every name. */
+    int (*name_check)(const char *name, size_t len);
+    /* Optional, for a profile whose point counts depend on the other members' weights and on
+     * their order (envoy): the counts of the n members of a build, in name order, into out.
+     * points() then only bounds a member's count from above, for the limit checks. */
+    void (*counts)(const struct chring_prof *p, const uint32_t *weights, size_t n, uint32_t *out);
     /* A key's (or label's) hash in the profile's width. */
     uint64_t (*hash)(const struct chring_prof *p, const void *key, size_t len);
     /* Points of a member of this weight among `members` members of total weight total_weight,
@@ -191,7 +202,7 @@ struct chring_profile_desc {
 /* Validates a configuration's profile fields and fills *out.  Returns 0 or -EINVAL. */
 int chring__prof_init(struct chring_prof *out, const chring_config_t *cfg);
 /* The descriptors, indexed by chring_profile_t. */
-extern const struct chring_profile_desc chring__profiles[CHRING_PROFILE_CUSTOM + 1];
+extern const struct chring_profile_desc chring__profiles[CHRING_PROFILE_COUNT];
 
 /* ---- member.c (the word's operations are inline in member.h) ------------------------------ */
 
@@ -252,6 +263,8 @@ chring_snap_t *chring__snap_build(struct chring_blocks *blocks, const struct chr
 
 /* Rank of member m in s (its index in s->members), or -1. */
 long chring__snap_rank(const chring_snap_t *s, const chring_member_t *m);
+/* Rank of the member named (name, len) in s, or -1: one binary search. */
+long chring__snap_find_rank(const chring_snap_t *s, const char *name, size_t len);
 
 /* ---- health.c ----------------------------------------------------------------------------- */
 

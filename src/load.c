@@ -139,7 +139,7 @@ static inline int place(chring_t *r, const void *key, size_t len,
         return -ENOENT;
     }
     struct chring__walk walk;
-    chring__walk_start(&walk, s, chring__find(s, chring__key_pos(s, key, len)));
+    chring__walk_start(&walk, s, chring__start(s, chring__key_pos(s, key, len)));
     const uint32_t owner = s->owner[walk.i];
 
     /* m is read only when a loaded member must be judged: a member with load 0 is below every

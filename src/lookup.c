@@ -42,14 +42,14 @@ const chring_member_t *chring_snap_lookup_hash(const chring_snap_t *s, uint64_t 
     if (s == NULL || s->npoints == 0)
         return NULL;
     uint64_t h64 = s->prof.shift == 0 ? h : h << s->prof.shift; /* bits above the width fall off */
-    return chring__owner_up(s, chring__find(s, h64));
+    return chring__owner_up(s, chring__start(s, h64));
 }
 
 const chring_member_t *chring_snap_lookup(const chring_snap_t *s, const void *key, size_t len)
 {
     if (s == NULL || s->npoints == 0 || (key == NULL && len > 0))
         return NULL;
-    return chring__owner_up(s, chring__find(s, chring__key_pos(s, key, len)));
+    return chring__owner_up(s, chring__start(s, chring__key_pos(s, key, len)));
 }
 
 size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
@@ -61,7 +61,7 @@ size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
     size_t got = 0;
     bool any_down = CHRING_LOAD_64(&s->health->ndown) != 0;
     struct chring__walk walk;
-    chring__walk_start(&walk, s, chring__find(s, chring__key_pos(s, key, len)));
+    chring__walk_start(&walk, s, chring__start(s, chring__key_pos(s, key, len)));
     for (uint32_t j; got < want && (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         const chring_member_t *m = s->slot_member[j];
         if (any_down && chring__member_down(m))
@@ -89,7 +89,7 @@ const chring_member_t *chring_snap_lookup_bounded(const chring_snap_t *s, const 
     uint64_t weight = any_down ? chring__up_weight(s) : s->total_weight;
 
     struct chring__walk walk;
-    chring__walk_start(&walk, s, chring__find(s, chring__key_pos(s, key, len)));
+    chring__walk_start(&walk, s, chring__start(s, chring__key_pos(s, key, len)));
     const chring_member_t *least = NULL;
     uint64_t least_load = UINT64_MAX;
     for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;) {

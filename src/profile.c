@@ -57,6 +57,18 @@ static uint64_t hash_nginx(const struct chring_prof *p, const void *key, size_t 
     return chring__nginx_hash(key, len);
 }
 
+static uint64_t hash_haproxy(const struct chring_prof *p, const void *key, size_t len)
+{
+    (void)p;
+    return chring__haproxy_hash(key, len);
+}
+
+static uint64_t hash_envoy(const struct chring_prof *p, const void *key, size_t len)
+{
+    (void)p;
+    return chring__envoy_hash(key, len);
+}
+
 static uint64_t hash_custom(const struct chring_prof *p, const void *key, size_t len)
 {
     return p->hash(key, len, p->hash_ctx) & width_mask(p->bits);
@@ -83,6 +95,36 @@ static uint64_t points_ketama(const struct chring_prof *p, uint32_t weight, size
 {
     (void)p;
     return UINT64_C(4) * chring__ketama_digests(weight, total_weight, members);
+}
+
+static uint64_t points_haproxy(const struct chring_prof *p, uint32_t weight, size_t members,
+                               uint64_t total_weight)
+{
+    (void)p, (void)members, (void)total_weight;
+    return chring__haproxy_points(weight);
+}
+
+/* envoy: an upper bound only; the counts come from counts_envoy, for the whole membership. */
+static uint64_t points_envoy(const struct chring_prof *p, uint32_t weight, size_t members,
+                             uint64_t total_weight)
+{
+    (void)members;
+    return chring__envoy_points_bound(p->ring_size_max, weight, total_weight);
+}
+
+static void counts_envoy(const struct chring_prof *p, const uint32_t *weights, size_t n,
+                         uint32_t *out)
+{
+    chring__envoy_counts(p->ring_size_min, p->ring_size_max, weights, n, out);
+}
+
+/* ---- member names ------------------------------------------------------------------------- */
+
+/* haproxy: a member is a HAProxy server id in decimal. */
+static int name_check_haproxy(const char *name, size_t len)
+{
+    uint32_t id;
+    return chring__haproxy_id(name, len, &id);
 }
 
 /* ---- point positions ---------------------------------------------------------------------- */
@@ -180,9 +222,25 @@ static void positions_nginx(const struct chring_prof *p, const char *name, size_
     widen_u32(out, count);
 }
 
+static void positions_haproxy(const struct chring_prof *p, const char *name, size_t name_len,
+                              uint32_t weight, size_t members, uint64_t total_weight,
+                              uint64_t count, uint64_t *out)
+{
+    (void)p, (void)weight, (void)members, (void)total_weight;
+    chring__haproxy_positions(name, name_len, count, out);
+}
+
+static void positions_envoy(const struct chring_prof *p, const char *name, size_t name_len,
+                            uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
+                            uint64_t *out)
+{
+    (void)p, (void)weight, (void)members, (void)total_weight;
+    chring__envoy_positions(name, name_len, count, out);
+}
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
-const struct chring_profile_desc chring__profiles[CHRING_PROFILE_CUSTOM + 1] = {
+const struct chring_profile_desc chring__profiles[CHRING_PROFILE_COUNT] = {
     [CHRING_PROFILE_HASH64] = {.name = "hash64",
                                .bits = 64,
                                .uses_vnodes = true,
@@ -253,11 +311,34 @@ const struct chring_profile_desc chring__profiles[CHRING_PROFILE_CUSTOM + 1] = {
                                .hash = hash_custom,
                                .points = points_vnodes,
                                .positions = positions_label},
+    /* A member's nodes depend on its id and weight alone, and a weight change adds or drops
+     * nodes at the end, so a publish may merge.  The owner is the nearest node. */
+    [CHRING_PROFILE_HAPROXY] = {.name = "haproxy",
+                                .bits = 32,
+                                .uses_vnodes = false,
+                                .mergeable = true,
+                                .collide = CHRING_COLLIDE_KEEP_ALL,
+                                .nearest = true,
+                                .name_check = name_check_haproxy,
+                                .hash = hash_haproxy,
+                                .points = points_haproxy,
+                                .positions = positions_haproxy},
+    /* Entry counts depend on every weight and on the host order, so a publish rebuilds. */
+    [CHRING_PROFILE_ENVOY] = {.name = "envoy",
+                              .bits = 64,
+                              .uses_vnodes = false,
+                              .counts_need_ring = true,
+                              .mergeable = false,
+                              .collide = CHRING_COLLIDE_KEEP_ALL,
+                              .counts = counts_envoy,
+                              .hash = hash_envoy,
+                              .points = points_envoy,
+                              .positions = positions_envoy},
 };
 
 static const struct chring_profile_desc *profile_desc(chring_profile_t id)
 {
-    return (unsigned)id > CHRING_PROFILE_CUSTOM ? NULL : &chring__profiles[id];
+    return (unsigned)id >= CHRING_PROFILE_COUNT ? NULL : &chring__profiles[id];
 }
 
 int chring__prof_init(struct chring_prof *out, const chring_config_t *cfg)
@@ -267,6 +348,10 @@ int chring__prof_init(struct chring_prof *out, const chring_config_t *cfg)
         return -EINVAL;
     /* Profiles that fix their own point counts ignore vnodes, 0 included (docs/design.md §2.1). */
     if (d->uses_vnodes && cfg->vnodes == 0)
+        return -EINVAL;
+    if (cfg->profile == CHRING_PROFILE_ENVOY &&
+        (cfg->ring_size_min == 0 || cfg->ring_size_min > cfg->ring_size_max ||
+         cfg->ring_size_max > CHRING_DEFAULT_RING_SIZE_MAX))
         return -EINVAL;
     unsigned bits = d->bits;
     if (bits == 0) {
@@ -282,6 +367,8 @@ int chring__prof_init(struct chring_prof *out, const chring_config_t *cfg)
     out->vnodes = cfg->vnodes;
     out->hash = d->bits == 0 ? cfg->hash : NULL;
     out->hash_ctx = d->bits == 0 ? cfg->hash_ctx : NULL;
+    out->ring_size_min = cfg->profile == CHRING_PROFILE_ENVOY ? cfg->ring_size_min : 0;
+    out->ring_size_max = cfg->profile == CHRING_PROFILE_ENVOY ? cfg->ring_size_max : 0;
     return 0;
 }
 
@@ -295,7 +382,7 @@ int chring_profile_parse(const char *name, chring_profile_t *out)
 {
     if (name == NULL || out == NULL)
         return -EINVAL;
-    for (unsigned p = 0; p <= CHRING_PROFILE_CUSTOM; p++) {
+    for (unsigned p = 0; p < CHRING_PROFILE_COUNT; p++) {
         if (strcmp(name, profile_desc((chring_profile_t)p)->name) == 0) {
             *out = (chring_profile_t)p;
             return 0;

@@ -33,6 +33,8 @@ void chring_config_default(chring_config_t *cfg)
     cfg->vnodes = CHRING_DEFAULT_VNODES;
     cfg->balance = CHRING_DEFAULT_BALANCE;
     cfg->slow_start_from = CHRING_DEFAULT_SLOW_START_FROM;
+    cfg->ring_size_min = CHRING_DEFAULT_RING_SIZE_MIN;
+    cfg->ring_size_max = CHRING_DEFAULT_RING_SIZE_MAX;
 }
 
 static unsigned shard_count(void)
