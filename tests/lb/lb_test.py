@@ -1016,6 +1016,100 @@ def answers(env):
     finally:
         rb.close()
 
+
+# ------------------------------------------------------------------------------------------------
+def retry_bound(env):
+    """A retry keeps the bound: when a key's owner fails and its next replica is at capacity, the
+    retry goes to the first member after it that is below its capacity, never onto the full one
+    (docs/lb.md, "Failures")."""
+    release = threading.Event()
+
+    def answering(rb):
+        def answer(path):
+            if path.startswith("/hold"):
+                release.wait(20)
+            body = ("%d\n" % rb.port).encode()
+            return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        return answer
+
+    rb_b = h.RawBackend()
+    rb_b.answer = answering(rb_b)
+    rb_c = h.RawBackend()
+    rb_c.answer = answering(rb_c)
+    dead = "127.0.0.1:%d" % h.free_port()  # nothing listens there: connection refused
+    holder = None
+    try:
+        members = [dead, rb_b.member, rb_c.member]
+        names = {rb_b.port: rb_b.member, rb_c.port: rb_c.member}
+        keys = keys_for(2000)
+        reps = h.expect(members, keys, replicas=3)
+        retry_keys = [k for k, r in zip(keys, reps) if r == [dead, rb_b.member, rb_c.member]]
+        hold_keys = ["/hold" + k for k in keys]
+        hold_owner = h.expect(members, hold_keys)
+        hold_keys = [k for k, o in zip(hold_keys, hold_owner) if o == rb_b.member]
+        check(len(retry_keys) >= 2 and hold_keys, "no key with replicas dead, B, C")
+        # c = 1 and 3 members: capacity = ceil((m + 1) / 3).  With one request held on B, the
+        # retry of a key owned by the dead member sees m = 2 (B's lease and its own first one):
+        # capacity 1, B is full, C is the first member below its capacity.
+        args = ["--balance", "1", "--fail-timeout", "0", "--backend-timeout", "10", "--verbose"]
+        for m in members:
+            args += ["--backend", m]
+        lb = h.Balancer(env, args, threads=1).start()
+        c = h.Client(lb.port, timeout=15)
+        # control: without load the retry lands on the next replica, B
+        st, body, _ = c.get(retry_keys[0])
+        check(st == 200 and names.get(h.port_of(body)) == rb_b.member,
+              "unloaded retry of %s: %r %r, want the next replica %s" % (retry_keys[0], st, body, rb_b.member))
+        lb.wait_idle()
+        # one request held on B
+        held = {}
+
+        def hold():
+            hc = h.Client(lb.port, timeout=25)
+            held["answer"] = hc.get(hold_keys[0])[:2]
+            hc.close()
+
+        holder = threading.Thread(target=hold, daemon=True)
+        holder.start()
+        end = time.time() + 10
+        bm = None
+        while time.time() < end:
+            s = lb.stats()
+            bm = [m for m in s["members"] if m["name"] == rb_b.member][0]
+            if bm["load"] == 1:
+                break
+            time.sleep(0.05)
+        check(bm is not None and bm["load"] == 1, "the held request is not on B: %s" % bm)
+        check(bm["capacity"] == 1, "B's capacity with m = 1 should be ceil(2/3) = 1: %s" % bm)
+        before = {m["name"]: m for m in lb.stats()["members"]}
+        for k in retry_keys[1:4]:
+            st, body, _ = c.get(k)
+            got = names.get(h.port_of(body))
+            check(st == 200, "%s answered %d" % (k, st))
+            check(got == rb_c.member, "the retry of %s went to %s while B was at capacity; want %s"
+                  % (k, got, rb_c.member))
+        after = {m["name"]: m for m in lb.stats()["members"]}
+        n = len(retry_keys[1:4])
+        check(after[rb_c.member]["retries_in"] - before[rb_c.member]["retries_in"] == n,
+              "C's retries_in moved by %d, want %d" % (after[rb_c.member]["retries_in"] - before[rb_c.member]["retries_in"], n))
+        check(after[rb_b.member]["retries_in"] == before[rb_b.member]["retries_in"],
+              "a retry was counted on B while it was full")
+        check(after[rb_b.member]["load"] == 1, "B's load is %d, want only the held request" % after[rb_b.member]["load"])
+        log("B at capacity (load 1 of 1): %d retries of keys owned by the dead member went to C, "
+            "none to B" % n)
+        release.set()
+        holder.join(25)
+        check(held.get("answer") == (200, ("%d\n" % rb_b.port).encode()), "held request: %r" % held)
+        st = lb.wait_idle()
+        check(st["ring"]["saturated"] == 0, "saturation events: %s" % st["ring"])
+        lb.stop()
+    finally:
+        release.set()
+        if holder is not None:
+            holder.join(25)
+        rb_b.close()
+        rb_c.close()
+
 TESTS = {
     "unloaded": unloaded,
     "nginx-compat": nginx_compat,
@@ -1029,6 +1123,7 @@ TESTS = {
     "bodies": bodies,
     "smuggling": smuggling,
     "answers": answers,
+    "retry-bound": retry_bound,
 }
 
 
