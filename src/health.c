@@ -63,14 +63,12 @@ const chring_member_t *chring__first_up(const chring_snap_t *s, size_t i)
     return NULL;
 }
 
-/* The member named name in r's current snapshot, under r's lock; its rank in *rank. */
-static chring_member_t *find_locked(chring_t *r, const char *name, long *rank)
+/* The member named (name, len) in r's current snapshot, under r's lock; its rank in *rank.  One
+ * binary search of the names. */
+static chring_member_t *find_locked(chring_t *r, const char *name, size_t len, long *rank)
 {
-    const chring_member_t *m = chring_snap_find(r->current, name);
-    if (m == NULL)
-        return NULL;
-    *rank = chring__snap_rank(r->current, m);
-    return (chring_member_t *)m;
+    *rank = chring__snap_find_rank(r->current, name, len);
+    return *rank < 0 ? NULL : r->current->members[*rank];
 }
 
 int chring_set_down(chring_t *r, const char *name, int down)
@@ -83,7 +81,7 @@ int chring_set_down(chring_t *r, const char *name, int down)
         return err;
     pthread_mutex_lock(&r->lock);
     long rank;
-    chring_member_t *m = find_locked(r, name, &rank);
+    chring_member_t *m = find_locked(r, name, len, &rank);
     if (m == NULL) {
         pthread_mutex_unlock(&r->lock);
         return -ENOENT;
@@ -150,7 +148,7 @@ int chring_set_ramp(chring_t *r, const char *name, double from, double to, uint3
     uint64_t start = now_ns();
     pthread_mutex_lock(&r->lock);
     long rank;
-    chring_member_t *m = find_locked(r, name, &rank);
+    chring_member_t *m = find_locked(r, name, len, &rank);
     if (m != NULL)
         ramp_store(m, from, to, ms, start);
     pthread_mutex_unlock(&r->lock);

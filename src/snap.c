@@ -30,7 +30,7 @@ const chring_member_t *chring_snap_member(const chring_snap_t *s, size_t i)
 }
 
 /* Rank of the member named (name, len) in s, or -1. */
-static long find_name(const chring_snap_t *s, const char *name, size_t len)
+long chring__snap_find_rank(const chring_snap_t *s, const char *name, size_t len)
 {
     size_t lo = 0, hi = s->nmembers;
     while (lo < hi) {
@@ -52,7 +52,7 @@ const chring_member_t *chring_snap_find(const chring_snap_t *s, const char *name
     size_t len;
     if (s == NULL || chring__name_check(name, &len) != 0)
         return NULL;
-    long j = find_name(s, name, len);
+    long j = chring__snap_find_rank(s, name, len);
     return j < 0 ? NULL : s->members[j];
 }
 
@@ -60,7 +60,7 @@ long chring__snap_rank(const chring_snap_t *s, const chring_member_t *m)
 {
     if (s == NULL || m == NULL)
         return -1;
-    long j = find_name(s, m->name, m->name_len);
+    long j = chring__snap_find_rank(s, m->name, m->name_len);
     return (j >= 0 && s->members[j] == m) ? j : -1;
 }
 
