@@ -104,7 +104,7 @@ static inline uint32_t chring__walk_next(struct chring__walk *w)
 static inline const chring_member_t *chring__owner_up(const chring_snap_t *s, size_t i)
 {
     const chring_member_t *m = s->slot_member[s->owner[i]];
-    if (CHRING_LIKELY(CHRING_LOAD_64(&s->health->ndown) == 0))
+    if (CHRING_LIKELY(CHRING_LOAD_64(&s->health->alive_down) == 0))
         return m;
     /* Some member is down: the owner's own flag first (a key whose owner is up pays one load of
      * the member), the walk only for keys whose owner is down. */

@@ -49,7 +49,15 @@ static double bits_double(uint64_t b)
 
 uint64_t chring__up_weight(const chring_snap_t *s)
 {
-    uint64_t down = CHRING_LOAD_64(&s->health->down_weight);
+    uint64_t down = 0;
+    if (s->health->current != NULL && CHRING_RCU_DEREF(*s->health->current) == s) {
+        down = CHRING_LOAD_64(&s->health->down_weight); /* the current membership's */
+    } else {
+        /* A held or replaced snapshot: its own members' weights (rare: some member is down). */
+        for (size_t j = 0; j < s->nmembers; j++)
+            if (chring__member_down(s->members[j]))
+                down += s->weights[j];
+    }
     return s->total_weight > down ? s->total_weight - down : 0;
 }
 
@@ -94,9 +102,10 @@ int chring_set_down(chring_t *r, const char *name, int down)
             /* The flag before the count: a reader that sees the count sees the flag. */
             CHRING_STORE_32(&m->down, 1);
             CHRING_STORE_64(&h->down_weight, h->down_weight + w);
-            ck_pr_fence_store();
             CHRING_STORE_64(&h->ndown, h->ndown + 1);
+            ck_pr_inc_64(&h->alive_down); /* full barrier: after the flag */
         } else {
+            ck_pr_dec_64(&h->alive_down);
             CHRING_STORE_64(&h->ndown, h->ndown - 1);
             CHRING_STORE_64(&h->down_weight, h->down_weight - w);
             ck_pr_fence_store();

@@ -41,7 +41,8 @@ struct chring_member {
     void *udata;
     void (*retire)(void *udata, void *ctx);
     void *retire_ctx;
-    uint64_t ramp_start_ns; /* CLOCK_MONOTONIC at the start of the ramp */
+    struct chring_health *health; /* the ring's: a member destroyed while down leaves its count */
+    uint64_t ramp_start_ns;       /* CLOCK_MONOTONIC at the start of the ramp */
     uint64_t ramp_len_ns;
     uint64_t ramp_from, ramp_to; /* doubles' bits: read atomically, whole */
     char name[];                 /* name_len bytes and a NUL */
@@ -52,8 +53,12 @@ struct chring_member {
  * ring lock, read by readers with plain atomic loads; lives in struct chring, beside the published
  * pointer, so a lookup reads no extra cache line. */
 struct chring_health {
-    uint64_t ndown;
-    uint64_t down_weight;
+    uint64_t alive_down;  /* member objects alive that are down, listed or not: a lookup checks
+                            flags only when this is not 0 (a held snapshot may list a member
+                            removed while down) */
+    uint64_t ndown;       /* members of the current membership that are down (stats) */
+    uint64_t down_weight; /* their total weight in the current snapshot */
+    chring_snap_t *const *current; /* the ring's published pointer: is a snapshot current? */
 };
 
 struct chring_profile_desc;

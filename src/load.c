@@ -145,11 +145,15 @@ static inline int place(chring_t *r, const void *key, size_t len,
     /* m is read only when a loaded member must be judged: a member with load 0 is below every
      * capacity (c * (m + 1) * w / W > 0, so cap >= 1), which spares the common, lightly loaded
      * case the read of every shard's line. */
-    bool any_down = CHRING_LOAD_64(&s->health->ndown) != 0;
+    bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
     struct capacity capacity = {
         r, any_down ? chring__up_weight(s) : s->total_weight, r->balance, false, 0, 0, 0};
-    uint32_t chosen = UINT32_MAX, least = UINT32_MAX;
-    uint64_t least_load = UINT64_MAX;
+    /* least: the least loaded member met that may be admitted at all; parked: the least loaded
+     * one at admission scale 0, which the saturation fallback takes only when nothing else is
+     * met (a ramp's capacities can add up to less than m, so that fallback is not only for
+     * races). */
+    uint32_t chosen = UINT32_MAX, least = UINT32_MAX, parked = UINT32_MAX;
+    uint64_t least_load = UINT64_MAX, parked_load = UINT64_MAX;
     for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         chring_member_t *m = s->slot_member[j];
         if (nskip > 0 && skipped(m, skip, nskip))
@@ -157,33 +161,35 @@ static inline int place(chring_t *r, const void *key, size_t len,
         if (any_down && chring__member_down(m))
             continue; /* out of service: as a removal would */
         uint64_t load = chring__member_load(m);
+        double scale = 1.0;
+        if (CHRING_UNLIKELY(CHRING_LOAD_32(&m->ramp_gen) != 0)) {
+            scale = chring__member_ramp_scale(m);
+            if (scale <= 0.0) {
+                if (load < parked_load) {
+                    parked_load = load;
+                    parked = j;
+                }
+                continue; /* admits nothing */
+            }
+        }
         if (load < least_load) {
             least_load = load;
             least = j;
         }
-        if (CHRING_LIKELY(CHRING_LOAD_32(&m->ramp_gen) == 0)) {
-            if (load != 0 && load >= capacity_of(&capacity, s->slot_weight[j]))
-                continue; /* looks full: no write */
-            uint64_t old = chring__member_admit(m);
-            if (old == 0 || old < capacity_of(&capacity, s->slot_weight[j])) {
-                chosen = j;
-                break;
-            }
-        } else {
-            /* Warming or draining: ceil(s * cap), which may be 0 (then nothing is admitted). */
-            uint64_t cap =
-                scaled(capacity_of(&capacity, s->slot_weight[j]), chring__member_ramp_scale(m));
-            if (load >= cap)
-                continue;
-            if (chring__member_admit(m) < cap) {
-                chosen = j;
-                break;
-            }
+        /* ceil(scale * cap), scale in (0, 1]: still >= 1, so load 0 needs no capacity. */
+        if (load != 0 && load >= scaled(capacity_of(&capacity, s->slot_weight[j]), scale))
+            continue; /* looks full: no write */
+        uint64_t old = chring__member_admit(m);
+        if (old == 0 || old < scaled(capacity_of(&capacity, s->slot_weight[j]), scale)) {
+            chosen = j;
+            break;
         }
         chring__member_undo(m);
     }
+    if (CHRING_UNLIKELY(least == UINT32_MAX))
+        least = parked;
     if (CHRING_UNLIKELY(least == UINT32_MAX)) {
-        chring_snap_exit(r, s); /* every member met was skipped */
+        chring_snap_exit(r, s); /* every member met was skipped or down */
         lease_clear(lease);
         return -ENOENT;
     }

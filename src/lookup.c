@@ -59,7 +59,7 @@ size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
         return 0;
     size_t want = n < s->nmembers ? n : s->nmembers;
     size_t got = 0;
-    bool any_down = CHRING_LOAD_64(&s->health->ndown) != 0;
+    bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
     struct chring__walk walk;
     chring__walk_start(&walk, s, chring__start(s, chring__key_pos(s, key, len)));
     for (uint32_t j; got < want && (j = chring__walk_next(&walk)) != UINT32_MAX;) {
@@ -85,7 +85,7 @@ const chring_member_t *chring_snap_lookup_bounded(const chring_snap_t *s, const 
     uint64_t total = 0;
     for (size_t j = 0; j < s->nmembers; j++)
         total += load(s->members[j], ctx);
-    bool any_down = CHRING_LOAD_64(&s->health->ndown) != 0;
+    bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
     uint64_t weight = any_down ? chring__up_weight(s) : s->total_weight;
 
     struct chring__walk walk;

@@ -36,6 +36,7 @@ chring_member_t *chring__member_new(const chring_t *r, const char *name, size_t 
     m->udata = udata;
     m->retire = r->cfg.retire;
     m->retire_ctx = r->cfg.retire_ctx;
+    m->health = (struct chring_health *)&r->health;
     memcpy(m->name, name, len);
     m->name[len] = '\0';
     return m;
@@ -51,6 +52,8 @@ void chring__member_discard(chring_member_t *m)
 /* Called by whoever brought the word to zero (member.h). */
 void chring__member_destroy(chring_member_t *m)
 {
+    if (CHRING_LOAD_32(&m->down))
+        ck_pr_dec_64(&m->health->alive_down); /* no snapshot can list it any more */
     if (m->retire != NULL)
         m->retire(m->udata, m->retire_ctx);
     m->magic = CHRING_POISON;

@@ -93,6 +93,7 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     s->prof = prof;
     s->blocks = &r->blocks;
     s->health = &r->health;
+    r->health.current = &r->current;
     s->block_size = sizeof *s;
     r->current = s;
     err = chring__fork_track(r);
