@@ -34,6 +34,7 @@ int main(int argc, char **argv)
 {
     if (lb_config_parse(argc, argv) < 0)
         return 2;
+    lb_limits_init();
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() < 0) {
         lb_log("evthread_use_pthreads failed");
@@ -94,6 +95,8 @@ int main(int argc, char **argv)
         lb_log("cannot install signal handlers");
         goto out_signals;
     }
+    if (lb_status_start(main_base) < 0)
+        goto out_signals;
 
     /* Workers start with every signal blocked: libevent's signal pipe lives in the main loop. */
     sigset_t all, old;
@@ -129,6 +132,7 @@ out_signals:
         event_free(sig_term);
     if (sig_int)
         event_free(sig_int);
+    lb_status_stop();
     event_base_free(main_base);
 out_ring:
     /* Workers are stopped: close client connections (releasing leases), reap what was retired,

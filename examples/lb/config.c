@@ -40,8 +40,20 @@ static void usage(FILE *f)
         "  --max-headers BYTES       largest request header block (default 8192)\n"
         "  --max-body BYTES          largest request body, buffered (default 16777216)\n"
         "  --max-idle N              idle backend connections per backend per thread (default 64)\n"
+        "  --max-conns N             client connections in all; at the limit accepting pauses\n"
+        "                            (default: (RLIMIT_NOFILE - 64) / 2)\n"
+        "  --max-requests N          requests in flight in all; above: 503 (default 4096)\n"
+        "  --max-body-total BYTES    request body bytes buffered in all; above: 503\n"
+        "                            (default 268435456)\n"
+        "  --stats-listen HOST:PORT  serve /_chring/ (stats, status page) only there, on the main\n"
+        "                            thread (default: on the main listener)\n"
+        "  --stats-allow LIST        peers allowed to /_chring/: any, or CIDRs separated by "
+        "commas\n"
+        "                            (default 127.0.0.0/8,::1)\n"
         "  --verbose                 log retries and retirements\n"
-        "GET /_chring/stats answers the ring's and every member's statistics as JSON.\n");
+        "Timeouts are seconds, at least 0.001 (1 ms).\n"
+        "GET /_chring/stats answers the ring's and every member's statistics as JSON;\n"
+        "GET /_chring/ is a status page drawing them.\n");
 }
 
 /* Prints "chring-lb: <message>" on standard error.  Returns -1 for the caller to return. */
@@ -59,12 +71,13 @@ static int bad(const char *fmt, ...)
     return -1;
 }
 
-/* Seconds, at most a day: above 0, or 0 too when zero_ok.  Returns 0 / -1. */
+/* Seconds, at most a day: at least 1 ms (a timer's resolution here; a smaller value would round
+ * to no timeout at all), or 0 too when zero_ok.  Returns 0 / -1. */
 static int parse_seconds(const char *s, bool zero_ok, double *out)
 {
     char *end;
     double d = strtod(s, &end);
-    if (*end || !(zero_ok ? d >= 0 : d > 0) || d > 86400)
+    if (end == s || *end || !(d >= 0.001 || (zero_ok && d == 0)) || d > 86400)
         return -1;
     *out = d;
     return 0;
@@ -124,6 +137,9 @@ static void set_defaults(void)
     lb_cfg.max_idle = 64;
     lb_cfg.high_water = 256u << 10;
     lb_cfg.fail_timeout_ms = 1000;
+    lb_cfg.max_conns = 0; /* lb_limits_init derives it from RLIMIT_NOFILE */
+    lb_cfg.max_requests = 4096;
+    lb_cfg.max_body_total = 256u << 20;
 }
 
 enum {
@@ -143,6 +159,11 @@ enum {
     O_MAXBODY,
     O_MAXIDLE,
     O_VERBOSE,
+    O_MAXCONNS,
+    O_MAXREQS,
+    O_MAXBODYTOTAL,
+    O_STATSLISTEN,
+    O_STATSALLOW,
     O_HELP
 };
 
@@ -163,6 +184,11 @@ static const struct option opts[] = {
     {"max-body", required_argument, 0, O_MAXBODY},
     {"max-idle", required_argument, 0, O_MAXIDLE},
     {"verbose", no_argument, 0, O_VERBOSE},
+    {"max-conns", required_argument, 0, O_MAXCONNS},
+    {"max-requests", required_argument, 0, O_MAXREQS},
+    {"max-body-total", required_argument, 0, O_MAXBODYTOTAL},
+    {"stats-listen", required_argument, 0, O_STATSLISTEN},
+    {"stats-allow", required_argument, 0, O_STATSALLOW},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -215,15 +241,15 @@ static int parse_option(int c, const char *arg)
     }
     case O_BTIMEOUT:
         if (parse_timeval(arg, &lb_cfg.backend_timeout) < 0)
-            return bad("--backend-timeout: seconds > 0");
+            return bad("--backend-timeout: seconds, 0.001..86400");
         return 0;
     case O_CTIMEOUT:
         if (parse_timeval(arg, &lb_cfg.client_timeout) < 0)
-            return bad("--client-timeout: seconds > 0");
+            return bad("--client-timeout: seconds, 0.001..86400");
         return 0;
     case O_FAILTIMEOUT:
         if (parse_seconds(arg, true, &d) < 0)
-            return bad("--fail-timeout: seconds >= 0");
+            return bad("--fail-timeout: 0 or seconds, 0.001..86400");
         lb_cfg.fail_timeout_ms = (int64_t)(d * 1000);
         return 0;
     case O_MAXHDR:
@@ -240,6 +266,28 @@ static int parse_option(int c, const char *arg)
         lb_cfg.max_idle = (unsigned)v;
         return 0;
     case O_VERBOSE: lb_cfg.verbose = true; return 0;
+    case O_MAXCONNS:
+        if (parse_size(arg, &v, 1, 1000000) < 0)
+            return bad("--max-conns: 1..1000000");
+        lb_cfg.max_conns = (unsigned)v;
+        return 0;
+    case O_MAXREQS:
+        if (parse_size(arg, &v, 1, 1000000) < 0)
+            return bad("--max-requests: 1..1000000");
+        lb_cfg.max_requests = (unsigned)v;
+        return 0;
+    case O_MAXBODYTOTAL:
+        if (parse_size(arg, &v, 0, (size_t)1 << 40) < 0)
+            return bad("--max-body-total: 0..1099511627776");
+        lb_cfg.max_body_total = v;
+        return 0;
+    case O_STATSLISTEN:
+        if (lb_split_hostport(arg, lb_cfg.stats_host, sizeof lb_cfg.stats_host,
+                              &lb_cfg.stats_port) < 0 ||
+            lb_cfg.stats_port == 0)
+            return bad("--stats-listen %s: expected HOST:PORT", arg);
+        return 0;
+    case O_STATSALLOW: lb_cfg.stats_allow = arg; return lb_stats_allow_parse(arg);
     case O_HELP: usage(stdout); exit(0);
     default: usage(stderr); return -1;
     }
@@ -254,6 +302,8 @@ int lb_config_parse(int argc, char **argv)
             return -1;
     if (optind < argc)
         return bad("unexpected argument '%s'", argv[optind]);
+    if (!lb_cfg.stats_allow && lb_stats_allow_parse(NULL) < 0)
+        return -1;
     if (lb_cfg.static_entries.n == 0 && !lb_cfg.members_file) {
         bad("no backends: give --backend or --members");
         usage(stderr);

@@ -13,6 +13,12 @@
  * gets 400; an unknown method 501; a Content-Length above --max-body 413), and every later byte
  * of the connection is dropped.  evhttp answers pipelined requests in order, so the refusal goes
  * out after the answers to the requests before it, and nothing after it is read.
+ *
+ * Limits (limits.c): each guard counts as one client connection from its creation to its free;
+ * one created over --max-conns shuts its socket down as soon as evhttp gave it one.  A body is
+ * reserved against --max-body-total while it is read (a Content-Length whole when the head
+ * arrives, a chunked body as it grows) and the reservation is handed over with the request;
+ * a body that does not fit gets the 503 stand-in (lb_refused_target) and the connection ends.
  */
 #define _GNU_SOURCE
 #include "lb.h"
@@ -24,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 enum guard_state {
     G_HEAD,    /* waiting for a request head */
@@ -43,12 +50,23 @@ struct guard {
     struct bufferevent *sock; /* the socket under it */
     struct event *flush_ev;   /* pushes evhttp's output through the filter */
     struct event *write_ev;   /* the socket is writable again */
+    uint64_t charged;         /* body bytes of the request being read, reserved */
+    bool reject;              /* over --max-conns: shut down at once */
 };
+
+static void release_body(struct guard *g)
+{
+    lb_body_release(g->charged);
+    g->charged = 0;
+}
 
 static void refuse(struct guard *g, struct evbuffer *src, struct evbuffer *dst, int code)
 {
     if (code == 501)
         evbuffer_add_printf(dst, "CHRING-LB-REFUSED / HTTP/1.1\r\nHost: x\r\n\r\n");
+    else if (code == 503)
+        evbuffer_add_printf(dst, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                            lb_refused_target);
     else if (code == 413)
         evbuffer_add_printf(dst, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
                             lb_cfg.max_body + 1);
@@ -57,6 +75,7 @@ static void refuse(struct guard *g, struct evbuffer *src, struct evbuffer *dst, 
     evbuffer_drain(src, evbuffer_get_length(src));
     if (g->held)
         evbuffer_drain(g->held, evbuffer_get_length(g->held));
+    release_body(g);
     g->state = G_DEAD;
 }
 
@@ -124,6 +143,12 @@ static bool guard_head(struct guard *g, struct evbuffer *src, struct evbuffer *d
         rc = h1_request_framing(h);
     if (rc == 0 && h->framing == H1_LENGTH && h->length > lb_cfg.max_body)
         rc = 413;
+    if (rc == 0 && h->framing == H1_LENGTH) {
+        if (!lb_body_reserve(h->length))
+            rc = 503;
+        else
+            g->charged = h->length;
+    }
     if (rc != 0) {
         refuse(g, src, dst, rc);
         return true;
@@ -177,8 +202,16 @@ static enum bufferevent_filter_result guard_filter(struct evbuffer *src, struct 
             refuse(g, src, dst, 413);
             break;
         }
+        if (g->state == G_CHUNKED && g->body.total > g->charged) {
+            if (!lb_body_reserve(g->body.total - g->charged)) {
+                refuse(g, src, dst, 503);
+                break;
+            }
+            g->charged = g->body.total;
+        }
         if (rc == 0)
             break;
+        release_body(g); /* the body goes to evhttp: the request holds it from now on */
         if (g->state == G_CHUNKED) {
             evbuffer_add_printf(g->head, "Content-Length: %llu\r\n\r\n",
                                 (unsigned long long)g->body.total);
@@ -198,6 +231,12 @@ static void guard_flush_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct guard *g = arg;
+    if (g->reject) {
+        evutil_socket_t fd = bufferevent_getfd(g->sock);
+        if (fd >= 0)
+            shutdown(fd, SHUT_RDWR); /* evhttp sees the end of the connection and frees it */
+        return;
+    }
     bufferevent_flush(g->bev, EV_WRITE, BEV_NORMAL);
 }
 
@@ -252,12 +291,14 @@ static void guard_free(void *ctx)
     if (g->held)
         evbuffer_free(g->held);
     free(g->parsed);
+    release_body(g);
     free(g);
+    lb_conn_close();
 }
 
 struct bufferevent *lb_guard_bev(struct event_base *base, void *arg)
 {
-    (void)arg;
+    struct worker *w = arg;
     struct guard *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
@@ -277,8 +318,16 @@ struct bufferevent *lb_guard_bev(struct event_base *base, void *arg)
     g->sock = sock;
     g->flush_ev = event_new(base, -1, 0, guard_flush_cb, g);
     if (!g->flush_ev || !evbuffer_add_cb(bufferevent_get_output(bev), guard_outbuf_cb, g)) {
+        if (g->flush_ev)
+            event_free(g->flush_ev);
+        g->flush_ev = NULL;
+        lb_conn_open(w);       /* guard_free counts the connection closed */
         bufferevent_free(bev); /* frees g */
         return NULL;
+    }
+    if (!lb_conn_open(w)) {
+        g->reject = true;
+        event_active(g->flush_ev, 0, 0); /* after evhttp gave the bufferevent its socket */
     }
     return bev;
 }

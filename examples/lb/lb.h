@@ -31,7 +31,11 @@
  *   key.c         the routing key of a request
  *   forward.c     the backend request built from the client's request
  *   proxy.c       the proxying of one request: lease, attempts, retry, relay of the answer
- *   stats.c       GET /_chring/stats
+ *   limits.c      limits: connections (accept paused at the limit, EMFILE backoff), requests in
+ *                 flight, buffered body bytes in all
+ *   stats.c       GET /_chring/stats: the JSON, O(points) per request
+ *   status.c      the stats listener (--stats-listen, --stats-allow) and the status page
+ *                 GET /_chring/
  *   worker.c      worker threads: event loop, listener, the request entry point
  *   membership.c  the ring's writer side: --backend plus --members applied with chring_sync
  *   chring-lb.c   main: setup, signals, shutdown
@@ -90,6 +94,13 @@ struct lb_config {
     const char *members_file;
     lb_entries_t static_entries; /* from --backend */
     bool verbose;
+    /* limits (limits.c) and the stats listener (status.c) */
+    unsigned max_conns;      /* client connections in all; at the limit accept pauses */
+    unsigned max_requests;   /* requests in flight in all; above: 503 */
+    uint64_t max_body_total; /* request body bytes buffered in all; above: 503 */
+    char stats_host[256];    /* --stats-listen; stats_port 0: stats on the main listener */
+    uint16_t stats_port;
+    const char *stats_allow; /* --stats-allow: "any" or a comma-separated list of CIDRs */
 };
 
 /* Set once by lb_config_parse before any thread starts; read-only afterwards. */
@@ -264,7 +275,12 @@ struct worker {
     struct event_base *base;
     struct evhttp *http;
     struct event *stop_ev, *reap_ev, *free_ev;
-    struct bconn *dead; /* connections to free outside their own callbacks */
+    struct bconn *dead;              /* connections to free outside their own callbacks */
+    struct evconnlistener *listener; /* the worker's client listener */
+    struct event *limit_ev;          /* re-checks the connection limit (any thread may wake it) */
+    struct event *backoff_ev;        /* accept backoff after EMFILE and friends */
+    int backoff_ms;                  /* current backoff, 0: none */
+    bool listener_off;               /* the listener is disabled (limit or backoff) */
     struct proxy *active;
     _Atomic uint64_t requests, proxied, retries, bad_gateway, aborts, client_gone, no_backend,
         stats_served, active_n, pauses;
@@ -320,8 +336,56 @@ void lb_proxy_start(struct worker *w, struct evhttp_request *req);
 void lb_proxy_drop_all(struct worker *w);
 
 /* Answers GET (or HEAD) /_chring/stats with the ring's, every member's and the balancer's
- * statistics as JSON; any other method 405. */
+ * statistics as JSON; any other method 405.  O(points + members) per request.  w may be NULL
+ * (the stats listener on the main thread). */
 void lb_stats_serve(struct worker *w, struct evhttp_request *req);
+
+/* ------------------------------------------------------------------------------------------ */
+/* the stats listener and the status page (status.c)                                          */
+
+/* Parses --stats-allow (NULL: loopback only).  Returns 0 / -1 (reported). */
+int lb_stats_allow_parse(const char *list);
+/* A request to a /_chring/ path (path) on a worker (w) or on the stats listener (w NULL):
+ * answered 404 on the main listener when --stats-listen is set, 403 for a peer outside
+ * --stats-allow, else the JSON (stats) or the status page (/_chring/). */
+void lb_status_route(struct worker *w, struct evhttp_request *req, const char *path);
+/* Opens --stats-listen on the main thread's event base.  Returns 0 (also without
+ * --stats-listen) / -1 (logged). */
+int lb_status_start(struct event_base *base);
+void lb_status_stop(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* limits (limits.c)                                                                           */
+
+/* The counters of the limits, for the stats. */
+struct lb_limit_stats {
+    uint64_t conns, conns_refused, accept_errors, accept_backoffs, accept_pauses;
+    uint64_t requests_refused, body_bytes, body_refused;
+};
+void lb_limits_get(struct lb_limit_stats *out);
+/* Sets the defaults that depend on the process (max_conns from RLIMIT_NOFILE) and the random
+ * target of the 503 stand-in.  Main thread, before the workers. */
+void lb_limits_init(void);
+/* Worker w's listener: error callback (EMFILE backoff) and the limit event.  Returns 0 / -1. */
+int lb_limits_attach(struct worker *w, struct evconnlistener *listener);
+/* A client connection was accepted on w (its thread): false when it is over --max-conns (the
+ * caller closes it at once).  Either way lb_conn_close must follow. */
+bool lb_conn_open(struct worker *w);
+void lb_conn_close(void);
+/* Workers stopped: no more wake-ups between them. */
+void lb_limits_shutdown(void);
+/* A request enters the proxy: false above --max-requests (the caller answers 503). */
+bool lb_inflight_enter(void);
+void lb_inflight_leave(void);
+/* Body bytes buffered: reserve (false when it would exceed --max-body-total), charge (no
+ * check: bytes already admitted), release. */
+bool lb_body_reserve(uint64_t n);
+void lb_body_charge(uint64_t n);
+void lb_body_release(uint64_t n);
+/* The request target of the guard's 503 stand-in (random per process, not guessable). */
+extern char lb_refused_target[48];
+/* Answers the 503 stand-in (Retry-After, the connection closed). */
+void lb_send_overloaded(struct evhttp_request *req, const char *why);
 
 /* ------------------------------------------------------------------------------------------ */
 /* membership (membership.c)                                                                   */

@@ -44,6 +44,7 @@ struct proxy {
     struct h1_head *head;      /* scratch for parsing answer heads */
     struct evbuffer *out;      /* body bytes on their way to the client */
     struct proxy *prev, *next; /* worker->active */
+    uint64_t body_charged;     /* request body bytes counted in --max-body-total */
 };
 
 static int proxy_start_attempt(struct proxy *p);
@@ -89,6 +90,8 @@ static void proxy_finish(struct proxy *p)
     proxy_drop_conn(p);
     chring_release(lb_ring, &p->lease);
     proxy_unlink(p);
+    lb_body_release(p->body_charged);
+    lb_inflight_leave();
     if (p->out)
         evbuffer_free(p->out);
     free(p->head);
@@ -365,6 +368,10 @@ void lb_proxy_start(struct worker *w, struct evhttp_request *req)
         evhttp_request_free(req);
         return;
     }
+    if (!lb_inflight_enter()) {
+        lb_send_overloaded(req, "requests in flight at their limit (--max-requests)");
+        return;
+    }
     const char *key;
     size_t keylen;
     lb_request_key(req, &key, &keylen);
@@ -374,9 +381,14 @@ void lb_proxy_start(struct worker *w, struct evhttp_request *req)
         if (p)
             free(p->key);
         free(p);
+        lb_inflight_leave();
         lb_send_text(req, 503, "Service Unavailable", "out of memory");
         return;
     }
+    /* The guard handed the body's reservation over with the request: it is ours until the proxy
+     * finished (the body is kept for a retry). */
+    p->body_charged = evbuffer_get_length(evhttp_request_get_input_buffer(req));
+    lb_body_charge(p->body_charged);
     memcpy(p->key, key, keylen);
     p->key[keylen] = '\0';
     p->keylen = keylen;

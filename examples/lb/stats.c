@@ -7,6 +7,8 @@
 #include "lb.h"
 
 #include <event2/buffer.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 static void json_str(struct evbuffer *b, const char *s)
 {
@@ -30,39 +32,144 @@ static void add_ring(struct evbuffer *b, const chring_snap_t *s, const chring_st
     evbuffer_add_printf(b,
                         ",\"balance\":%.17g,\"version\":%llu,\"publishes\":%llu,\"members\":%llu,"
                         "\"points\":%llu,\"leases\":%llu,\"acquires\":%llu,\"spills\":%llu,"
-                        "\"saturated\":%llu},\n\"members\":[",
+                        "\"saturated\":%llu,\"down\":%llu,\"retries\":%llu,",
                         lb_cfg.balance, (unsigned long long)st->version,
                         (unsigned long long)st->publishes, (unsigned long long)st->members,
                         (unsigned long long)st->points, (unsigned long long)st->leases,
                         (unsigned long long)st->acquires, (unsigned long long)st->spills,
-                        (unsigned long long)st->saturated);
+                        (unsigned long long)st->saturated, (unsigned long long)st->down,
+                        (unsigned long long)st->retries);
+}
+
+/* Member index by pointer: an open-addressing table built once per request, O(members). */
+struct member_index {
+    const chring_member_t **key;
+    size_t *idx;
+    size_t cap;
+};
+
+static size_t ptr_hash(const void *p, size_t cap)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    return (size_t)(chring_mix64(x) & (cap - 1));
+}
+
+static int index_build(struct member_index *t, const chring_snap_t *s, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    t->key = calloc(cap, sizeof *t->key);
+    t->idx = calloc(cap, sizeof *t->idx);
+    t->cap = cap;
+    if (!t->key || !t->idx)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        const chring_member_t *m = chring_snap_member(s, i);
+        size_t j = ptr_hash(m, cap);
+        while (t->key[j])
+            j = (j + 1) & (cap - 1);
+        t->key[j] = m;
+        t->idx[j] = i;
+    }
+    return 0;
+}
+
+static size_t index_of(const struct member_index *t, const chring_member_t *m)
+{
+    for (size_t j = ptr_hash(m, t->cap);; j = (j + 1) & (t->cap - 1))
+        if (t->key[j] == m || !t->key[j])
+            return t->key[j] ? t->idx[j] : SIZE_MAX;
+}
+
+static void index_free(struct member_index *t)
+{
+    free(t->key);
+    free(t->idx);
+}
+
+/* Every member's arc share in one pass over the points (chring_member_share per member would
+ * cost O(members x points)): point i owns the arc (pos[i-1], pos[i]], point 0 the wrap. */
+static void shares(const chring_snap_t *s, const struct member_index *t, double *share)
+{
+    size_t np = chring_snap_points(s);
+    unsigned bits = chring_snap_hash_bits(s);
+    uint64_t mask = bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
+    double span = bits >= 64 ? 18446744073709551616.0 : (double)((uint64_t)1 << bits);
+    if (np == 0)
+        return;
+    uint64_t first, prev;
+    chring_snap_point(s, np - 1, &prev, NULL);
+    chring_snap_point(s, 0, &first, NULL);
+    for (size_t i = 0; i < np; i++) {
+        uint64_t pos;
+        const chring_member_t *m;
+        chring_snap_point(s, i, &pos, &m);
+        size_t k = index_of(t, m);
+        if (k != SIZE_MAX) {
+            if (i == 0 && first == prev) /* every point at one position: the whole circle */
+                share[k] += 1.0;
+            else
+                share[k] += (double)((pos - prev) & mask) / span;
+        }
+        prev = pos;
+    }
+}
+
+/* The ring drawn by the status page: the owner of LB_ARCS evenly spaced positions, as runs
+ * [first position, member index], O(LB_ARCS log points). */
+#define LB_ARCS 720
+
+static void add_arcs(struct evbuffer *b, const chring_snap_t *s, const struct member_index *t)
+{
+    unsigned bits = chring_snap_hash_bits(s);
+    evbuffer_add_printf(b, "\"arcs_of\":%d,\"arcs\":[", LB_ARCS);
+    size_t last = SIZE_MAX;
+    bool first = true;
+    for (unsigned i = 0; i < LB_ARCS && chring_snap_points(s) > 0; i++) {
+        /* position i/LB_ARCS of the circle, in the profile's width */
+        uint64_t h = bits >= 64 ? (uint64_t)((double)i / LB_ARCS * 18446744073709551615.0)
+                                : (uint64_t)i * (((uint64_t)1 << bits) / LB_ARCS);
+        size_t k = index_of(t, chring_snap_lookup_hash(s, h));
+        if (k == last)
+            continue;
+        evbuffer_add_printf(b, "%s[%u,%zd]", first ? "" : ",", i,
+                            k == SIZE_MAX ? (ssize_t)-1 : (ssize_t)k);
+        last = k;
+        first = false;
+    }
+    evbuffer_add(b, "],", 2);
 }
 
 static void add_member(struct evbuffer *b, const chring_snap_t *s, const chring_member_t *m,
-                       bool first)
+                       double share, bool first)
 {
     chring_member_stats_t ms;
     chring_member_stats(m, &ms);
     struct backend *be = chring_member_udata(m);
     evbuffer_add_printf(b, "%s\n {\"name\":", first ? "" : ",");
     json_str(b, chring_member_name(m));
+    bool down = chring_member_is_down(m) > 0;
     evbuffer_add_printf(b,
                         ",\"weight\":%u,\"load\":%llu,\"capacity\":%llu,\"acquires\":%llu,"
-                        "\"primary\":%llu,\"spilled_in\":%llu,\"share\":%.6f",
+                        "\"primary\":%llu,\"spilled_in\":%llu,\"share\":%.6f,\"scale\":%.4f,"
+                        "\"ring_down\":%s",
                         chring_snap_weight(s, m), (unsigned long long)ms.load,
                         (unsigned long long)chring_member_capacity(lb_ring, s, m),
                         (unsigned long long)ms.acquires, (unsigned long long)ms.primary,
-                        (unsigned long long)ms.spilled_in, chring_member_share(s, m));
-    if (be)
+                        (unsigned long long)ms.spilled_in, share, chring_member_scale(m),
+                        down ? "true" : "false");
+    if (be) {
+        down |= lb_backend_down(be);
         evbuffer_add_printf(
             b,
             ",\"requests\":%llu,\"failures\":%llu,\"retries_in\":%llu,"
-            "\"bytes_out\":%llu,\"skipped\":%llu,"
-            "\"down\":%s",
+            "\"bytes_out\":%llu,\"skipped\":%llu",
             (unsigned long long)GET(be->requests), (unsigned long long)GET(be->failures),
             (unsigned long long)GET(be->retries_in), (unsigned long long)GET(be->bytes_out),
-            (unsigned long long)GET(be->skipped), lb_backend_down(be) ? "true" : "false");
-    evbuffer_add(b, "}", 1);
+            (unsigned long long)GET(be->skipped));
+    }
+    evbuffer_add_printf(b, ",\"down\":%s}", down ? "true" : "false");
 }
 
 static void add_balancer(struct evbuffer *b)
@@ -86,12 +193,25 @@ static void add_balancer(struct evbuffer *b)
         "],\n\"balancer\":{\"threads\":%u,\"requests\":%llu,\"proxied\":%llu,"
         "\"retries\":%llu,\"bad_gateway\":%llu,\"aborted\":%llu,\"client_gone\":%llu,"
         "\"no_backend\":%llu,\"stats\":%llu,\"active\":%llu,\"reloads\":%llu,"
-        "\"reload_errors\":%llu,\"backpressure_pauses\":%llu}}\n",
+        "\"reload_errors\":%llu,\"backpressure_pauses\":%llu}",
         lb_cfg.threads, (unsigned long long)t[0], (unsigned long long)t[1],
         (unsigned long long)t[2], (unsigned long long)t[3], (unsigned long long)t[4],
         (unsigned long long)t[5], (unsigned long long)t[6], (unsigned long long)t[7],
         (unsigned long long)t[8], (unsigned long long)GET(lb_reloads),
         (unsigned long long)GET(lb_reload_errors), (unsigned long long)t[9]);
+    struct lb_limit_stats l;
+    lb_limits_get(&l);
+    evbuffer_add_printf(b,
+                        ",\n\"limits\":{\"conns\":%llu,\"max_conns\":%u,\"conns_refused\":%llu,"
+                        "\"accept_pauses\":%llu,\"accept_errors\":%llu,\"accept_backoffs\":%llu,"
+                        "\"max_requests\":%u,\"requests_refused\":%llu,\"body_bytes\":%llu,"
+                        "\"max_body_total\":%llu,\"body_refused\":%llu}}\n",
+                        (unsigned long long)l.conns, lb_cfg.max_conns,
+                        (unsigned long long)l.conns_refused, (unsigned long long)l.accept_pauses,
+                        (unsigned long long)l.accept_errors, (unsigned long long)l.accept_backoffs,
+                        lb_cfg.max_requests, (unsigned long long)l.requests_refused,
+                        (unsigned long long)l.body_bytes, (unsigned long long)lb_cfg.max_body_total,
+                        (unsigned long long)l.body_refused);
 }
 
 void lb_stats_serve(struct worker *w, struct evhttp_request *req)
@@ -101,7 +221,10 @@ void lb_stats_serve(struct worker *w, struct evhttp_request *req)
         lb_send_text(req, 405, "Method Not Allowed", "GET only");
         return;
     }
-    ADD(w->stats_served, 1);
+    if (w)
+        ADD(w->stats_served, 1);
+    else
+        ADD(lb_workers[0].stats_served, 1);
     struct evbuffer *b = evbuffer_new();
     if (!b) {
         evhttp_send_error(req, 500, NULL);
@@ -110,11 +233,27 @@ void lb_stats_serve(struct worker *w, struct evhttp_request *req)
     chring_stats_t st;
     chring_stats(lb_ring, &st);
     const chring_snap_t *s = chring_snap_enter(lb_ring);
-    add_ring(b, s, &st);
     size_t n = chring_snap_len(s);
+    struct member_index t;
+    double *share = calloc(n + 1, sizeof *share);
+    if (!share || index_build(&t, s, n) < 0) {
+        chring_snap_exit(lb_ring, s);
+        if (share)
+            index_free(&t);
+        free(share);
+        evbuffer_free(b);
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    shares(s, &t, share);
+    add_ring(b, s, &st);
+    add_arcs(b, s, &t);
+    evbuffer_add_printf(b, "\"hash_bits\":%u},\n\"members\":[", chring_snap_hash_bits(s));
     for (size_t i = 0; i < n; i++)
-        add_member(b, s, chring_snap_member(s, i), i == 0);
+        add_member(b, s, chring_snap_member(s, i), share[i], i == 0);
     chring_snap_exit(lb_ring, s);
+    index_free(&t);
+    free(share);
     add_balancer(b);
     struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
     evhttp_add_header(oh, "Content-Type", "application/json");

@@ -20,8 +20,10 @@ static void on_request(struct evhttp_request *req, void *arg)
     ADD(w->requests, 1);
     const struct evhttp_uri *pu = evhttp_request_get_evhttp_uri(req);
     const char *path = pu ? evhttp_uri_get_path(pu) : NULL;
-    if (path && strcmp(path, "/_chring/stats") == 0)
-        lb_stats_serve(w, req);
+    if (path && strncmp(path, "/_chring/", 9) == 0)
+        lb_status_route(w, req, path);
+    else if (path && strcmp(path, lb_refused_target) == 0)
+        lb_send_overloaded(req, "buffered request bodies at their limit (--max-body-total)");
     else
         lb_proxy_start(w, req);
 }
@@ -115,20 +117,23 @@ int lb_worker_init(struct worker *w, unsigned id, int shared_fd)
         if (fd < 0)
             return -1;
     }
-    if (!evhttp_accept_socket_with_handle(w->http, fd)) {
+    struct evhttp_bound_socket *bound = evhttp_accept_socket_with_handle(w->http, fd);
+    if (!bound) {
         close(fd);
         return -1;
     }
-    return 0;
+    return lb_limits_attach(w, evhttp_bound_socket_get_listener(bound));
 }
 
 void lb_worker_cleanup(struct worker *w)
 {
     /* Freeing the server closes the client connections; the close callbacks cancel backend
      * requests and release leases. */
+    lb_limits_shutdown();
     if (w->http)
         evhttp_free(w->http);
     w->http = NULL;
+    w->listener = NULL;
     lb_proxy_drop_all(w);
     lb_pool_free_dead_cb(-1, 0, w);
 }
@@ -141,6 +146,11 @@ void lb_worker_free(struct worker *w)
         event_free(w->reap_ev);
     if (w->free_ev)
         event_free(w->free_ev);
+    if (w->limit_ev)
+        event_free(w->limit_ev);
+    if (w->backoff_ev)
+        event_free(w->backoff_ev);
+    w->limit_ev = w->backoff_ev = NULL;
     if (w->base)
         event_base_free(w->base);
 }

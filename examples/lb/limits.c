@@ -1,0 +1,248 @@
+/* chring-lb: limits in all: client connections, requests in flight, buffered body bytes, and the
+ * accept backoff when the process runs out of descriptors.
+ *
+ * SPDX-License-Identifier: MIT
+ *
+ * Connections (--max-conns).  Every accepted client connection is counted from the request
+ * guard's creation to its free.  When the count reaches the limit every worker disables its
+ * listener, so connections beyond the limit wait in the kernel's accept queue (HAProxy's maxconn
+ * does the same) instead of costing a descriptor and a buffer each; when a connection closes below
+ * the limit the workers enable their listeners again.  Workers accept in parallel, so one may
+ * accept a connection while another reaches the limit: such a connection (over the limit) is shut
+ * down at once, so the count of connections served never exceeds the limit.  The wake-ups go
+ * through one event per worker (event_active is thread-safe with evthread_use_pthreads); each
+ * worker enables or disables only its own listener, on its own thread.
+ *
+ * EMFILE.  accept() failing for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)
+ * leaves the connection in the queue, so a listener left enabled is readable again at once and
+ * the loop spins.  The listener is disabled instead and enabled again after a backoff that
+ * starts at 10 ms and doubles up to 1 s; an accept that succeeds resets it.  The error is logged
+ * at most once a second with the number of errors since.
+ *
+ * Requests in flight (--max-requests) and buffered body bytes (--max-body-total): atomic counters
+ * shared by every worker.  A body with a Content-Length is reserved whole when its head arrives
+ * (before any of it is read), a chunked one as it grows; the guard holds the reservation while
+ * the body is read and hands it over with the request, which holds it until the proxy finished.
+ * Above either limit the answer is 503 with Retry-After.
+ */
+#define _GNU_SOURCE
+#include "lb.h"
+
+#include <errno.h>
+#include <event2/listener.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+char lb_refused_target[48];
+
+static _Atomic uint64_t conns, conns_refused, accept_errors, accept_backoffs, accept_pauses;
+static _Atomic uint64_t inflight, requests_refused, body_bytes, body_refused;
+static _Atomic bool limit_hit; /* some listener was disabled for the connection limit */
+static _Atomic bool stopping;  /* workers stopped: no more wake-ups */
+static _Atomic int64_t last_log_ms;
+static _Atomic uint64_t errors_since_log;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void lb_limits_init(void)
+{
+    if (lb_cfg.max_conns == 0) {
+        /* A proxied connection costs two descriptors (client and backend); keep a reserve for
+         * listeners, logs, the stats listener and idle pools. */
+        struct rlimit rl;
+        uint64_t nofile = 1024;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            nofile = rl.rlim_cur;
+        uint64_t n = nofile > 64 + 32 ? (nofile - 64) / 2 : 16;
+        lb_cfg.max_conns = (unsigned)(n > 100000 ? 100000 : n);
+    }
+    unsigned char rnd[16];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        uint64_t t = (uint64_t)now_ms() ^ ((uint64_t)getpid() << 32);
+        memcpy(rnd, &t, sizeof t);
+        memcpy(rnd + 8, &rnd, sizeof t);
+    }
+    int k = snprintf(lb_refused_target, sizeof lb_refused_target, "/.chring-lb-refused/");
+    for (size_t i = 0; i < sizeof rnd && k + 2 < (int)sizeof lb_refused_target; i++)
+        k += snprintf(lb_refused_target + k, sizeof lb_refused_target - (size_t)k, "%02x", rnd[i]);
+}
+
+void lb_limits_get(struct lb_limit_stats *out)
+{
+    out->conns = GET(conns);
+    out->conns_refused = GET(conns_refused);
+    out->accept_errors = GET(accept_errors);
+    out->accept_backoffs = GET(accept_backoffs);
+    out->accept_pauses = GET(accept_pauses);
+    out->requests_refused = GET(requests_refused);
+    out->body_bytes = GET(body_bytes);
+    out->body_refused = GET(body_refused);
+}
+
+/* Enables or disables w's listener as the connection limit and the backoff say.  w's thread. */
+static void listener_update(struct worker *w)
+{
+    bool backoff = w->backoff_ev && evtimer_pending(w->backoff_ev, NULL);
+    bool full = GET(conns) >= lb_cfg.max_conns;
+    bool off = backoff || full;
+    if (off == w->listener_off || !w->listener)
+        return;
+    if (off) {
+        evconnlistener_disable(w->listener);
+        if (full) {
+            ADD(accept_pauses, 1);
+            atomic_store(&limit_hit, true);
+        }
+    } else {
+        evconnlistener_enable(w->listener);
+    }
+    w->listener_off = off;
+}
+
+static void on_limit(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    listener_update(arg);
+}
+
+static void wake_all(void)
+{
+    if (atomic_load(&stopping))
+        return;
+    for (unsigned i = 0; i < lb_cfg.threads; i++)
+        if (lb_workers[i].limit_ev)
+            event_active(lb_workers[i].limit_ev, 0, 0);
+}
+
+static void on_backoff_end(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    listener_update(arg); /* backoff_ms stays until an accept succeeds: the next error doubles it */
+}
+
+static void on_accept_error(struct evconnlistener *listener, void *arg)
+{
+    (void)arg; /* evhttp's: the worker is found by its listener */
+    struct worker *w = NULL;
+    for (unsigned i = 0; i < lb_cfg.threads && !w; i++)
+        if (lb_workers[i].listener == listener)
+            w = &lb_workers[i];
+    if (!w) {
+        evconnlistener_disable(listener);
+        return;
+    }
+    int err = EVUTIL_SOCKET_ERROR();
+    ADD(accept_errors, 1);
+    ADD(errors_since_log, 1);
+    int64_t t = now_ms();
+    int64_t last = GET(last_log_ms);
+    if (t - last >= 1000 && atomic_compare_exchange_strong_explicit(
+                                &last_log_ms, &last, t, memory_order_relaxed, memory_order_relaxed))
+        lb_log("accept: %s (%llu errors in the last second or so): accepting paused with backoff",
+               strerror(err),
+               (unsigned long long)atomic_exchange_explicit(&errors_since_log, 0,
+                                                            memory_order_relaxed));
+    w->backoff_ms = w->backoff_ms ? w->backoff_ms * 2 : 10;
+    if (w->backoff_ms > 1000)
+        w->backoff_ms = 1000;
+    ADD(accept_backoffs, 1);
+    if (!w->listener_off) {
+        evconnlistener_disable(w->listener);
+        w->listener_off = true;
+    }
+    struct timeval tv = {w->backoff_ms / 1000, (w->backoff_ms % 1000) * 1000};
+    event_add(w->backoff_ev, &tv);
+}
+
+int lb_limits_attach(struct worker *w, struct evconnlistener *listener)
+{
+    w->listener = listener;
+    w->limit_ev = event_new(w->base, -1, 0, on_limit, w);
+    w->backoff_ev = evtimer_new(w->base, on_backoff_end, w);
+    if (!w->limit_ev || !w->backoff_ev)
+        return -1;
+    evconnlistener_set_error_cb(listener, on_accept_error);
+    return 0;
+}
+
+bool lb_conn_open(struct worker *w)
+{
+    uint64_t n = ADD(conns, 1) + 1;
+    w->backoff_ms = 0; /* descriptors were available */
+    if (n >= lb_cfg.max_conns)
+        wake_all();
+    if (n > lb_cfg.max_conns) {
+        ADD(conns_refused, 1);
+        return false;
+    }
+    return true;
+}
+
+void lb_conn_close(void)
+{
+    uint64_t n = SUB(conns, 1) - 1;
+    if (n < lb_cfg.max_conns && atomic_exchange(&limit_hit, false))
+        wake_all();
+}
+
+void lb_limits_shutdown(void)
+{
+    atomic_store(&stopping, true);
+}
+
+bool lb_inflight_enter(void)
+{
+    if (ADD(inflight, 1) + 1 > lb_cfg.max_requests) {
+        SUB(inflight, 1);
+        ADD(requests_refused, 1);
+        return false;
+    }
+    return true;
+}
+
+void lb_inflight_leave(void)
+{
+    SUB(inflight, 1);
+}
+
+bool lb_body_reserve(uint64_t n)
+{
+    if (n == 0)
+        return true;
+    if (ADD(body_bytes, n) + n > lb_cfg.max_body_total) {
+        SUB(body_bytes, n);
+        ADD(body_refused, 1);
+        return false;
+    }
+    return true;
+}
+
+void lb_body_charge(uint64_t n)
+{
+    ADD(body_bytes, n);
+}
+
+void lb_body_release(uint64_t n)
+{
+    SUB(body_bytes, n);
+}
+
+void lb_send_overloaded(struct evhttp_request *req, const char *why)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    evhttp_add_header(oh, "Retry-After", "1");
+    evhttp_add_header(oh, "Connection", "close");
+    lb_send_text(req, 503, "Service Unavailable", why);
+}
