@@ -1,0 +1,708 @@
+#!/usr/bin/env python3
+"""Tests of ngx_http_upstream_chring_module with the real nginx of the system (docs/nginx.md).
+
+    nginx_test.py CASE        run one case (see CASES at the end)
+    nginx_test.py --backend PORT   (internal) one backend process
+
+Each case starts nginx (the stock binary, the module loaded with load_module) with its own
+temporary prefix, configuration and ports on 127.0.0.1, and Python backends it starts itself;
+everything is stopped by its PID when the case ends, also on failure.  Every loop and every wait
+is bounded.  Expected owners come from chring-nginx-expect (plain chring lookups) and, for the
+nginx profile, from nginx's own `hash $arg_k consistent` on the same servers.
+"""
+import http.client
+import http.server
+import json
+import math
+import os
+import signal
+import socket
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+
+NGINX = os.environ.get("CHRING_NGINX_BIN", "/usr/sbin/nginx")
+MODULE = os.environ.get("CHRING_NGINX_MODULE", "ngx_http_upstream_chring_module.so")
+EXPECT = os.environ.get("CHRING_NGINX_EXPECT", "chring-nginx-expect")
+
+
+# nginx takes inherited listening sockets from an NGINX variable in its environment: children get
+# an environment without one.
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "NGINX"}
+
+
+class TestFailure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# The backend: "<port>\n" for every request, after ?sleep=MS; it counts its requests in flight per
+# (X-Worker, X-Up) pair and keeps the highest count, served at /_stats and reset at /_reset.
+# ------------------------------------------------------------------------------------------------
+
+
+def backend_main(port):
+    lock = threading.Lock()
+    inflight = {}
+    peak = {}
+    served = [0]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+        disable_nagle_algorithm = True
+
+        def log_message(self, *a):
+            pass
+
+        def answer(self, body, ctype="text/plain"):
+            data = body.encode()
+            head = ("HTTP/1.0 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
+                    "Connection: close\r\n\r\n" % (ctype, len(data))).encode()
+            self.wfile.write(head + data)  # one write (docs: Nagle and delayed ACKs)
+
+        def do_GET(self):
+            u = urllib.parse.urlsplit(self.path)
+            if u.path == "/_stats":
+                with lock:
+                    body = json.dumps({"served": served[0],
+                                       "peak": {"%s %s" % k: v for k, v in peak.items()}})
+                self.answer(body, "application/json")
+                return
+            if u.path == "/_reset":
+                with lock:
+                    peak.clear()
+                    served[0] = 0
+                self.answer("reset\n")
+                return
+            q = urllib.parse.parse_qs(u.query)
+            who = (self.headers.get("X-Worker", "-"), self.headers.get("X-Up", "-"))
+            with lock:
+                inflight[who] = inflight.get(who, 0) + 1
+                peak[who] = max(peak.get(who, 0), inflight[who])
+                served[0] += 1
+            try:
+                ms = int(q.get("sleep", ["0"])[0])
+                if ms > 0:
+                    time.sleep(min(ms, 5000) / 1000.0)
+                self.answer("%d\n" % port)
+            finally:
+                with lock:
+                    inflight[who] -= 1
+
+    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+        request_queue_size = 256
+
+    srv = Server(("127.0.0.1", port), Handler)
+    signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
+    srv.serve_forever()
+
+
+# ------------------------------------------------------------------------------------------------
+# Processes
+# ------------------------------------------------------------------------------------------------
+
+_ports_taken = set()
+
+
+def free_port():
+    for _ in range(100):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port not in _ports_taken:
+            _ports_taken.add(port)
+            return port
+    raise TestFailure("no free port")
+
+
+def wait_port(port, timeout=10.0, proc=None):
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc is not None and proc.poll() is not None:
+            raise TestFailure("process exited with %s before listening on %d" % (proc.returncode, port))
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TestFailure("nothing listens on port %d after %.0fs" % (port, timeout))
+
+
+class Env:
+    """A temporary directory and every process started in it."""
+
+    def __init__(self, name):
+        self.dir = tempfile.mkdtemp(prefix="chring-nginx-%s-" % name)
+        os.chmod(self.dir, 0o755)
+        self.procs = []
+
+    def path(self, *p):
+        return os.path.join(self.dir, *p)
+
+    def spawn(self, name, argv):
+        out = open(self.path(name + ".out"), "wb")
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             env=CHILD_ENV)
+        out.close()
+        self.procs.append(p)
+        return p
+
+    @staticmethod
+    def stop(p, sig=signal.SIGTERM):
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait(5)
+
+    def close(self):
+        for p in reversed(self.procs):
+            self.stop(p)
+        if os.environ.get("CHRING_NGINX_KEEP_TMP"):
+            log("kept", self.dir)
+        else:
+            subprocess.run(["rm", "-rf", self.dir], check=False)
+
+
+class Backend:
+    def __init__(self, env):
+        self.env = env
+        self.port = free_port()
+        self.name = "127.0.0.1:%d" % self.port
+        self.proc = None
+
+    def start(self):
+        self.proc = self.env.spawn("backend-%d" % self.port,
+                                   [sys.executable, os.path.abspath(__file__), "--backend", str(self.port)])
+        wait_port(self.port, proc=self.proc)
+
+    def stop(self):
+        Env.stop(self.proc)
+
+    def get(self, path):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            c.request("GET", path)
+            return c.getresponse().read()
+        finally:
+            c.close()
+
+    def stats(self):
+        return json.loads(self.get("/_stats"))
+
+    def reset(self):
+        self.get("/_reset")
+
+
+class Nginx:
+    """The stock nginx with the module, its own prefix directory and configuration."""
+
+    def __init__(self, env, workers=2):
+        self.env = env
+        self.d = env.path("nginx")
+        for sub in ("", "tmp", "logs"):
+            os.makedirs(os.path.join(self.d, sub), exist_ok=True)
+        self.conf = os.path.join(self.d, "nginx.conf")
+        self.workers = workers
+        self.proc = None
+        self.port = free_port()
+
+    def text(self, http_body, load=True):
+        return """
+{load}
+worker_processes {workers};
+daemon off;
+master_process on;
+pid {d}/nginx.pid;
+error_log {d}/logs/error.log notice;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {d}/logs/access.log;
+    client_body_temp_path {d}/tmp/body;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+    proxy_set_header X-Worker $pid;
+    add_header X-Chring-Member $chring_member always;
+    add_header X-Chring-Spilled $chring_spilled always;
+{body}
+}}
+""".format(load=("load_module %s;" % os.path.abspath(MODULE)) if load else "",
+           workers=self.workers, d=self.d, body=http_body)
+
+    def write(self, http_body, path=None):
+        with open(path or self.conf, "w") as f:
+            f.write(self.text(http_body))
+
+    def test_config(self, http_body):
+        """nginx -t on a configuration: (exit status, output)."""
+        p = self.env.path("t-%d.conf" % free_port())
+        self.write(http_body, p)
+        r = subprocess.run([NGINX, "-t", "-p", self.d, "-e", self.d + "/logs/t.log", "-c", p],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30, env=CHILD_ENV)
+        return r.returncode, r.stdout.decode(errors="replace")
+
+    def start(self, http_body):
+        self.write(http_body)
+        self.proc = self.env.spawn("nginx", [NGINX, "-p", self.d, "-e", self.d + "/logs/error.log",
+                                             "-c", self.conf])
+        wait_port(self.port, proc=self.proc)
+        self.wait_workers(set())
+
+    def workers_now(self):
+        try:
+            with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
+                return set(int(x) for x in f.read().split())
+        except OSError:
+            return set()
+
+    def wait_workers(self, old, timeout=30.0):
+        """Waits until the master has its worker count of children, none of them in old."""
+        end = time.time() + timeout
+        while time.time() < end:
+            check(self.proc.poll() is None, "nginx exited with %s" % self.proc.returncode)
+            now = self.workers_now()
+            if len(now) == self.workers and not (now & old):
+                return now
+            time.sleep(0.02)
+        raise TestFailure("nginx workers did not turn over in %.0fs (old %s, now %s)"
+                          % (timeout, sorted(old), sorted(self.workers_now())))
+
+    def reload(self, http_body):
+        old = self.workers_now()
+        self.write(http_body)
+        os.kill(self.proc.pid, signal.SIGHUP)
+        return self.wait_workers(old)
+
+    def stop(self):
+        if self.proc is not None:
+            Env.stop(self.proc, signal.SIGQUIT)
+
+    def error_log(self):
+        try:
+            with open(os.path.join(self.d, "logs", "error.log")) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+def get(port, path, timeout=20):
+    """GET through nginx: (status, body, member header, spilled header)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        body = r.read().decode(errors="replace").strip()
+        return r.status, body, r.getheader("X-Chring-Member", ""), r.getheader("X-Chring-Spilled", "")
+    finally:
+        c.close()
+
+
+def expect(profile, vnodes, members, keys, down=()):
+    """Owners of keys by the library (members: [(name, weight)])."""
+    argv = [EXPECT, profile, str(vnodes)] + ["%s=%d" % m for m in members] + ["-" + d for d in down]
+    r = subprocess.run(argv, input="".join(k + "\n" for k in keys).encode(), stdout=subprocess.PIPE,
+                       timeout=60, check=True)
+    out = r.stdout.decode().split("\n")[: len(keys)]
+    check(len(out) == len(keys), "oracle answered %d of %d keys" % (len(out), len(keys)))
+    return dict(zip(keys, out))
+
+
+def upstream(name, directive, backends, params=None):
+    lines = ["    upstream %s {" % name, "        %s;" % directive]
+    for b in backends:
+        lines.append("        server %s%s;" % (b.name, (params or {}).get(b.name, "")))
+    lines.append("    }")
+    return "\n".join(lines)
+
+
+def front(port, locations):
+    """A server on port proxying /<tag>/ to upstream <tag> (X-Up: <tag>)."""
+    body = ["    server {", "        listen 127.0.0.1:%d;" % port]
+    for tag in locations:
+        body.append("        location /%s/ { proxy_set_header X-Up %s; proxy_pass http://%s; }"
+                    % (tag, tag, tag))
+    body.append("    }")
+    return "\n".join(body)
+
+
+def route(port, tag, keys, extra=""):
+    """Sequential requests: key -> (backend name that answered, $chring_member, $chring_spilled)."""
+    out = {}
+    for k in keys:
+        st, body, member, spilled = get(port, "/%s/?k=%s%s" % (tag, urllib.parse.quote(k, safe=":/"), extra))
+        check(st == 200, "/%s/ key %r: status %d (%s)" % (tag, k, st, body))
+        out[k] = ("127.0.0.1:%s" % body, member, spilled)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Cases
+# ------------------------------------------------------------------------------------------------
+
+
+def case_placement(env):
+    """Sequential requests (no load) go to the key's owner: the library's own answers for the
+    default profile and for profile=nginx, and nginx's own hash ... consistent for the latter."""
+    backends = [Backend(env) for _ in range(5)]
+    for b in backends:
+        b.start()
+    weights = {backends[1].name: 2, backends[3].name: 3}
+    params = {n: " weight=%d" % w for n, w in weights.items()}
+    members = [(b.name, weights.get(b.name, 1)) for b in backends]
+    ng = Nginx(env)
+    ng.start("\n".join([
+        upstream("lib", "chring $arg_k vnodes=100", backends, params),
+        upstream("ngx", "chring $arg_k profile=nginx", backends, params),
+        upstream("gold", "hash $arg_k consistent", backends, params),
+        front(ng.port, ["lib", "ngx", "gold"])]))
+    keys = ["user:%d" % i for i in range(400)] + ["k%d" % (i * 7919) for i in range(200)]
+    lib = route(ng.port, "lib", keys)
+    want = expect("hash64", 100, members, keys)
+    bad = [k for k in keys if lib[k][0] != want[k]]
+    check(not bad, "hash64: %d of %d keys not on the library's owner, e.g. %r: %s against %s"
+          % (len(bad), len(keys), bad[:1], bad and lib[bad[0]][0], bad and want[bad[0]]))
+    check(all(lib[k][1] == lib[k][0] and lib[k][2] == "0" for k in keys),
+          "$chring_member / $chring_spilled do not name the owner with no spill")
+    check(len(set(v[0] for v in lib.values())) == 5, "not every backend got keys")
+    ngx = route(ng.port, "ngx", keys)
+    gold = route(ng.port, "gold", keys)
+    want = expect("nginx", 160, members, keys)
+    bad = [k for k in keys if ngx[k][0] != want[k]]
+    check(not bad, "profile=nginx: %d keys not on the library's owner" % len(bad))
+    bad = [k for k in keys if ngx[k][0] != gold[k][0]]
+    check(not bad, "profile=nginx: %d of %d keys not where nginx's hash consistent puts them, "
+          "e.g. %r: %s against %s" % (len(bad), len(keys), bad[:1], bad and ngx[bad[0]][0],
+                                      bad and gold[bad[0]][0]))
+    moved = sum(1 for k in keys if lib[k][0] != ngx[k][0])
+    check(moved > 0, "the default and nginx profiles agree on every key (the test cannot tell them apart)")
+    log("placement: %d keys, hash64 = library, nginx = library = nginx's hash consistent" % len(keys))
+
+
+def hot(port, path, clients, rounds):
+    """rounds x clients concurrent requests of path; returns the answers."""
+    answers = []
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        for _ in range(rounds):
+            answers += list(pool.map(lambda _: get(port, path), range(clients)))
+    return answers
+
+
+def case_hotkey(env):
+    """One hot key under concurrent clients with slow backends: with chring several backends
+    serve it and none holds more than its capacity per worker; nginx's hash consistent sends it
+    all to one backend."""
+    backends = [Backend(env) for _ in range(4)]
+    for b in backends:
+        b.start()
+    clients, balance = 16, 1.25
+    ng = Nginx(env, workers=2)
+    ng.start("\n".join([
+        upstream("hot", "chring $arg_k balance=%g" % balance, backends),
+        upstream("gold", "hash $arg_k consistent", backends),
+        front(ng.port, ["hot", "gold"])]))
+    answers = hot(ng.port, "/hot/?k=celebrity&sleep=300", clients, 4)
+    check(all(a[0] == 200 for a in answers), "a hot-key request failed: %s"
+          % [a for a in answers if a[0] != 200][:3])
+    served = set(a[1] for a in answers)
+    spilled = sum(1 for a in answers if a[3] == "1")
+    check(len(served) >= 3, "the hot key was served by %d backend(s) only" % len(served))
+    check(spilled > 0, "no answer says $chring_spilled=1")
+    # Per worker the bound is ceil(c * (m + 1) / n) with m < clients: at most ceil(c * clients / n).
+    cap = math.ceil(balance * clients / len(backends))
+    peaks = {}
+    for b in backends:
+        for who, v in b.stats()["peak"].items():
+            if who.endswith(" hot"):
+                peaks[(b.port, who)] = v
+    check(peaks, "the backends saw no hot requests")
+    over = {k: v for k, v in peaks.items() if v > cap}
+    check(not over, "above the capacity %d of one worker: %s" % (cap, over))
+    log("hotkey: %d backends served it, %d spills, peaks per worker %s (cap %d)"
+        % (len(served), spilled, sorted(peaks.values()), cap))
+    gold = hot(ng.port, "/gold/?k=celebrity&sleep=300", clients, 1)
+    check(len(set(a[1] for a in gold)) == 1, "nginx's hash consistent spread the hot key (the "
+          "control should concentrate it)")
+
+
+def case_backend_down(env):
+    """A backend stopped: its keys go to the next replica, every request is answered; once it is
+    back and fail_timeout has passed, it gets exactly its keys again."""
+    backends = [Backend(env) for _ in range(4)]
+    for b in backends:
+        b.start()
+    members = [(b.name, 1) for b in backends]
+    ng = Nginx(env, workers=2)
+    params = {b.name: " max_fails=1 fail_timeout=2s" for b in backends}
+    ng.start("\n".join([upstream("u", "chring $arg_k", backends, params), front(ng.port, ["u"])]))
+    keys = ["session-%d" % i for i in range(300)]
+    before = route(ng.port, "u", keys)
+    victim = backends[2]
+    check(sum(1 for v in before.values() if v[0] == victim.name) > 20, "the victim owns too few keys")
+    victim.stop()
+    after = route(ng.port, "u", keys)
+    want = expect("hash64", 160, members, keys, down=[victim.name])
+    bad = [k for k in keys if after[k][0] != want[k]]
+    check(not bad, "%d keys not on the next replica with %s down, e.g. %r: %s against %s"
+          % (len(bad), victim.name, bad[:1], bad and after[bad[0]][0], bad and want[bad[0]]))
+    kept = [k for k in keys if before[k][0] != victim.name]
+    check(all(after[k][0] == before[k][0] for k in kept), "a key of a live backend moved")
+    retried = [k for k in keys if after[k][1].startswith(victim.name + ", ")]
+    check(retried, "no request shows the failed try in $chring_member")
+    check(all(after[k][1].split(", ")[-1] == after[k][0] for k in keys),
+          "$chring_member's last name is not the backend that answered")
+    log("backend-down: %d keys moved to the next replica, %d requests retried after the failed try"
+        % (len(keys) - len(kept), len(retried)))
+    # Back up: after fail_timeout its keys return to it (one trial request per worker first).
+    victim.start()
+    end = time.time() + 30
+    while True:
+        time.sleep(0.5)
+        again = route(ng.port, "u", keys)
+        if all(again[k][0] == before[k][0] for k in keys):
+            break
+        check(time.time() < end, "the restarted backend did not get its keys back in 30 s")
+    log("backend-down: the restarted backend has exactly its keys again")
+
+
+def case_reload(env):
+    """nginx -s reload with one server removed moves only its keys; adding it back restores the
+    first placement."""
+    backends = [Backend(env) for _ in range(5)]
+    for b in backends:
+        b.start()
+    ng = Nginx(env, workers=2)
+    conf = lambda bs: "\n".join([upstream("u", "chring $arg_k profile=nginx", bs), front(ng.port, ["u"])])
+    ng.start(conf(backends))
+    keys = ["obj/%d" % i for i in range(600)]
+    first = route(ng.port, "u", keys)
+    gone = backends[1]
+    rest = [b for b in backends if b is not gone]
+    ng.reload(conf(rest))
+    second = route(ng.port, "u", keys)
+    want = expect("nginx", 160, [(b.name, 1) for b in rest], keys)
+    check(all(second[k][0] == want[k] for k in keys), "after the reload keys are not where the "
+          "library puts them without %s" % gone.name)
+    moved = [k for k in keys if second[k][0] != first[k][0]]
+    check(moved and all(first[k][0] == gone.name for k in moved),
+          "the reload moved keys the removed server did not own")
+    check(all(second[k][0] != gone.name for k in keys), "a key still goes to the removed server")
+    ng.reload(conf(backends))
+    third = route(ng.port, "u", keys)
+    check(all(third[k][0] == first[k][0] for k in keys), "adding the server back did not restore "
+          "the first placement")
+    log("reload: removing %s moved %d of %d keys, all its own; adding it back restored them"
+        % (gone.name, len(moved), len(keys)))
+
+
+def case_slow_start(env):
+    """After a reload adds a server, slow_start keeps it to one request in flight per worker at
+    first and its refused keys go to their previous owner; without slow_start it takes more."""
+    backends = [Backend(env) for _ in range(4)]
+    for b in backends:
+        b.start()
+    ng = Nginx(env, workers=1)
+    conf = lambda bs: "\n".join([upstream("slow", "chring $arg_k slow_start=120s", bs),
+                                 upstream("plain", "chring $arg_k", bs),
+                                 front(ng.port, ["slow", "plain"])])
+    old, new = backends[:3], backends[3]
+    ng.start(conf(old))
+    ng.reload(conf(backends))
+    keys = ["item-%d" % i for i in range(2000)]
+    owner4 = expect("hash64", 160, [(b.name, 1) for b in backends], keys)
+    owner3 = expect("hash64", 160, [(b.name, 1) for b in old], keys)
+    mine = [k for k in keys if owner4[k] == new.name][:12]
+    check(len(mine) == 12, "too few keys owned by the new server")
+    results = {}
+    for tag in ("slow", "plain"):
+        for b in backends:
+            b.reset()
+        with ThreadPoolExecutor(max_workers=len(mine)) as pool:
+            answers = list(pool.map(lambda k: (k, get(ng.port, "/%s/?k=%s&sleep=400" % (tag, k))), mine))
+        check(all(a[1][0] == 200 for a in answers), "%s: a request failed" % tag)
+        peak = max([v for w, v in new.stats()["peak"].items() if w.endswith(" " + tag)] or [0])
+        elsewhere = [(k, "127.0.0.1:" + a[1]) for k, a in answers if "127.0.0.1:" + a[1] != new.name]
+        results[tag] = (peak, elsewhere)
+    peak, elsewhere = results["slow"]
+    check(peak == 1, "slow start: the new server had %d requests in flight (1 expected)" % peak)
+    check(elsewhere and all(owner3[k] == b for k, b in elsewhere),
+          "slow start: a refused key did not go to its previous owner: %s"
+          % [(k, b, owner3[k]) for k, b in elsewhere if owner3[k] != b][:3])
+    check(results["plain"][0] >= 2, "without slow_start the new server took %d at once (control)"
+          % results["plain"][0])
+    log("slow-start: new server peak 1 (without slow_start: %d), %d refused keys on their previous owner"
+        % (results["plain"][0], len(elsewhere)))
+
+
+BAD_CONFIGS = [
+    # (what, http block text, text the error must contain)
+    ("unknown option", "upstream u { chring $arg_k weight=3; server 127.0.0.1:9; }",
+     'invalid parameter "weight=3"'),
+    ("balance not a number", "upstream u { chring $arg_k balance=abc; server 127.0.0.1:9; }",
+     'invalid balance "abc"'),
+    ("balance below 1", "upstream u { chring $arg_k balance=0.5; server 127.0.0.1:9; }",
+     'invalid balance "0.5"'),
+    ("balance empty", "upstream u { chring $arg_k balance=; server 127.0.0.1:9; }",
+     'invalid balance ""'),
+    ("unknown profile", "upstream u { chring $arg_k profile=maglev; server 127.0.0.1:9; }",
+     'unknown profile "maglev"'),
+    ("custom profile", "upstream u { chring $arg_k profile=custom; server 127.0.0.1:9; }",
+     'unknown profile "custom"'),
+    ("vnodes 0", "upstream u { chring $arg_k vnodes=0; server 127.0.0.1:9; }", 'invalid vnodes "0"'),
+    ("vnodes not a number", "upstream u { chring $arg_k vnodes=many; server 127.0.0.1:9; }",
+     'invalid vnodes "many"'),
+    ("vnodes too large", "upstream u { chring $arg_k vnodes=100000; server 127.0.0.1:9; }",
+     'invalid vnodes "100000"'),
+    ("slow_start not a time", "upstream u { chring $arg_k slow_start=soon; server 127.0.0.1:9; }",
+     'invalid slow_start "soon"'),
+    ("no key", "upstream u { chring; server 127.0.0.1:9; }",
+     'invalid number of arguments in "chring" directive'),
+    ("twice", "upstream u { chring $arg_k; chring $arg_x; server 127.0.0.1:9; }",
+     '"chring" directive is duplicate'),
+    ("in http", "chring $arg_k; upstream u { server 127.0.0.1:9; }",
+     '"chring" directive is not allowed here'),
+    ("in server", "server { listen 127.0.0.1:9; chring $arg_k; }",
+     '"chring" directive is not allowed here'),
+    ("in location", "server { listen 127.0.0.1:9; location / { chring $arg_k; } }",
+     '"chring" directive is not allowed here'),
+    ("empty upstream", "upstream u { chring $arg_k; }", 'no servers are inside upstream'),
+    ("backup after chring", "upstream u { chring $arg_k; server 127.0.0.1:9; server 127.0.0.1:10 backup; }",
+     'does not support parameter "backup"'),
+    ("backup before chring", "upstream u { server 127.0.0.1:9; server 127.0.0.1:10 backup; chring $arg_k; }",
+     'is a backup server'),
+    ("max_conns before chring", "upstream u { server 127.0.0.1:9 max_conns=5; chring $arg_k; }",
+     'has max_conns'),
+    ("zone", "upstream u { zone z 64k; chring $arg_k; server 127.0.0.1:9; }", 'has a zone'),
+    ("same server twice", "upstream u { chring $arg_k; server 127.0.0.1:9; server 127.0.0.1:9; }",
+     'appears more than once'),
+]
+
+
+def case_badconf(env):
+    """nginx -t refuses every configuration error with a clear message (and passes a good one)."""
+    ng = Nginx(env)
+    st, out = ng.test_config("upstream u { chring $arg_k balance=2 profile=nginx vnodes=10 "
+                             "slow_start=30s; server 127.0.0.1:9 weight=2 max_fails=3 "
+                             "fail_timeout=5s; server 127.0.0.1:10 down; }\n"
+                             "server { listen 127.0.0.1:%d; location / { proxy_pass http://u; } }"
+                             % ng.port)
+    check(st == 0, "a good configuration was refused: %s" % out)
+    failures = []
+    for what, body, needle in BAD_CONFIGS:
+        st, out = ng.test_config(body)
+        if st == 0 or needle not in out or "emerg" not in out:
+            failures.append("%s: status %d, output %r" % (what, st, out.strip()))
+    check(not failures, "nginx -t did not refuse as expected:\n  " + "\n  ".join(failures))
+    log("badconf: %d bad configurations refused by nginx -t with their messages" % len(BAD_CONFIGS))
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def threads(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return 0
+
+
+def case_reloads_memory(env):
+    """100 reloads of a configuration with large rings: the memory of the master and of the
+    workers stays bounded (the rings of each old configuration are freed)."""
+    backends = [Backend(env) for _ in range(2)]
+    for b in backends:
+        b.start()
+    ng = Nginx(env, workers=2)
+    ups = []
+    for u in range(8):
+        servers = "".join("        server 127.0.0.1:%d;\n" % (20000 + u * 100 + i) for i in range(30))
+        ups.append("    upstream big%d {\n        chring $arg_k vnodes=1000;\n%s    }" % (u, servers))
+    conf = "\n".join(ups + [upstream("u", "chring $arg_k", backends), front(ng.port, ["u"])])
+    ng.start(conf)
+    samples = []
+    for i in range(1, 101):
+        workers = ng.reload(conf)
+        st, _, _, _ = get(ng.port, "/u/?k=%d" % i)
+        check(st == 200, "reload %d: a request failed" % i)
+        if i in (10, 100):
+            samples.append((rss_kb(ng.proc.pid), max(rss_kb(w) for w in workers), threads(ng.proc.pid)))
+    (m10, w10, t10), (m100, w100, t100) = samples
+    # One configuration's rings: 8 x 30 x 1000 points, about 5 MB.  A leak of them would add
+    # about 450 MB over 90 reloads; allow 16 MB of allocator noise.
+    log("reloads-memory: master RSS %d -> %d KiB, worker %d -> %d KiB, master threads %d -> %d"
+        % (m10, m100, w10, w100, t10, t100))
+    check(m100 - m10 < 16 * 1024, "the master grew by %d KiB from reload 10 to 100" % (m100 - m10))
+    check(w100 - w10 < 16 * 1024, "a worker grew by %d KiB from reload 10 to 100" % (w100 - w10))
+    check(t100 <= t10, "the master's threads grew from %d to %d" % (t10, t100))
+    check("emerg" not in ng.error_log() and "alert" not in ng.error_log(),
+          "nginx logged errors: %s" % [l for l in ng.error_log().splitlines() if "emerg" in l or "alert" in l][:3])
+
+
+CASES = {
+    "placement": case_placement,
+    "hotkey": case_hotkey,
+    "backend-down": case_backend_down,
+    "reload": case_reload,
+    "slow-start": case_slow_start,
+    "badconf": case_badconf,
+    "reloads-memory": case_reloads_memory,
+}
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--backend":
+        backend_main(int(sys.argv[2]))
+        return 0
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        print("usage: %s {%s}" % (sys.argv[0], "|".join(CASES)), file=sys.stderr)
+        return 2
+    env = Env(sys.argv[1])
+    nginx_procs = []
+    try:
+        CASES[sys.argv[1]](env)
+    except TestFailure as e:
+        print("FAIL:", e, flush=True)
+        for name in os.listdir(env.dir):
+            p = os.path.join(env.dir, name, "logs", "error.log")
+            if os.path.exists(p):
+                with open(p) as f:
+                    tail = f.read().splitlines()[-20:]
+                print("--- %s\n%s" % (p, "\n".join(tail)))
+        return 1
+    finally:
+        env.close()
+    print("PASS", sys.argv[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
