@@ -181,8 +181,10 @@ bool lb_conn_open(struct worker *w)
 {
     uint64_t n = ADD(conns, 1) + 1;
     w->backoff_ms = 0; /* descriptors were available */
-    if (n >= lb_cfg.max_conns)
+    if (n >= lb_cfg.max_conns) {
+        listener_update(w); /* at once: the listener stops accepting within this accept loop */
         wake_all();
+    }
     if (n > lb_cfg.max_conns) {
         ADD(conns_refused, 1);
         return false;

@@ -243,16 +243,25 @@ class NginxHashFront(Nginx):
 
 
 class Balancer:
-    def __init__(self, env, args, name="lb", threads=2):
+    """chring-lb on 127.0.0.1.  stats_listen: its own --stats-listen port (stats_port), where the
+    stats are read; spawn_kw: extra Popen arguments (preexec_fn for a resource limit)."""
+
+    def __init__(self, env, args, name="lb", threads=2, stats_listen=False, spawn_kw=None):
         self.env = env
         self.port = free_port()
         self.name = name
-        self.argv = [CHRING_LB, "--listen", "127.0.0.1:%d" % self.port, "--threads", str(threads)] + list(args)
+        self.stats_port = self.port
+        extra = []
+        if stats_listen:
+            self.stats_port = free_port()
+            extra = ["--stats-listen", "127.0.0.1:%d" % self.stats_port]
+        self.argv = [CHRING_LB, "--listen", "127.0.0.1:%d" % self.port, "--threads", str(threads)] + extra + list(args)
+        self.spawn_kw = spawn_kw or {}
         self.proc = None
 
     def start(self):
         log("start", " ".join(self.argv))
-        self.proc = self.env.spawn(self.name, self.argv)
+        self.proc = self.env.spawn(self.name, self.argv, **self.spawn_kw)
         wait_port(self.port, proc=self.proc)
         end = time.time() + 10
         while time.time() < end:
@@ -264,7 +273,7 @@ class Balancer:
         raise TestFailure("balancer does not answer /_chring/stats")
 
     def stats(self):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        c = http.client.HTTPConnection("127.0.0.1", self.stats_port, timeout=5)
         try:
             c.request("GET", "/_chring/stats")
             r = c.getresponse()

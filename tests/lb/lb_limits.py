@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""chring-lb under pressure, through the real binary: the limits in all (connections, requests in
+flight, buffered body bytes), descriptor exhaustion, the stats listener and its allow list,
+timeouts below 1 ms (docs/lb.md, "Limits").
+
+    lb_limits.py NAME    NAME: conns, requests-bodies, emfile, stats (or "all")
+
+Everything on 127.0.0.1, under a temporary directory, stopped by PID; every wait bounded.
+"""
+import os
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lbharness as h  # noqa: E402
+from lbharness import check, log  # noqa: E402
+
+
+def port_answer(rb, hold=None):
+    """An answer function for a RawBackend: its port; paths under /hold wait for hold (bounded)."""
+    def answer(path):
+        if hold is not None and path.startswith("/hold"):
+            hold.wait(20)
+        body = ("%d\n" % rb.port).encode()
+        return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    return answer
+
+
+def request(port, data, timeout=5.0):
+    """One request on a new connection; returns what came back until close or timeout."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        return read_answer(s, timeout)
+    finally:
+        s.close()
+
+
+def read_answer(s, timeout=5.0):
+    """Reads one answer with a Content-Length (or until close/timeout)."""
+    s.settimeout(timeout)
+    out = b""
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            b = s.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not b:
+            break
+        out += b
+        if b"\r\n\r\n" in out:
+            head, _, body = out.partition(b"\r\n\r\n")
+            for line in head.split(b"\r\n")[1:]:
+                k, _, v = line.partition(b":")
+                if k.strip().lower() == b"content-length" and len(body) >= int(v):
+                    return out
+    return out
+
+
+def status_of(resp):
+    try:
+        return int(resp.split(b" ", 2)[1]) if resp.startswith(b"HTTP/1.") else None
+    except (IndexError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------------------------------------
+def conns(env):
+    """--max-conns 8: connections beyond the limit wait in the accept queue (never served while 8
+    are open, the count never above 8), and are served once others close.  Timeouts below 1 ms
+    are refused."""
+    for bad in ("--backend-timeout", "--client-timeout", "--fail-timeout"):
+        r = subprocess.run([h.CHRING_LB, bad, "0.0000001", "--backend", "127.0.0.1:1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
+        check(r.returncode == 2 and b"0.001" in r.stdout, "%s 0.0000001 accepted: %r" % (bad, r.stdout))
+    log("timeouts of 0.0000001 s refused (exit 2) for --backend-timeout, --client-timeout, --fail-timeout")
+    rb = h.RawBackend()
+    rb.answer = port_answer(rb)
+    held, extra = [], []
+    try:
+        lb = h.Balancer(env, ["--backend", rb.member, "--max-conns", "8"], threads=2,
+                        stats_listen=True).start()
+        for _ in range(8):
+            held.append(socket.create_connection(("127.0.0.1", lb.port), timeout=5))
+        # every one of the 8 is served (so it was accepted)
+        for s in held:
+            s.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+            check(status_of(read_answer(s)) == 200, "a connection within the limit was not served")
+        for _ in range(12):
+            extra.append(socket.create_connection(("127.0.0.1", lb.port), timeout=5))
+        for s in extra:
+            s.sendall(b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+        # sampled while the 12 wait: at most 8 connections counted, none of the 12 answered
+        peak = 0
+        for _ in range(10):
+            st = lb.stats()["limits"]
+            peak = max(peak, st["conns"])
+            time.sleep(0.05)
+        check(peak <= 8, "connections counted above --max-conns 8: %d" % peak)
+        check(st["accept_pauses"] >= 1, "accepting never paused at the limit: %s" % st)
+        for s in extra:
+            s.setblocking(False)
+            try:
+                got = s.recv(1)
+                check(not got, "a connection beyond the limit was answered while 8 were open")
+            except BlockingIOError:
+                pass
+            s.setblocking(True)
+        log("8 connections open: 12 more wait unanswered, at most %d counted, accepting paused %d times"
+            % (peak, st["accept_pauses"]))
+        for s in held:
+            s.close()
+        held = []
+        # each answered one is closed, which lets the next waiting one in
+        import select
+        served, failed, waiting = 0, 0, list(extra)
+        bufs = {s: b"" for s in waiting}
+        end = time.time() + 20
+        while waiting and time.time() < end:
+            ready, _, _ = select.select(waiting, [], [], 0.5)
+            for s in ready:
+                try:
+                    b = s.recv(65536)
+                except OSError:
+                    b = b""
+                bufs[s] += b
+                if not b or status_of(bufs[s]) is not None and bufs[s].endswith(b"\n"):
+                    if status_of(bufs[s]) == 200:
+                        served += 1
+                    else:
+                        failed += 1
+                    waiting.remove(s)
+                    s.close()
+        check(served == 12, "after the 8 closed, %d of the 12 waiting connections were served "
+              "(%d closed unanswered, %d still waiting)" % (served, failed, len(waiting)))
+        st = lb.stats()["limits"]
+        check(st["conns"] <= 8, "connections counted above the limit: %s" % st)
+        log("the 8 closed: the 12 waiting connections were served (at most 8 at a time)")
+        for s in extra:
+            s.close()
+        extra = []
+        end = time.time() + 10
+        while time.time() < end and lb.stats()["limits"]["conns"] != 0:
+            time.sleep(0.05)
+        check(lb.stats()["limits"]["conns"] == 0, "connections still counted after every client left")
+        lb.wait_idle()
+        lb.stop()
+    finally:
+        for s in held + extra:
+            s.close()
+        rb.close()
+
+
+# ------------------------------------------------------------------------------------------------
+def requests_bodies(env):
+    """--max-requests 3: a fourth request in flight gets 503 with Retry-After, and requests are
+    served again once they finish.  --max-body-total 1 MiB: bodies beyond the cap in all get 503
+    before their body is read (Content-Length) or as soon as they pass it (chunked); the
+    reservations come back when the requests end."""
+    hold = threading.Event()
+    rb = h.RawBackend()
+    rb.answer = port_answer(rb, hold)
+    threads = []
+    socks = []
+    try:
+        lb = h.Balancer(env, ["--backend", rb.member, "--max-requests", "3", "--max-body-total",
+                              str(1 << 20), "--backend-timeout", "20"], threads=2,
+                        stats_listen=True).start()
+        results = []
+
+        def held_get(i):
+            results.append(status_of(request(lb.port, b"GET /hold/%d HTTP/1.1\r\nHost: x\r\n\r\n" % i,
+                                             timeout=25)))
+
+        for i in range(3):
+            t = threading.Thread(target=held_get, args=(i,), daemon=True)
+            t.start()
+            threads.append(t)
+        end = time.time() + 10
+        while time.time() < end and lb.stats()["balancer"]["active"] < 3:
+            time.sleep(0.05)
+        check(lb.stats()["balancer"]["active"] == 3, "the 3 held requests are not in flight")
+        resp = request(lb.port, b"GET /four HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(status_of(resp) == 503 and b"Retry-After: 1" in resp, "4th request in flight: %r" % resp[:200])
+        check(lb.stats()["limits"]["requests_refused"] == 1, "requests_refused not counted")
+        hold.set()
+        for t in threads:
+            t.join(25)
+        check(results == [200, 200, 200], "held requests: %r" % results)
+        resp = request(lb.port, b"GET /after HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(status_of(resp) == 200, "after the held ones finished: %r" % resp[:100])
+        log("--max-requests 3: the 4th got 503 with Retry-After; served again once they finished")
+        lb.wait_idle()
+
+        # bodies: two uploads of 400 KiB in progress hold 800 KiB of the 1 MiB cap
+        n = 400 << 10
+        for i in range(2):
+            s = socket.create_connection(("127.0.0.1", lb.port), timeout=10)
+            s.sendall(b"POST /up/%d HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (i, n) + b"x" * 1000)
+            socks.append(s)
+        end = time.time() + 10
+        while time.time() < end and lb.stats()["limits"]["body_bytes"] < 2 * n:
+            time.sleep(0.05)
+        st = lb.stats()["limits"]
+        check(st["body_bytes"] == 2 * n, "two 400 KiB uploads in progress: body_bytes %d" % st["body_bytes"])
+        # a third one does not fit: 503 at once, before its body was sent
+        resp = request(lb.port, b"POST /third HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % n)
+        check(status_of(resp) == 503, "a body beyond the global cap: %r" % resp[:200])
+        # a chunked one is refused when it passes the cap
+        s = socket.create_connection(("127.0.0.1", lb.port), timeout=10)
+        s.sendall(b"POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n%s\r\n" % (64 << 10, b"c" * (64 << 10))
+        resp = b""
+        try:
+            for _ in range(8):  # 512 KiB > the 224 KiB left
+                s.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        resp = read_answer(s)
+        s.close()
+        check(status_of(resp) == 503, "a chunked body beyond the global cap: %r" % resp[:200])
+        st = lb.stats()["limits"]
+        check(st["body_refused"] == 2, "body_refused %d, want 2" % st["body_refused"])
+        check(st["body_bytes"] == 2 * n, "reservations after the refusals: %d" % st["body_bytes"])
+        check(b"/third" not in rb.received() and b"/chunked" not in rb.received(),
+              "a refused body reached the backend")
+        log("--max-body-total 1 MiB with 800 KiB in progress: a 400 KiB body and a chunked one got 503")
+        # the two finish: answered 200, the reservation returns to 0
+        for s in socks:
+            s.sendall(b"x" * (n - 1000))
+        for s in socks:
+            check(status_of(read_answer(s, timeout=10)) == 200, "an upload within the cap failed")
+        for s in socks:
+            s.close()
+        socks = []
+        end = time.time() + 10
+        while time.time() < end and lb.stats()["limits"]["body_bytes"] != 0:
+            time.sleep(0.05)
+        check(lb.stats()["limits"]["body_bytes"] == 0, "body bytes still reserved after the uploads ended")
+        # a client that leaves mid-body gives its reservation back
+        s = socket.create_connection(("127.0.0.1", lb.port), timeout=10)
+        s.sendall(b"POST /gone HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\nabc" % n)
+        time.sleep(0.2)
+        s.close()
+        end = time.time() + 10
+        while time.time() < end and lb.stats()["limits"]["body_bytes"] != 0:
+            time.sleep(0.05)
+        check(lb.stats()["limits"]["body_bytes"] == 0, "a client gone mid-body kept its reservation")
+        resp = request(lb.port, b"POST /last HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % n + b"y" * n)
+        check(status_of(resp) == 200, "a body that fits after all ended: %r" % resp[:100])
+        log("uploads ended (also one cut off mid-body): reservations back to 0, a new body accepted")
+        lb.wait_idle()
+        lb.stop()
+    finally:
+        hold.set()
+        for t in threads:
+            t.join(25)
+        for s in socks:
+            s.close()
+        rb.close()
+
+
+# ------------------------------------------------------------------------------------------------
+def emfile(env):
+    """RLIMIT_NOFILE 64 and --max-conns 1000: 150 clients exhaust the descriptors.  accept backs
+    off instead of spinning (a bounded number of accept errors and log lines while the clients
+    stay), and once they leave the balancer serves again."""
+    rb = h.RawBackend()
+    rb.answer = port_answer(rb)
+    socks = []
+
+    def low_nofile():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    try:
+        lb = h.Balancer(env, ["--backend", rb.member, "--max-conns", "1000", "--client-timeout", "30"],
+                        threads=1, stats_listen=True, spawn_kw={"preexec_fn": low_nofile}).start()
+        before = lb.stats()["limits"]
+        for _ in range(150):
+            try:
+                socks.append(socket.create_connection(("127.0.0.1", lb.port), timeout=5))
+            except OSError:
+                break
+        hold_s = 2.0
+        time.sleep(hold_s)  # exposure: the queue stays full for this long
+        n_open = len(socks)
+        for s in socks:
+            s.close()
+        socks = []
+        # recovery (bounded): a request is served again
+        ok = False
+        end = time.time() + 15
+        while time.time() < end and not ok:
+            try:
+                ok = status_of(request(lb.port, b"GET /again HTTP/1.1\r\nHost: x\r\n\r\n", timeout=3)) == 200
+            except OSError:
+                pass
+            if not ok:
+                time.sleep(0.1)
+        check(ok, "not served again after the clients left")
+        st = lb.stats()["limits"]
+        errors = st["accept_errors"] - before["accept_errors"]
+        check(st["accept_backoffs"] >= 1 and errors >= 1,
+              "descriptors never ran out (RLIMIT_NOFILE 64, %d clients): %s" % (n_open, st))
+        # a spinning accept() fails hundreds of thousands of times a second; the backoff (10 ms
+        # doubling to 1 s) allows a few hundred in these seconds at most
+        check(errors < 1000, "%d accept errors while %d clients held the queue: accept spins" % (errors, n_open))
+        logged = [l for l in lb.output().splitlines() if "accept:" in l]
+        check(len(logged) <= 20, "%d accept error lines logged" % len(logged))
+        log("RLIMIT_NOFILE 64, %d clients for %.0f s: %d accept errors, %d backoffs, %d log lines; "
+            "served again afterwards" % (n_open, hold_s, errors, st["accept_backoffs"], len(logged)))
+        lb.wait_idle()
+        lb.stop()
+    finally:
+        for s in socks:
+            s.close()
+        rb.close()
+
+
+# ------------------------------------------------------------------------------------------------
+def stats(env):
+    """The stats listener: /_chring/ answered there, 404 on the main listener; --stats-allow
+    refuses other peers (403); 5,000 members x 160 points: stats answered in one pass per request
+    while requests are proxied, and SIGTERM stops the balancer."""
+    rb = h.RawBackend()
+    rb.answer = port_answer(rb)
+    try:
+        lb = h.Balancer(env, ["--backend", rb.member], stats_listen=True).start()
+        s1 = status_of(request(lb.port, b"GET /_chring/stats HTTP/1.1\r\nHost: x\r\n\r\n"))
+        s2 = status_of(request(lb.port, b"GET /_chring/ HTTP/1.1\r\nHost: x\r\n\r\n"))
+        check(s1 == 404 and s2 == 404, "the main listener answered /_chring/: %s %s" % (s1, s2))
+        page = request(lb.stats_port, b"GET /_chring/ HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(status_of(page) == 200 and b"<svg" in page and b"text/html" in page, "status page: %r" % page[:200])
+        check(b"http://" not in page.split(b"\r\n\r\n", 1)[1].replace(b"http://www.w3.org/", b""),
+              "the status page refers to an external asset")
+        check(b"/_chring/stats" not in rb.received(), "a stats request reached the backend")
+        lb.stop()
+        lb = h.Balancer(env, ["--backend", rb.member, "--stats-allow", "10.0.0.0/8,fd00::/8"], name="lb-allow")
+        lb.proc = env.spawn(lb.name, lb.argv)  # not start(): it reads the stats, which are refused
+        h.wait_port(lb.port, proc=lb.proc)
+        resp = request(lb.port, b"GET /_chring/stats HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(status_of(resp) == 403, "a peer outside --stats-allow: %r" % resp[:100])
+        resp = request(lb.port, b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(status_of(resp) == 200, "proxying with --stats-allow: %r" % resp[:100])
+        os.kill(lb.proc.pid, 15)
+        lb.proc.wait(20)
+        check(lb.proc.returncode == 0, "exit status %s" % lb.proc.returncode)
+        log("stats: 404 on the main listener with --stats-listen, 403 outside --stats-allow")
+        # many members: the members file names 5,000 backends (only the first one is listening)
+        mf = env.path("members.txt")
+        with open(mf, "w") as f:
+            f.write(rb.member + "\n")
+            for i in range(4999):
+                f.write("127.0.%d.%d:%d\n" % (1 + i // 250, 1 + i % 250, 1000 + i))
+        lb = h.Balancer(env, ["--members", mf], stats_listen=True, name="lb-many").start()
+        t0 = time.time()
+        st = lb.stats()
+        took = time.time() - t0
+        check(st["ring"]["members"] == 5000 and len(st["members"]) == 5000, "members: %d" % st["ring"]["members"])
+        total = sum(m["share"] for m in st["members"])
+        check(abs(total - 1.0) < 1e-3, "shares sum to %f" % total)
+        check(st["ring"]["arcs"] and st["ring"]["arcs_of"] == 720, "no arcs")
+        stop = threading.Event()
+        stat_count = [0]
+
+        def hammer():
+            while not stop.is_set() and stat_count[0] < 200:
+                try:
+                    lb.stats()
+                    stat_count[0] += 1
+                except Exception:
+                    return
+
+        th = [threading.Thread(target=hammer, daemon=True) for _ in range(2)]
+        for t in th:
+            t.start()
+        served = 0
+        for i in range(20):
+            k = "/p%d" % i
+            resp = request(lb.port, b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % k.encode(), timeout=10)
+            served += status_of(resp) in (200, 502)
+        stop.set()
+        for t in th:
+            t.join(20)
+        check(served == 20, "requests proxied while stats were read: %d of 20" % served)
+        log("5,000 members (800,000 points): one stats request took %.2f s; %d stats requests and 20 "
+            "proxied requests at once" % (took, stat_count[0]))
+        lb.stop()
+    finally:
+        rb.close()
+
+
+TESTS = {"conns": conns, "requests-bodies": requests_bodies, "emfile": emfile, "stats": stats}
+
+
+def main():
+    if len(sys.argv) != 2 or (sys.argv[1] not in TESTS and sys.argv[1] != "all"):
+        print("usage: lb_limits.py %s|all" % "|".join(TESTS), file=sys.stderr)
+        return 2
+    if not os.access(h.CHRING_LB, os.X_OK):
+        print("missing %s: skipped" % h.CHRING_LB)
+        return 77
+    names = list(TESTS) if sys.argv[1] == "all" else [sys.argv[1]]
+    rc = 0
+    for n in names:
+        rc |= h.run(TESTS[n])
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
