@@ -98,6 +98,28 @@ static inline uint32_t chring__walk_next(struct chring__walk *w)
     return UINT32_MAX;
 }
 
+/* The members a walk found down, so that a walk meeting a member again (its points are spread
+ * round the ring) judges it as it did the first time, even if it was set up or down in between:
+ * a walk concurrent with a flip answers as one state or the other, never a mix of both.  Members
+ * found up need no memory: a walk takes or judges them at their first meeting.  Past its
+ * capacity the memory re-reads the flag (more members down than a walk usually meets). */
+struct chring__downs {
+    const chring_member_t *m[16];
+    unsigned n;
+};
+
+static inline bool chring__down_once(struct chring__downs *d, const chring_member_t *m)
+{
+    for (unsigned k = 0; k < d->n; k++)
+        if (d->m[k] == m)
+            return true;
+    if (CHRING_LOAD_32(&m->down) == 0)
+        return false;
+    if (d->n < sizeof d->m / sizeof d->m[0])
+        d->m[d->n++] = m;
+    return true;
+}
+
 /* The owner of point i for a lookup: its member, or when members are down (health.c) the first
  * member clockwise that is up (NULL if none is).  With no member down this is one more load, of
  * the line that holds the ring's published pointer. */

@@ -63,10 +63,11 @@ uint64_t chring__up_weight(const chring_snap_t *s)
 
 const chring_member_t *chring__first_up(const chring_snap_t *s, size_t i)
 {
+    struct chring__downs downs = {.n = 0};
     struct chring__walk walk;
     chring__walk_start(&walk, s, i);
     for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;)
-        if (!chring__member_down(s->slot_member[j]))
+        if (!chring__down_once(&downs, s->slot_member[j]))
             return s->slot_member[j];
     return NULL;
 }

@@ -152,13 +152,14 @@ static inline int place(chring_t *r, const void *key, size_t len,
      * one at admission scale 0, which the saturation fallback takes only when nothing else is
      * met (a ramp's capacities can add up to less than m, so that fallback is not only for
      * races). */
+    struct chring__downs downs = {.n = 0};
     uint32_t chosen = UINT32_MAX, least = UINT32_MAX, parked = UINT32_MAX;
     uint64_t least_load = UINT64_MAX, parked_load = UINT64_MAX;
     for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         chring_member_t *m = s->slot_member[j];
         if (nskip > 0 && skipped(m, skip, nskip))
             continue; /* as if full */
-        if (any_down && chring__member_down(m))
+        if (any_down && chring__down_once(&downs, m))
             continue; /* out of service: as a removal would */
         uint64_t load = chring__member_load(m);
         double scale = 1.0;

@@ -60,17 +60,17 @@ size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
     size_t want = n < s->nmembers ? n : s->nmembers;
     size_t got = 0;
     bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
+    struct chring__downs downs = {.n = 0};
     struct chring__walk walk;
     chring__walk_start(&walk, s, chring__start(s, chring__key_pos(s, key, len)));
     for (uint32_t j; got < want && (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         const chring_member_t *m = s->slot_member[j];
-        if (any_down && chring__member_down(m))
-            continue;
         bool seen = false;
         for (size_t k = 0; k < got && !seen; k++)
             seen = out[k] == m;
-        if (!seen)
-            out[got++] = m;
+        if (seen || (any_down && chring__down_once(&downs, m)))
+            continue;
+        out[got++] = m;
     }
     return got;
 }
@@ -88,13 +88,14 @@ const chring_member_t *chring_snap_lookup_bounded(const chring_snap_t *s, const 
     bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
     uint64_t weight = any_down ? chring__up_weight(s) : s->total_weight;
 
+    struct chring__downs downs = {.n = 0};
     struct chring__walk walk;
     chring__walk_start(&walk, s, chring__start(s, chring__key_pos(s, key, len)));
     const chring_member_t *least = NULL;
     uint64_t least_load = UINT64_MAX;
     for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         const chring_member_t *m = s->slot_member[j];
-        if (any_down && chring__member_down(m))
+        if (any_down && chring__down_once(&downs, m))
             continue;
         uint64_t l = load(m, ctx);
         if (l < chring_capacity_weighted(total, s->slot_weight[j], weight, c))
