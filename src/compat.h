@@ -48,7 +48,8 @@ void chring__haproxy_positions(const char *name, size_t len, uint64_t count, uin
 void chring__envoy_counts(uint32_t ring_min, uint32_t ring_max, const uint32_t *weights, size_t n,
                           uint32_t *out);
 /* envoy: an upper bound of one host's entries, for the limit checks made before a build. */
-uint64_t chring__envoy_points_bound(uint32_t ring_max, uint32_t weight, uint64_t total_weight);
+uint64_t chring__envoy_points_bound(uint32_t ring_min, uint32_t ring_max, uint32_t weight,
+                                    uint64_t total_weight);
 /* envoy: entry i (i < count) of host `name` at XXH64("<name>_<i>", seed 0). */
 void chring__envoy_positions(const char *name, size_t len, uint64_t count, uint64_t *out);
 /* envoy: a key's position, XXH64(key, seed 0). */

@@ -52,13 +52,18 @@ void chring__envoy_counts(uint32_t ring_min, uint32_t ring_max, const uint32_t *
     }
 }
 
-uint64_t chring__envoy_points_bound(uint32_t ring_max, uint32_t weight, uint64_t total_weight)
+uint64_t chring__envoy_points_bound(uint32_t ring_min, uint32_t ring_max, uint32_t weight,
+                                    uint64_t total_weight)
 {
-    /* Host j's count is at most ceil(scale * nw_j) + 1 with scale <= ring_max; one more covers
-     * the rounding of the running sum. */
+    /* scale = min(ceil(min_nw * ring_min) / min_nw, ring_max) is below ring_min + 1 / min_nw, and
+     * 1 / min_nw = W / w_min <= W; host j's count is at most ceil(scale * w_j / W) + 1, one more
+     * for the rounding of the running sum. */
     if (total_weight == 0)
         return 0;
-    return (uint64_t)ceil((double)ring_max * (double)weight / (double)total_weight) + 2;
+    double scale = (double)ring_min + (double)total_weight;
+    if ((double)ring_max < scale)
+        scale = (double)ring_max;
+    return (uint64_t)ceil(scale * (double)weight / (double)total_weight) + 2;
 }
 
 void chring__envoy_positions(const char *name, size_t len, uint64_t count, uint64_t *out)

@@ -109,7 +109,7 @@ static uint64_t points_envoy(const struct chring_prof *p, uint32_t weight, size_
                              uint64_t total_weight)
 {
     (void)members;
-    return chring__envoy_points_bound(p->ring_size_max, weight, total_weight);
+    return chring__envoy_points_bound(p->ring_size_min, p->ring_size_max, weight, total_weight);
 }
 
 static void counts_envoy(const struct chring_prof *p, const uint32_t *weights, size_t n,
