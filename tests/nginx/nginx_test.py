@@ -245,7 +245,6 @@ http {{
     fastcgi_temp_path {d}/tmp/fastcgi;
     uwsgi_temp_path {d}/tmp/uwsgi;
     scgi_temp_path {d}/tmp/scgi;
-    proxy_set_header X-Worker $pid;
     add_header X-Chring-Member $chring_member always;
     add_header X-Chring-Spilled $chring_spilled always;
 {body}
@@ -343,7 +342,8 @@ def front(port, locations):
     """A server on port proxying /<tag>/ to upstream <tag> (X-Up: <tag>)."""
     body = ["    server {", "        listen 127.0.0.1:%d;" % port]
     for tag in locations:
-        body.append("        location /%s/ { proxy_set_header X-Up %s; proxy_pass http://%s; }"
+        body.append("        location /%s/ { proxy_set_header X-Worker $pid; proxy_set_header X-Up %s; "
+                    "proxy_pass http://%s; }"
                     % (tag, tag, tag))
     body.append("    }")
     return "\n".join(body)
@@ -520,37 +520,47 @@ def case_reload(env):
 
 def case_slow_start(env):
     """After a reload adds a server, slow_start keeps it to one request in flight per worker at
-    first and its refused keys go to their previous owner; without slow_start it takes more."""
-    backends = [Backend(env) for _ in range(4)]
+    first and the keys it refuses go to their previous owner; without slow_start it takes more.
+
+    Eight servers, then a ninth; eight concurrent slow requests on keys the ninth owns whose
+    previous owners are eight different servers, so no previous owner is ever full (each gets at
+    most one) and balance=2 lets the ninth take a second request once four are in flight."""
+    backends = [Backend(env) for _ in range(9)]
     for b in backends:
         b.start()
     ng = Nginx(env, workers=1)
-    conf = lambda bs: "\n".join([upstream("slow", "chring $arg_k slow_start=120s", bs),
-                                 upstream("plain", "chring $arg_k", bs),
+    conf = lambda bs: "\n".join([upstream("slow", "chring $arg_k balance=2 slow_start=120s", bs),
+                                 upstream("plain", "chring $arg_k balance=2", bs),
                                  front(ng.port, ["slow", "plain"])])
-    old, new = backends[:3], backends[3]
+    old, new = backends[:8], backends[8]
     ng.start(conf(old))
     ng.reload(conf(backends))
-    keys = ["item-%d" % i for i in range(2000)]
-    owner4 = expect("hash64", 160, [(b.name, 1) for b in backends], keys)
-    owner3 = expect("hash64", 160, [(b.name, 1) for b in old], keys)
-    mine = [k for k in keys if owner4[k] == new.name][:12]
-    check(len(mine) == 12, "too few keys owned by the new server")
+    keys = ["item-%d" % i for i in range(5000)]
+    owner9 = expect("hash64", 160, [(b.name, 1) for b in backends], keys)
+    owner8 = expect("hash64", 160, [(b.name, 1) for b in old], keys)
+    mine = {}
+    for k in keys:
+        if owner9[k] == new.name and owner8[k] not in mine:
+            mine[owner8[k]] = k
+    mine = list(mine.values())
+    check(len(mine) == 8, "keys of the new server cover %d previous owners, not 8" % len(mine))
     results = {}
     for tag in ("slow", "plain"):
         for b in backends:
             b.reset()
         with ThreadPoolExecutor(max_workers=len(mine)) as pool:
-            answers = list(pool.map(lambda k: (k, get(ng.port, "/%s/?k=%s&sleep=400" % (tag, k))), mine))
+            answers = list(pool.map(lambda k: (k, get(ng.port, "/%s/?k=%s&sleep=600" % (tag, k))), mine))
         check(all(a[1][0] == 200 for a in answers), "%s: a request failed" % tag)
         peak = max([v for w, v in new.stats()["peak"].items() if w.endswith(" " + tag)] or [0])
         elsewhere = [(k, "127.0.0.1:" + a[1]) for k, a in answers if "127.0.0.1:" + a[1] != new.name]
         results[tag] = (peak, elsewhere)
     peak, elsewhere = results["slow"]
     check(peak == 1, "slow start: the new server had %d requests in flight (1 expected)" % peak)
-    check(elsewhere and all(owner3[k] == b for k, b in elsewhere),
+    check(len(elsewhere) == len(mine) - 1, "slow start: %d of %d requests refused by the new server "
+          "(%d expected)" % (len(elsewhere), len(mine), len(mine) - 1))
+    check(all(owner8[k] == b for k, b in elsewhere),
           "slow start: a refused key did not go to its previous owner: %s"
-          % [(k, b, owner3[k]) for k, b in elsewhere if owner3[k] != b][:3])
+          % [(k, b, owner8[k]) for k, b in elsewhere if owner8[k] != b][:3])
     check(results["plain"][0] >= 2, "without slow_start the new server took %d at once (control)"
           % results["plain"][0])
     log("slow-start: new server peak 1 (without slow_start: %d), %d refused keys on their previous owner"
@@ -653,9 +663,10 @@ def case_reloads_memory(env):
         workers = ng.reload(conf)
         st, _, _, _ = get(ng.port, "/u/?k=%d" % i)
         check(st == 200, "reload %d: a request failed" % i)
-        if i in (10, 100):
+        if i % 10 == 0:
             samples.append((rss_kb(ng.proc.pid), max(rss_kb(w) for w in workers), threads(ng.proc.pid)))
-    (m10, w10, t10), (m100, w100, t100) = samples
+    log("reloads-memory: master, worker RSS (KiB) and master threads every 10 reloads: %s" % samples)
+    (m10, w10, t10), (m100, w100, t100) = samples[0], samples[-1]
     # One configuration's rings: 8 x 30 x 1000 points, about 5 MB.  A leak of them would add
     # about 450 MB over 90 reloads; allow 16 MB of allocator noise.
     log("reloads-memory: master RSS %d -> %d KiB, worker %d -> %d KiB, master threads %d -> %d"
