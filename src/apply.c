@@ -70,6 +70,9 @@ static int validate(const chring_t *r, const chring_change_t *changes, size_t n,
         int err = chring__name_check(changes[k].name, &len);
         if (err != 0)
             return err;
+        /* A profile that takes only names of its own form (haproxy: server ids). */
+        if (prof->desc->name_check != NULL && prof->desc->name_check(changes[k].name, len) != 0)
+            return -EINVAL;
         uint32_t w = changes[k].weight;
         if (w == 0 && mode == MODE_SYNC)
             return -EINVAL;

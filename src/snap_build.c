@@ -34,8 +34,12 @@ static void identity_slots(chring_snap_t *s)
     }
 }
 
-static uint64_t points_of(const chring_snap_t *s, size_t j)
+/* Member j's point count: the profile's per-member formula, or the counts it computed for the
+ * whole membership (envoy: counts depend on every weight and on the member order). */
+static uint64_t points_of(const chring_snap_t *s, const uint32_t *counts, size_t j)
 {
+    if (counts != NULL)
+        return counts[j];
     return s->prof.desc->points(&s->prof, s->weights[j], s->nmembers, s->total_weight);
 }
 
@@ -47,11 +51,11 @@ static void positions_of(const chring_snap_t *s, size_t j, uint64_t count, uint6
 }
 
 /* Every member's points, in name order, shifted; returns how many. */
-static size_t generate_all(chring_snap_t *s)
+static size_t generate_all(chring_snap_t *s, const uint32_t *counts)
 {
     size_t at = 0;
     for (size_t j = 0; j < s->nmembers; j++) {
-        uint64_t count = points_of(s, j);
+        uint64_t count = points_of(s, counts, j);
         positions_of(s, j, count, s->pos + at);
         for (uint64_t i = 0; i < count; i++) {
             s->pos[at + i] <<= s->prof.shift;
@@ -66,11 +70,12 @@ static size_t generate_all(chring_snap_t *s)
 /* CHRING_COLLIDE_SKIP_TAKEN (16-bit positions): raw positions in name order into the scratch,
  * then placed member by member in join order, each member's points in index order; a position
  * already taken is skipped.  Returns the points placed. */
-static size_t place_skip_taken(chring_snap_t *s, uint64_t *raw, uint64_t *start, uint32_t *order)
+static size_t place_skip_taken(chring_snap_t *s, const uint32_t *counts, uint64_t *raw,
+                               uint64_t *start, uint32_t *order)
 {
     uint64_t at = 0;
     for (size_t j = 0; j < s->nmembers; j++) {
-        uint64_t count = points_of(s, j);
+        uint64_t count = points_of(s, counts, j);
         positions_of(s, j, count, raw + at);
         start[j] = at;
         at += count;
@@ -80,7 +85,7 @@ static size_t place_skip_taken(chring_snap_t *s, uint64_t *raw, uint64_t *start,
     size_t placed = 0;
     for (size_t o = 0; o < s->nmembers; o++) {
         uint32_t j = order[o];
-        uint64_t count = points_of(s, j);
+        uint64_t count = points_of(s, counts, j);
         uint32_t mine = 0;
         for (uint64_t i = 0; i < count; i++) {
             uint64_t p = raw[start[j] + i];
@@ -120,7 +125,8 @@ static size_t keep_first(chring_snap_t *s, size_t npoints)
  * profile's collision rule, index. */
 static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chring_prof *prof,
                                  chring_member_t *const *members, const uint32_t *weights,
-                                 size_t nmembers, uint64_t total_weight, size_t npoints, int *err)
+                                 const uint32_t *counts, size_t nmembers, uint64_t total_weight,
+                                 size_t npoints, int *err)
 {
     bool skip_taken = prof->desc->collide == CHRING_COLLIDE_SKIP_TAKEN;
     chring_snap_t *s = chring__snap_alloc(blocks, prof, members, weights, nmembers, nmembers,
@@ -143,9 +149,9 @@ static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chri
 
     identity_slots(s);
     if (skip_taken)
-        npoints = place_skip_taken(s, tpos, start, order);
+        npoints = place_skip_taken(s, counts, tpos, start, order);
     else
-        npoints = generate_all(s);
+        npoints = generate_all(s, counts);
     /* Generated in name order (skip-taken: no equal positions), so the stable sort orders equal
      * positions by name. */
     chring__sort_points(npoints, s->pos, s->owner, tpos, towner);
@@ -168,24 +174,36 @@ chring_snap_t *chring__snap_build(struct chring_blocks *blocks, const struct chr
     for (size_t j = 0; j < nmembers; j++)
         total_weight += weights[j];
 
+    /* A profile that counts points for the whole membership does so first (scratch). */
+    uint32_t *counts = NULL;
+    if (prof->desc->counts != NULL && nmembers > 0) {
+        counts = chring__calloc(nmembers, sizeof *counts);
+        if (counts == NULL) {
+            *err = -ENOMEM;
+            return NULL;
+        }
+        prof->desc->counts(prof, weights, nmembers, counts);
+    }
+
     /* Point counts, checked against the limits before anything is allocated. */
     uint64_t raw_points = 0;
     for (size_t j = 0; j < nmembers; j++) {
-        uint64_t p = prof->desc->points(prof, weights[j], nmembers, total_weight);
-        if (p > CHRING_POINTS_MAX) {
-            *err = -E2BIG;
-            return NULL;
-        }
+        uint64_t p = counts != NULL ? counts[j]
+                                    : prof->desc->points(prof, weights[j], nmembers, total_weight);
         raw_points += p;
-        if (raw_points > CHRING_RING_POINTS_MAX) {
+        if (p > CHRING_POINTS_MAX || raw_points > CHRING_RING_POINTS_MAX) {
+            chring__free(counts);
             *err = -E2BIG;
             return NULL;
         }
     }
 
+    chring_snap_t *s;
     if (prof->desc->mergeable && prev->npoints > 0)
-        return chring__snap_merge(blocks, prof, prev, members, weights, nmembers, total_weight,
-                                  err);
-    return build_full(blocks, prof, members, weights, nmembers, total_weight, (size_t)raw_points,
-                      err);
+        s = chring__snap_merge(blocks, prof, prev, members, weights, nmembers, total_weight, err);
+    else
+        s = build_full(blocks, prof, members, weights, counts, nmembers, total_weight,
+                       (size_t)raw_points, err);
+    chring__free(counts);
+    return s;
 }
