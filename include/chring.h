@@ -71,7 +71,7 @@ extern "C" {
  * ------------------------------------------------------------------------------------------- */
 
 #define CHRING_VERSION_MAJOR 0
-#define CHRING_VERSION_MINOR 1
+#define CHRING_VERSION_MINOR 2
 #define CHRING_VERSION_PATCH 0
 #define CHRING_VERSION_NUMBER \
     (CHRING_VERSION_MAJOR * 10000 + CHRING_VERSION_MINOR * 100 + CHRING_VERSION_PATCH)
