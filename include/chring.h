@@ -222,7 +222,9 @@ typedef struct chring_config {
      * udata), before the call returns.  A call that fails keeps none and hands none back.
      * Threads: liburcu's call_rcu thread; a thread inside chring_release, chring_snap_put or
      * chring_free; a writer call, after its lock is released, for udata it did not keep.  It
-     * must be thread-safe and short, and must not call into the ring whose member it retires. */
+     * must be thread-safe and short, and must not call into the ring whose member it retires.
+     * A member added with a NULL udata is retired with a call of retire(NULL) too, so the
+     * callback also counts members. */
     void (*retire)(void *udata, void *ctx);
     void *retire_ctx;
     /* Slow start: with slow_start_ms > 0, a member that joins a ring that has members already (by
@@ -390,7 +392,8 @@ CHRING_API const chring_snap_t *chring_snap_hold(chring_t *r);
 /* Drops a reference taken by chring_snap_hold(r); the last one frees the snapshot (and may retire
  * members), on this thread.  NULL-safe.  Misuse guard: a put of a snapshot that was not held,
  * which would free the snapshot r still publishes, is ignored (nothing changes); pass the ring the
- * snapshot was held from (with r NULL the guard is off). */
+ * snapshot was held from (with r NULL the guard is off).  The guard covers the current snapshot
+ * only: an extra put of a replaced snapshot still waiting for its grace period is undefined. */
 CHRING_API void chring_snap_put(chring_t *r, const chring_snap_t *s);
 
 /* The fraction of the key space whose owner (compared by name) differs between a and b, two
@@ -470,8 +473,9 @@ CHRING_API int chring_acquire_skip(chring_t *r, const void *key, size_t len,
 /* Releases a lease and clears it.  A cleared (or zeroed) lease is a no-op.  Any thread;
  * lock-free.  May retire the member (config.retire) if it was removed and this was its last
  * reference.  Misuse guards (ignored, no counter moves): a lease released through another ring
- * than its own, and a copy of a lease released while its member has no load (the lease itself was
- * released already).  A copy released while the member has other leases is undefined. */
+ * than its own (the lease is left as it is, so it can still be released through its own ring),
+ * and a copy of a lease released while its member has no load (the lease itself was released
+ * already).  A copy released while the member has other leases is undefined. */
 CHRING_API void chring_release(chring_t *r, chring_lease_t *lease);
 
 /* The capacity member m would have for the next acquire on snapshot s with the ring's balance
