@@ -330,10 +330,11 @@ def expect(profile, vnodes, members, keys, down=()):
     return dict(zip(keys, out))
 
 
-def upstream(name, directive, backends, params=None):
+def upstream(name, directive, backends, params=None, extra=()):
     lines = ["    upstream %s {" % name, "        %s;" % directive]
     for b in backends:
         lines.append("        server %s%s;" % (b.name, (params or {}).get(b.name, "")))
+    lines += ["        %s;" % e for e in extra]
     lines.append("    }")
     return "\n".join(lines)
 
@@ -376,7 +377,8 @@ def case_placement(env):
     ng = Nginx(env)
     ng.start("\n".join([
         upstream("lib", "chring $arg_k vnodes=100", backends, params),
-        upstream("ngx", "chring $arg_k profile=nginx", backends, params),
+        # keepalive wraps the balancer's peer functions (it must come after chring).
+        upstream("ngx", "chring $arg_k profile=nginx", backends, params, extra=["keepalive 8"]),
         upstream("gold", "hash $arg_k consistent", backends, params),
         front(ng.port, ["lib", "ngx", "gold"])]))
     keys = ["user:%d" % i for i in range(400)] + ["k%d" % (i * 7919) for i in range(200)]
@@ -510,6 +512,17 @@ def case_reload(env):
     check(moved and all(first[k][0] == gone.name for k in moved),
           "the reload moved keys the removed server did not own")
     check(all(second[k][0] != gone.name for k in keys), "a key still goes to the removed server")
+    # A reload with an error keeps the running configuration and its rings.
+    old = ng.workers_now()
+    ng.write(conf(backends).replace("profile=nginx", "profile=nginx bogus=1"))
+    os.kill(ng.proc.pid, signal.SIGHUP)
+    end = time.time() + 20
+    while 'invalid parameter "bogus=1"' not in ng.error_log():
+        check(time.time() < end, "nginx did not report the bad reload in 20 s")
+        time.sleep(0.05)
+    check(ng.workers_now() == old, "a reload with an error replaced the workers")
+    kept = route(ng.port, "u", keys)
+    check(all(kept[k][0] == second[k][0] for k in keys), "a failed reload changed the placement")
     ng.reload(conf(backends))
     third = route(ng.port, "u", keys)
     check(all(third[k][0] == first[k][0] for k in keys), "adding the server back did not restore "
