@@ -15,6 +15,7 @@
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,6 +321,28 @@ void lb_status_route(struct worker *w, struct evhttp_request *req, const char *p
 }
 
 static struct evhttp *stats_http;
+static struct evconnlistener *stats_listener;
+static struct event *stats_backoff_ev;
+
+/* Out of descriptors on the stats listener: accepting pauses for a second (as the workers'
+ * listeners back off, limits.c), instead of spinning on the main thread. */
+static void on_stats_backoff_end(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    if (stats_listener)
+        evconnlistener_enable(stats_listener);
+}
+
+static void on_stats_accept_error(struct evconnlistener *listener, void *arg)
+{
+    (void)arg;
+    static const struct timeval second = {1, 0};
+    evconnlistener_disable(listener);
+    if (stats_backoff_ev)
+        event_add(stats_backoff_ev, &second);
+}
 
 static void on_stats_request(struct evhttp_request *req, void *arg)
 {
@@ -349,11 +372,16 @@ int lb_status_start(struct event_base *base)
     evhttp_set_max_body_size(stats_http, 0);
     evhttp_set_allowed_methods(stats_http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
     evhttp_set_default_content_type(stats_http, NULL);
-    if (evhttp_bind_socket(stats_http, lb_cfg.stats_host, lb_cfg.stats_port) != 0) {
+    struct evhttp_bound_socket *bound =
+        evhttp_bind_socket_with_handle(stats_http, lb_cfg.stats_host, lb_cfg.stats_port);
+    stats_backoff_ev = evtimer_new(base, on_stats_backoff_end, NULL);
+    if (!bound || !stats_backoff_ev) {
         lb_log("--stats-listen %s:%u: cannot listen", lb_cfg.stats_host, lb_cfg.stats_port);
         lb_status_stop();
         return -1;
     }
+    stats_listener = evhttp_bound_socket_get_listener(bound);
+    evconnlistener_set_error_cb(stats_listener, on_stats_accept_error);
     lb_log("stats and status page on http://%s:%u/_chring/", lb_cfg.stats_host, lb_cfg.stats_port);
     return 0;
 }
@@ -363,4 +391,8 @@ void lb_status_stop(void)
     if (stats_http)
         evhttp_free(stats_http);
     stats_http = NULL;
+    stats_listener = NULL;
+    if (stats_backoff_ev)
+        event_free(stats_backoff_ev);
+    stats_backoff_ev = NULL;
 }
