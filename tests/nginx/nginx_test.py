@@ -710,7 +710,6 @@ def main():
         print("usage: %s {%s}" % (sys.argv[0], "|".join(CASES)), file=sys.stderr)
         return 2
     env = Env(sys.argv[1])
-    nginx_procs = []
     try:
         CASES[sys.argv[1]](env)
     except TestFailure as e:
