@@ -26,7 +26,7 @@ typedef struct cli_command {
     const char *name; /* upper case; a line may spell it in any case */
     void (*run)(cli_call_t *call);
     cli_args_t args;
-    unsigned words;    /* ARGS_WORDS: how many (at most 2, the size of call.words) */
+    unsigned words;    /* ARGS_WORDS: how many (at most 4, the size of call.words) */
     const char *usage; /* ARGS_VERBATIM, ARGS_WORDS: the ERR reason of a line against the rule */
     const char *help;  /* its line in `chring --help`; NULL: on the line of the command before */
 } cli_command_t;
@@ -53,9 +53,8 @@ static const cli_command_t commands[] = {
     {"MOVED", cli_cmd_moved, ARGS_NONE, 0, NULL,
      "MOVED               keys whose owner changed since SNAP    ring=<x> mod=<y>"},
     {"WEIGHT", cli_cmd_weight, ARGS_WORDS, 2, "usage: WEIGHT <name> <weight>",
-     "WEIGHT <name> <w>   set a member's weight                         OK"},
-    {"LOAD", cli_cmd_load, ARGS_WORDS, 2, "usage: LOAD <name> <load>",
-     "LOAD <name> <n>     set the load BOUNDED sees for a member        OK"},
+     "WEIGHT / LOAD n <x> a member's weight / the load BOUNDED sees     OK"},
+    {"LOAD", cli_cmd_load, ARGS_WORDS, 2, "usage: LOAD <name> <load>", NULL},
     {"BOUNDED", cli_cmd_bounded, ARGS_VERBATIM, 0,
      "usage: BOUNDED <key> (one space, then the key verbatim)",
      "BOUNDED <key>       owner with bounded loads (LOAD values)        name | EMPTY"},
@@ -69,6 +68,12 @@ static const cli_command_t commands[] = {
      "RELEASE <lease>     release a lease                               OK"},
     {"REPLICAS", cli_cmd_replicas, ARGS_VERBATIM, 0, "usage: REPLICAS <key> <n>",
      "REPLICAS <key> <n>  n distinct owners clockwise             names... | EMPTY"},
+    {"DOWN", cli_cmd_down, ARGS_SOME_NAMES, 0, NULL,
+     "DOWN / UP n..       mark members down (walked past) / up again    OK"},
+    {"UP", cli_cmd_up, ARGS_SOME_NAMES, 0, NULL, NULL},
+    {"RAMP", cli_cmd_ramp, ARGS_WORDS, 4, "usage: RAMP <name> <from> <to> <ms>",
+     "RAMP n <f> <t> <ms> admission scale f to t in ms; HEALTH lists   OK"},
+    {"HEALTH", cli_cmd_health, ARGS_NONE, 0, NULL, NULL},
     {"STATS", cli_cmd_stats, ARGS_NONE, 0, NULL,
      "STATS / VERSION     ring and member counters / snapshot version"},
     {"VERSION", cli_cmd_version, ARGS_NONE, 0, NULL, NULL},

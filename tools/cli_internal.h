@@ -6,7 +6,8 @@
  * The engine is split by concept: cli.c holds the state's lifecycle and the command table it
  * dispatches from; cli_parse.c reads words, numbers and name lists from a line; each group of
  * commands has its own file (cli_pool.c: the membership, cli_query.c: lookups and listings,
- * cli_moves.c: SNAP and MOVED, cli_leases.c: ACQUIRE, RETRY and RELEASE).
+ * cli_moves.c: SNAP and MOVED, cli_leases.c: ACQUIRE, RETRY and RELEASE, cli_health.c: DOWN, UP,
+ * RAMP and HEALTH).
  *
  * State kept by the engine, and who owns it:
  * - The ring (chring_t) and the pool: the members in listed order, for DIST, STATS and the
@@ -169,7 +170,7 @@ typedef struct cli_call {
     FILE *out;
     const char *usage; /* the command's usage message, an ERR reason */
     span_t arg;        /* a verbatim argument: the rest of the line after the word and a space */
-    span_t words[2];   /* a fixed number of words: the words after the command word */
+    span_t words[4];   /* a fixed number of words: the words after the command word */
     cli_names_t names; /* a name list: the names, without repeats, in command order */
 } cli_call_t;
 
@@ -193,6 +194,10 @@ void cli_cmd_moved(cli_call_t *call);
 void cli_cmd_acquire(cli_call_t *call);
 void cli_cmd_retry(cli_call_t *call);
 void cli_cmd_release(cli_call_t *call);
+void cli_cmd_down(cli_call_t *call);
+void cli_cmd_up(cli_call_t *call);
+void cli_cmd_ramp(cli_call_t *call);
+void cli_cmd_health(cli_call_t *call);
 
 /* The retire callback the ring frees pool entries with (cli_pool.c); also frees an entry that
  * never joined.  NULL-safe. */

@@ -1,5 +1,6 @@
 /* chring command engine: lookups and listings (LOOKUP, HASH, BOUNDED, REPLICAS, RING, DIST,
- * STATS, VERSION).  None of them changes the ring; each reads one snapshot.
+ * STATS, VERSION).  None of them changes the ring; each reads one snapshot.  LOOKUP, BOUNDED and
+ * REPLICAS walk past members that are down (DOWN); RING and DIST ignore health.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -138,9 +139,9 @@ void cli_cmd_stats(cli_call_t *call)
     fprintf(out,
             "version=%" PRIu64 " publishes=%" PRIu64 " members=%" PRIu64 " points=%" PRIu64
             " leases=%" PRIu64 " acquires=%" PRIu64 " spills=%" PRIu64 " saturated=%" PRIu64
-            " retries=%" PRIu64 "\n",
+            " retries=%" PRIu64 " down=%" PRIu64 "\n",
             st.version, st.publishes, st.members, st.points, st.leases, st.acquires, st.spills,
-            st.saturated, st.retries);
+            st.saturated, st.retries, st.down);
     const chring_snap_t *s = chring_snap_enter(cli->ring);
     for (size_t i = 0; i < cli->pool_len; i++) {
         const chring_member_t *m = chring_snap_find(s, cli->pool[i]->name);

@@ -10,9 +10,13 @@ tool printed.
     ref_exercise.py --check             compare the committed .out files with the model
 
 Modelled: POOL ADD REMOVE LOOKUP RING HASH DIST SNAP MOVED WEIGHT LOAD BOUNDED REPLICAS ACQUIRE
-RETRY RELEASE STATS VERSION, on the profiles murmur32 hash64 fnv32 fnv16 ketama nginx (xxh3 through
+RETRY RELEASE STATS VERSION DOWN UP RAMP HEALTH, on the profiles murmur32 hash64 fnv32 fnv16 ketama nginx (xxh3 through
 ctypes on libxxhash when it is installed).  Not modelled: the ERR reasons (those sessions are
-reviewed by hand), except RELEASE of a number not held (ERR no such lease).  The model also checks the exercise's claims as it goes: after ADD every key
+reviewed by hand), except RELEASE of a number not held (ERR no such lease) and DOWN, UP or RAMP
+of a name not in the pool (ERR no such member).  Health (docs/design.md §3): a member that is
+down is walked past by LOOKUP, SNAP, BOUNDED, REPLICAS, ACQUIRE and RETRY, and leaves the
+capacities' W; RING and DIST ignore it.  A ramp is modelled when its scale does not depend on time
+(ms 0, or from = to); the model refuses a session that then needs a time-dependent scale.  The model also checks the exercise's claims as it goes: after ADD every key
 that moved on the ring moved to a new member, after REMOVE every key that moved had a removed
 owner.
 """
@@ -32,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELLED = [
     'exercise', 'exercise_ring', 'exercise_moved', 'lookup_wrap', 'murmur32_tie', 'hash64',
     'fnv16_tie', 'profile_fnv32', 'profile_xxh3', 'profile_ketama', 'profile_nginx', 'weights',
-    'extensions', 'acquire', 'fnv16_weight', 'ketama25', 'retry',
+    'extensions', 'acquire', 'fnv16_weight', 'ketama25', 'retry', 'health',
 ]
 
 M32 = 0xFFFFFFFF
@@ -176,6 +180,8 @@ class Model:
         self.spills = 0
         self.saturated = 0
         self.retries = 0
+        self.down = set()    # names of members that are down (DOWN)
+        self.scale = {}      # name -> admission scale (RAMP); absent: 1; None: depends on time
 
     # -- building the ring -------------------------------------------------------------------
     def build(self):
@@ -237,10 +243,31 @@ class Model:
         i = bisect.bisect_left(self.positions, h)
         return 0 if i == len(self.points) else i
 
-    def owner(self, key):
+    def raw_owner(self, key):
+        """The member of the key's point, up or down."""
         if not self.points:
             return None
         return self.points[self.first_point(key)][1]
+
+    def owner(self, key):
+        """The first member clockwise from the key's point that is up (None if all are down)."""
+        if not self.points:
+            return None
+        i = self.first_point(key)
+        for step in range(len(self.points)):
+            who = self.points[(i + step) % len(self.points)][1]
+            if who not in self.down:
+                return who
+        return None
+
+    def up_weight(self):
+        return sum(w for n, w in self.weight.items() if n not in self.down)
+
+    def scale_of(self, name):
+        s = self.scale.get(name, 1.0)
+        if s is None:
+            raise ValueError('the scale of %r depends on time: not modelled' % name)
+        return s
 
     def share(self, name):
         total = 1 << self.p.bits
@@ -351,10 +378,10 @@ class Model:
             return [b'OK']
         if cmd == b'STATS':
             out = [b'version=%d publishes=%d members=%d points=%d leases=%d acquires=%d '
-                   b'spills=%d saturated=%d retries=%d' % (
+                   b'spills=%d saturated=%d retries=%d down=%d' % (
                        self.version, self.version, len(self.pool), len(self.points),
                        len(self.leases), self.acquires, self.spills, self.saturated,
-                       self.retries)]
+                       self.retries, len(self.down))]
             for n in self.pool:
                 st = self.counters[n]
                 out.append(n + b' weight=%d load=%d acquires=%d primary=%d spilled_in=%d '
@@ -372,13 +399,33 @@ class Model:
             i = self.first_point(key)
             for step in range(len(self.points)):
                 who = self.points[(i + step) % len(self.points)][1]
-                if who not in out:
+                if who not in out and who not in self.down:
                     out.append(who)
                 if len(out) == n:
                     break
-            return [b' '.join(out)]
+            return [b' '.join(out) if out else b'EMPTY']
         if cmd == b'VERSION':
             return [str(self.version).encode()]
+        if cmd in (b'DOWN', b'UP'):
+            names = dedupe(words[1:])
+            if any(n not in self.weight for n in names):
+                return [b'ERR no such member']
+            for n in names:
+                if cmd == b'DOWN':
+                    self.down.add(n)
+                else:
+                    self.down.discard(n)
+            return [b'OK']
+        if cmd == b'RAMP':
+            name, lo, hi, ms = words[1], float(words[2]), float(words[3]), int(words[4])
+            if name not in self.weight:
+                return [b'ERR no such member']
+            # s moves from lo to hi over ms milliseconds: constant when ms is 0 or lo == hi.
+            self.scale[name] = hi if ms == 0 or lo == hi else None
+            return [b'OK']
+        if cmd == b'HEALTH':
+            return [n + b' down=%d scale=%.4f' % (n in self.down, self.scale_of(n))
+                    for n in self.pool]
         raise ValueError('the model does not know %r' % line)
 
     def drop_removed(self):
@@ -386,6 +433,8 @@ class Model:
         new member object (a new generation), so leases on the old one do not count as its load.
         """
         self.supplied = {n: v for n, v in self.supplied.items() if n in self.weight}
+        self.down &= set(self.weight)
+        self.scale = {n: v for n, v in self.scale.items() if n in self.weight}
         for n in list(self.counters):
             if n not in self.weight:
                 del self.counters[n]
@@ -403,9 +452,9 @@ class Model:
         who, saturated = self.walk(key, self.live_load, len(self.leases), skip)
         if who is None:
             return b'EMPTY'
-        # Without skip the loads of the members sum to at most m, below the sum of their
-        # capacities, so a single-threaded ACQUIRE always finds room.
-        assert retry or not saturated, 'ACQUIRE found no member below capacity'
+        # Without skip and ramps the loads of the members sum to at most m, below the sum of
+        # their capacities, so a single-threaded ACQUIRE always finds room.
+        assert retry or self.scale or not saturated, 'ACQUIRE found no member below capacity'
         self.next_lease += 1
         self.leases[self.next_lease] = (who, self.gen[who])
         st = self.counters[who]
@@ -415,7 +464,9 @@ class Model:
             self.saturated += 1
         if retry:
             self.retries += 1
-        if who == self.owner(key):
+        # The key's owner here is the member of its point, up or down (as chring_stats counts
+        # it): an acquire whose point's member is down counts as a spill.
+        if who == self.raw_owner(key):
             st['primary'] += 1
         else:
             st['spilled_in'] += 1
@@ -424,24 +475,35 @@ class Model:
 
     def walk(self, key, load, m, skip):
         """(chosen member, saturated): the first member clockwise from the key's point, outside
-        skip, whose load is below its capacity ceil(c * (m + 1) * w / W) (docs/design.md §3; the
-        capacity counts every member, skipped ones too); else the first least loaded member met
-        outside skip, saturated; (None, False) when there is none."""
+        skip and up, whose load is 0 or below ceil(s * cap), cap = ceil(c * (m + 1) * w / W)
+        (docs/design.md §3; W is the weight of the members that are up, skipped ones too; s the
+        member's admission scale, the plain cap when s = 1); a member at s = 0 admits nothing.
+        Else the first least loaded member met outside skip at s > 0, saturated, or failing that
+        the first least loaded one at s = 0; (None, False) when there is none."""
         if not self.points:
             return None, False
         c = self.balance if self.balance >= 1 else 1.0
-        total_w = sum(self.weight.values())
+        total_w = self.up_weight()
         i = self.first_point(key)
-        least = None
+        least = parked = None
         for step in range(len(self.points)):
             who = self.points[(i + step) % len(self.points)][1]
-            if who in skip:
+            if who in skip or who in self.down:
+                continue
+            s = self.scale_of(who)
+            if s <= 0:
+                if parked is None or load(who) < load(parked):
+                    parked = who
                 continue
             cap = math.ceil(c * (m + 1) * self.weight[who] / total_w)
-            if load(who) < cap:
+            if s < 1:
+                cap = math.ceil(s * cap)
+            if load(who) == 0 or load(who) < cap:
                 return who, False
             if least is None or load(who) < load(least):
                 least = who
+        if least is None:
+            least = parked
         return least, least is not None
 
     def live_load(self, name):
@@ -450,13 +512,15 @@ class Model:
     def bounded(self, key, load, m):
         """docs/design.md §3: the first member clockwise from the key's owner whose load is below
         its capacity ceil(c * (m + 1) * w / W), computed in IEEE double left to right."""
-        if not self.points:
+        if not self.points or self.owner(key) is None:
             return b'EMPTY'
         c = self.balance if self.balance >= 1 else 1.0
-        total_w = sum(self.weight.values())
+        total_w = self.up_weight()
         i = self.first_point(key)
         for step in range(len(self.points)):
             who = self.points[(i + step) % len(self.points)][1]
+            if who in self.down:
+                continue  # walked past; its LOAD value still counts in m
             cap = math.ceil(c * (m + 1) * self.weight[who] / total_w)
             if load(who) < cap:
                 return who
