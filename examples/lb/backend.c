@@ -1,5 +1,5 @@
-/* chring-lb: backend objects, their passive health, their per-worker connection pools, and their
- * retirement.
+/* chring-lb: backend objects, their per-worker connection pools, and their retirement (their
+ * passive health is health.c's).
  *
  * SPDX-License-Identifier: MIT
  *
@@ -19,38 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 static pthread_mutex_t backends_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct backend *backends; /* every backend object alive */
 static bool shutting_down;       /* under backends_lock: workers are gone, free directly */
-
-/* ------------------------------------------------------------------------------------------ */
-/* passive health                                                                              */
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-bool lb_backend_down(struct backend *be)
-{
-    int64_t until = GET(be->down_until_ms);
-    return until != 0 && now_ms() < until;
-}
-
-void lb_backend_mark(struct backend *be, bool ok)
-{
-    if (ok) {
-        if (GET(be->down_until_ms) != 0)
-            atomic_store_explicit(&be->down_until_ms, 0, memory_order_relaxed);
-    } else if (lb_cfg.fail_timeout_ms > 0) {
-        atomic_store_explicit(&be->down_until_ms, now_ms() + lb_cfg.fail_timeout_ms,
-                              memory_order_relaxed);
-    }
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* connection pools                                                                            */

@@ -76,6 +76,7 @@ int main(int argc, char **argv)
     rc.vnodes = lb_cfg.vnodes;
     rc.balance = lb_cfg.balance;
     rc.retire = lb_backend_retire;
+    rc.slow_start_ms = lb_cfg.slow_start_ms;
     int err = chring_new(&lb_ring, &rc);
     if (err < 0) {
         lb_log("chring_new: %s", chring_strerror(err));
@@ -95,7 +96,8 @@ int main(int argc, char **argv)
         lb_log("cannot install signal handlers");
         goto out_signals;
     }
-    if (lb_status_start(main_base) < 0)
+    if (lb_status_start(main_base) < 0 || lb_health_start(main_base) < 0 ||
+        lb_etcd_start(main_base) < 0)
         goto out_signals;
 
     /* Workers start with every signal blocked: libevent's signal pipe lives in the main loop. */
@@ -126,6 +128,8 @@ int main(int argc, char **argv)
         pthread_join(lb_workers[i].thread, NULL);
 
 out_signals:
+    lb_etcd_stop();
+    lb_health_stop(); /* workers have stopped: nobody wakes it any more */
     if (sig_hup)
         event_free(sig_hup);
     if (sig_term)

@@ -20,7 +20,7 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: chring-lb [options] --backend HOST:PORT[=WEIGHT]... | --members FILE\n"
+        "usage: chring-lb [options] --backend HOST:PORT[=WEIGHT]... | --members FILE | --etcd URL\n"
         "  --listen HOST:PORT        listen address (default 127.0.0.1:8080)\n"
         "  --threads N               worker threads (default: one per core)\n"
         "  --backend HOST:PORT[=W]   a backend (repeatable); its member name is HOST:PORT as "
@@ -36,7 +36,16 @@ static void usage(FILE *f)
         "  --backend-timeout SECS    connect/read timeout towards backends (default 3)\n"
         "  --client-timeout SECS     idle timeout of client connections (default 15)\n"
         "  --fail-timeout SECS       after a failure, send a backend's keys to their next replica\n"
-        "                            for this long without trying it (default 1; 0: off)\n"
+        "                            for this long without trying it (default 1; 0: off): it is\n"
+        "                            down in the ring (chring_set_down), then up again\n"
+        "  --slow-start SECS         a backend that joins a running ring (reload, etcd) ramps\n"
+        "                            its admission scale from 0.1 to 1 over SECS (default 0: off)\n"
+        "  --drain SECS              a backend that leaves ramps to 0 over SECS and leaves the\n"
+        "                            ring when its load is 0, or after SECS (default 0: at once)\n"
+        "  --etcd http://HOST:PORT   read the backends from etcd (v3 JSON gateway): range, then\n"
+        "                            watch; --backend/--members are the starting list\n"
+        "  --etcd-prefix PREFIX      one key per backend, PREFIX HOST:PORT, value the weight\n"
+        "                            (empty: 1); default /chring/pool/\n"
         "  --max-headers BYTES       largest request header block (default 8192)\n"
         "  --max-body BYTES          largest request body, buffered (default 16777216)\n"
         "  --max-idle N              idle backend connections per backend per thread (default 64)\n"
@@ -140,6 +149,7 @@ static void set_defaults(void)
     lb_cfg.max_conns = 0; /* lb_limits_init derives it from RLIMIT_NOFILE */
     lb_cfg.max_requests = 4096;
     lb_cfg.max_body_total = 256u << 20;
+    lb_cfg.etcd_prefix = "/chring/pool/";
 }
 
 enum {
@@ -164,6 +174,10 @@ enum {
     O_MAXBODYTOTAL,
     O_STATSLISTEN,
     O_STATSALLOW,
+    O_SLOWSTART,
+    O_DRAIN,
+    O_ETCD,
+    O_ETCDPREFIX,
     O_HELP
 };
 
@@ -189,6 +203,10 @@ static const struct option opts[] = {
     {"max-body-total", required_argument, 0, O_MAXBODYTOTAL},
     {"stats-listen", required_argument, 0, O_STATSLISTEN},
     {"stats-allow", required_argument, 0, O_STATSALLOW},
+    {"slow-start", required_argument, 0, O_SLOWSTART},
+    {"drain", required_argument, 0, O_DRAIN},
+    {"etcd", required_argument, 0, O_ETCD},
+    {"etcd-prefix", required_argument, 0, O_ETCDPREFIX},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -288,6 +306,30 @@ static int parse_option(int c, const char *arg)
             return bad("--stats-listen %s: expected HOST:PORT", arg);
         return 0;
     case O_STATSALLOW: lb_cfg.stats_allow = arg; return lb_stats_allow_parse(arg);
+    case O_SLOWSTART:
+        if (parse_seconds(arg, true, &d) < 0)
+            return bad("--slow-start: 0 or seconds, 0.001..86400");
+        lb_cfg.slow_start_ms = (uint32_t)(d * 1000);
+        return 0;
+    case O_DRAIN:
+        if (parse_seconds(arg, true, &d) < 0)
+            return bad("--drain: 0 or seconds, 0.001..86400");
+        lb_cfg.drain_ms = (uint32_t)(d * 1000);
+        return 0;
+    case O_ETCD: {
+        char host[256];
+        uint16_t port;
+        if (strncmp(arg, "http://", 7) != 0 ||
+            lb_split_hostport(arg + 7, host, sizeof host, &port) < 0)
+            return bad("--etcd %s: expected http://HOST:PORT", arg);
+        lb_cfg.etcd_url = arg;
+        return 0;
+    }
+    case O_ETCDPREFIX:
+        if (!arg[0] || strlen(arg) > 200)
+            return bad("--etcd-prefix: 1..200 bytes");
+        lb_cfg.etcd_prefix = arg;
+        return 0;
     case O_HELP: usage(stdout); exit(0);
     default: usage(stderr); return -1;
     }
@@ -304,8 +346,8 @@ int lb_config_parse(int argc, char **argv)
         return bad("unexpected argument '%s'", argv[optind]);
     if (!lb_cfg.stats_allow && lb_stats_allow_parse(NULL) < 0)
         return -1;
-    if (lb_cfg.static_entries.n == 0 && !lb_cfg.members_file) {
-        bad("no backends: give --backend or --members");
+    if (lb_cfg.static_entries.n == 0 && !lb_cfg.members_file && !lb_cfg.etcd_url) {
+        bad("no backends: give --backend, --members or --etcd");
         usage(stderr);
         return -1;
     }

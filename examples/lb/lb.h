@@ -37,7 +37,11 @@
  *   status.c      the stats listener (--stats-listen, --stats-allow) and the status page
  *                 GET /_chring/
  *   worker.c      worker threads: event loop, listener, the request entry point
- *   membership.c  the ring's writer side: --backend plus --members applied with chring_sync
+ *   membership.c  the ring's writer side: --backend plus --members (or etcd's set) applied
+ *                 with chring_sync, members leaving through a drain kept until they leave
+ *   health.c      passive health through the ring (chring_set_down), drains, on the main thread
+ *   etcd.c        the membership from etcd: range, then watch, over etcd's v3 JSON gateway
+ *   json.c        a small JSON reader for etcd's answers (json.h)
  *   chring-lb.c   main: setup, signals, shutdown
  * members.c (members.h) parses "host:port[=weight]" entries; chring-lb-expect uses it too.
  */
@@ -101,6 +105,11 @@ struct lb_config {
     char stats_host[256];    /* --stats-listen; stats_port 0: stats on the main listener */
     uint16_t stats_port;
     const char *stats_allow; /* --stats-allow: "any" or a comma-separated list of CIDRs */
+    /* health and membership feeds (health.c, etcd.c) */
+    uint32_t slow_start_ms;  /* --slow-start: members that join later ramp up over this */
+    uint32_t drain_ms;       /* --drain: a member removed ramps to 0 and leaves by then */
+    const char *etcd_url;    /* --etcd http://HOST:PORT, or NULL */
+    const char *etcd_prefix; /* --etcd-prefix, default "/chring/pool/" */
 };
 
 /* Set once by lb_config_parse before any thread starts; read-only afterwards. */
@@ -227,8 +236,11 @@ struct backend {
     unsigned reap_left;
     bool retired;
     struct backend *prev, *next; /* every backend alive, under the backends' lock */
-    _Atomic uint64_t requests, failures, retries_in, bytes_out, skipped;
-    _Atomic int64_t down_until_ms; /* passive health: skip it until then (CLOCK_MONOTONIC) */
+    _Atomic uint64_t requests, failures, retries_in, bytes_out;
+    _Atomic uint64_t downs;         /* times passive health took it out of the ring */
+    _Atomic int64_t down_until_ms;  /* passive health: down in the ring until then (monotonic) */
+    _Atomic int64_t drain_until_ms; /* leaving: removed by then at the latest (0: not leaving);
+                                       written by the main thread only */
 };
 
 /* Resolves name ("host:port") and registers a new backend object.  Returns it, or NULL with a
@@ -247,10 +259,10 @@ void lb_backends_shutdown(void);
 /* After chring_free: frees every backend still registered (retired but not reaped). */
 void lb_backends_free_all(void);
 
-/* Passive health: true while the backend is marked down after a failure. */
-bool lb_backend_down(struct backend *be);
-/* Records the outcome of an attempt: a success clears the mark, a failure sets it for
- * --fail-timeout. */
+/* Passive health (health.c): a failed attempt marks the backend down in the ring for
+ * --fail-timeout (its keys go to their next replica, no rebuild); the main thread applies it
+ * (chring_set_down) within an event-loop turn and sets it up again when the time has passed.
+ * Any thread; a success changes nothing. */
 void lb_backend_mark(struct backend *be, bool ok);
 
 /* An idle connection of worker w to be (one that has not closed or sent a byte while idle), or
@@ -398,5 +410,32 @@ extern _Atomic uint64_t lb_reloads, lb_reload_errors;
 int lb_membership_apply(bool initial);
 /* SIGHUP: lb_membership_apply(false), counted in lb_reloads or lb_reload_errors. */
 void lb_membership_reload(void);
+/* Makes the ring's membership exactly es (what: for the log), with --drain applied: a member
+ * that is not in es ramps to 0 and stays until health.c removes it; one in es that was leaving
+ * stays.  skip_bad: an entry whose backend cannot be set up (its host does not resolve) is
+ * logged and left out instead of failing the whole call (etcd).  Main thread only.  Returns 0,
+ * or -1 with the membership unchanged. */
+int lb_membership_set(const lb_entries_t *es, const char *what, bool skip_bad);
+
+/* ------------------------------------------------------------------------------------------ */
+/* health and drains (health.c), the etcd feed (etcd.c): both on the main thread's event base  */
+
+/* Starts the health event and timer.  Returns 0 / -1. */
+int lb_health_start(struct event_base *base);
+void lb_health_stop(void);
+/* A member left the membership: ramps its admission scale to 0 over --drain; health.c removes
+ * it when its load is 0 or --drain has passed.  Main thread; in a read section on s. */
+void lb_health_drain(const chring_snap_t *s, const chring_member_t *m);
+/* A leaving member is wanted again: its scale ramps back up.  Main thread. */
+void lb_health_undrain(const chring_member_t *m);
+
+/* Starts the etcd feed when --etcd was given (0 otherwise too).  Returns 0 / -1. */
+int lb_etcd_start(struct event_base *base);
+void lb_etcd_stop(void);
+/* True once etcd has given a membership: from then on it, not --members, is the membership. */
+bool lb_etcd_active(void);
+/* The "etcd" member of the stats JSON, with its leading comma (nothing without --etcd).  Any
+ * thread. */
+void lb_etcd_stats(struct evbuffer *b);
 
 #endif

@@ -1,5 +1,6 @@
 /* chring-lb: the ring's writer side: the membership is --backend plus the members file, applied
- * with one chring_sync at start and on every SIGHUP.
+ * with one chring_sync at start and on every SIGHUP (or etcd's set, etcd.c); with --drain, members
+ * that leave stay in the sync until health.c removes them.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -8,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 _Atomic uint64_t lb_reloads, lb_reload_errors;
 
@@ -34,58 +36,108 @@ static int read_entries(lb_entries_t *es)
     return 0;
 }
 
-/* Main thread only (the only writer), so a name found in the snapshot is still a member when
- * chring_sync runs. */
-int lb_membership_apply(bool initial)
+static int cmp_name(const void *a, const void *b)
 {
-    lb_entries_t es = {0};
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Main thread only (the only writer), so a name found in the snapshot is still a member when
+ * chring_sync runs: the sync runs inside the read section on s, which writers may do. */
+int lb_membership_set(const lb_entries_t *es, const char *what, bool skip_bad)
+{
     char msg[512] = "";
-    if (read_entries(&es) < 0)
-        return -1;
-    chring_change_t *ch = calloc(es.n ? es.n : 1, sizeof *ch);
-    struct backend **fresh = calloc(es.n ? es.n : 1, sizeof *fresh);
-    if (!ch || !fresh) {
+    const chring_snap_t *s = chring_snap_enter(lb_ring);
+    size_t nm = chring_snap_len(s);
+    chring_change_t *ch = calloc(es->n + nm + 1, sizeof *ch);
+    struct backend **fresh = calloc(es->n + 1, sizeof *fresh);
+    const char **wanted = calloc(es->n + 1, sizeof *wanted);
+    const chring_member_t **leaving = calloc(nm + 1, sizeof *leaving);
+    if (!ch || !fresh || !wanted || !leaving) {
+        chring_snap_exit(lb_ring, s);
         free(ch);
         free(fresh);
-        lb_entries_free(&es);
+        free(wanted);
+        free(leaving);
         return -1;
     }
     int rc = 0;
-    const chring_snap_t *s = chring_snap_enter(lb_ring);
-    for (size_t i = 0; i < es.n; i++) {
-        ch[i].name = es.v[i].name;
-        ch[i].weight = es.v[i].weight;
-        const chring_member_t *m = chring_snap_find(s, es.v[i].name);
+    size_t k = 0, nleaving = 0, skipped = 0;
+    for (size_t i = 0; i < es->n; i++) {
+        wanted[i] = es->v[i].name;
+        ch[k].name = es->v[i].name;
+        ch[k].weight = es->v[i].weight;
+        const chring_member_t *m = chring_snap_find(s, es->v[i].name);
         if (m) {
-            ch[i].udata = chring_member_udata(m);
+            ch[k++].udata = chring_member_udata(m);
             continue;
         }
-        fresh[i] = lb_backend_new(es.v[i].name, msg, sizeof msg);
+        fresh[i] = lb_backend_new(es->v[i].name, msg, sizeof msg);
+        if (!fresh[i] && skip_bad) {
+            lb_log("%s; left out", msg);
+            skipped++;
+            continue;
+        }
         if (!fresh[i]) {
             lb_log("%s; membership unchanged", msg);
             rc = -1;
             break;
         }
-        ch[i].udata = fresh[i];
+        ch[k++].udata = fresh[i];
     }
-    chring_snap_exit(lb_ring, s);
+    /* --drain: members that leave stay (own weight, own udata) until health.c removes them */
+    if (rc == 0 && lb_cfg.drain_ms > 0) {
+        qsort(wanted, es->n, sizeof *wanted, cmp_name);
+        for (size_t j = 0; j < nm; j++) {
+            const chring_member_t *m = chring_snap_member(s, j);
+            const char *name = chring_member_name(m);
+            if (es->n && bsearch(&name, wanted, es->n, sizeof *wanted, cmp_name))
+                continue;
+            ch[k].name = name;
+            ch[k].weight = chring_snap_weight(s, m);
+            ch[k++].udata = chring_member_udata(m);
+            leaving[nleaving++] = m;
+        }
+    }
     if (rc == 0) {
-        rc = chring_sync(lb_ring, ch, es.n);
+        rc = chring_sync(lb_ring, ch, k);
         if (rc < 0)
             lb_log("chring_sync: %s; membership unchanged", chring_strerror(rc));
     }
     if (rc < 0) {
-        for (size_t i = 0; i < es.n; i++)
+        for (size_t i = 0; i < es->n; i++)
             if (fresh[i])
                 lb_backend_discard(fresh[i]);
     } else {
+        for (size_t j = 0; j < nleaving; j++)
+            lb_health_drain(s, leaving[j]);
+        for (size_t i = 0; i < es->n; i++) {
+            const chring_member_t *m = fresh[i] ? NULL : chring_snap_find(s, es->v[i].name);
+            if (m)
+                lb_health_undrain(m);
+        }
         chring_stats_t st;
         chring_stats(lb_ring, &st);
-        lb_log("%s: %zu members, ring version %llu", initial ? "loaded" : "reloaded", es.n,
-               (unsigned long long)st.version);
+        lb_log("%s: %zu members (%zu left out, %zu leaving), ring version %llu", what,
+               es->n - skipped, skipped, nleaving, (unsigned long long)st.version);
     }
+    chring_snap_exit(lb_ring, s);
     free(ch);
     free(fresh);
+    free(wanted);
+    free(leaving);
+    return rc;
+}
+
+int lb_membership_apply(bool initial)
+{
+    if (!initial && lb_etcd_active()) {
+        lb_log("SIGHUP: the membership comes from etcd (--etcd); --members not applied");
+        return -1;
+    }
+    lb_entries_t es = {0};
+    if (read_entries(&es) < 0)
+        return -1;
+    int rc = lb_membership_set(&es, initial ? "loaded" : "reloaded", false);
     lb_entries_free(&es);
     return rc;
 }

@@ -399,6 +399,10 @@ void lb_proxy_start(struct worker *w, struct evhttp_request *req)
     proxy_link(p);
 
     int rc = chring_acquire(lb_ring, p->key, p->keylen, &p->lease);
+    if (rc != 0 && chring_len(lb_ring) > 0) { /* members, every one down (passive health) */
+        proxy_bad_gateway(p, "every backend is down");
+        return;
+    }
     if (rc != 0) {
         ADD(w->no_backend, 1);
         proxy_fail(p, 503, "Service Unavailable", "no backend");
@@ -406,17 +410,8 @@ void lb_proxy_start(struct worker *w, struct evhttp_request *req)
     }
     p->be = chring_member_udata(p->lease.member);
     evhttp_connection_set_closecb(cevcon, on_client_close, p);
-    /* Passive health: a backend that failed less than --fail-timeout ago is not tried; its keys
-     * go to their next replica at once (if that one is down too, it is tried anyway). */
-    if (lb_backend_down(p->be)) {
-        ADD(p->be->skipped, 1);
-        if (proxy_retry(p))
-            return;
-        if (p->attempt == 1) { /* the replica could not be tried */
-            proxy_bad_gateway(p, "cannot reach backend");
-            return;
-        }
-    }
+    /* Passive health needs nothing here: a backend that failed less than --fail-timeout ago is
+     * down in the ring (health.c), so chring_acquire placed the key on its next replica. */
     if (proxy_start_attempt(p) != 0) {
         ADD(p->be->failures, 1);
         if (proxy_retry(p))

@@ -160,14 +160,13 @@ static void add_member(struct evbuffer *b, const chring_snap_t *s, const chring_
                         (unsigned long long)ms.spilled_in, share, chring_member_scale(m),
                         down ? "true" : "false");
     if (be) {
-        down |= lb_backend_down(be);
         evbuffer_add_printf(
             b,
             ",\"requests\":%llu,\"failures\":%llu,\"retries_in\":%llu,"
-            "\"bytes_out\":%llu,\"skipped\":%llu",
+            "\"bytes_out\":%llu,\"downs\":%llu,\"draining\":%s",
             (unsigned long long)GET(be->requests), (unsigned long long)GET(be->failures),
             (unsigned long long)GET(be->retries_in), (unsigned long long)GET(be->bytes_out),
-            (unsigned long long)GET(be->skipped));
+            (unsigned long long)GET(be->downs), GET(be->drain_until_ms) ? "true" : "false");
     }
     evbuffer_add_printf(b, ",\"down\":%s}", down ? "true" : "false");
 }
@@ -199,6 +198,7 @@ static void add_balancer(struct evbuffer *b)
         (unsigned long long)t[5], (unsigned long long)t[6], (unsigned long long)t[7],
         (unsigned long long)t[8], (unsigned long long)GET(lb_reloads),
         (unsigned long long)GET(lb_reload_errors), (unsigned long long)t[9]);
+    lb_etcd_stats(b);
     struct lb_limit_stats l;
     lb_limits_get(&l);
     evbuffer_add_printf(b,

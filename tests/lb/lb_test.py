@@ -392,13 +392,19 @@ def backend_down(env):
             else:
                 check(got == own, "%s moved from %s to %s although its owner is up" % (k, own, got))
         st = lb.wait_idle()
-        check(st["balancer"]["retries"] == retried, "retries %d, expected %d" % (st["balancer"]["retries"], retried))
-        check(st["balancer"]["bad_gateway"] == 0, "502s: %d" % st["balancer"]["bad_gateway"])
         vm = [m for m in st["members"] if m["name"] == victim.member][0]
-        check(vm["skipped"] > 0 and vm["down"], "passive health: the stopped backend was not skipped: %s" % vm)
-        log("%d keys of the stopped backend retried on their next replica (%d of them without trying "
-            "it: marked down after %d failures), %d others untouched (%.1fs)" %
-            (retried, vm["skipped"], vm["failures"], 1000 - retried, time.time() - t0))
+        # passive health: each failure is retried once and takes the backend down in the ring, so
+        # the next keys of it go to their next replica without trying it (no retry)
+        check(st["balancer"]["retries"] == vm["failures"], "retries %d, failures of the stopped "
+              "backend %d" % (st["balancer"]["retries"], vm["failures"]))
+        check(0 < vm["failures"] < retried, "failures %d of %d keys: the stopped backend was not "
+              "taken out of the ring after a failure" % (vm["failures"], retried))
+        check(st["balancer"]["bad_gateway"] == 0, "502s: %d" % st["balancer"]["bad_gateway"])
+        check(vm["downs"] >= 1 and vm["down"] and vm["ring_down"],
+              "passive health: the stopped backend is not down in the ring: %s" % vm)
+        log("%d keys of the stopped backend answered by their next replica (%d tried it and were "
+            "retried; taken down in the ring %d times), %d others untouched (%.1fs)" %
+            (retried, vm["failures"], vm["downs"], 1000 - retried, time.time() - t0))
         # it comes back: after --fail-timeout (1 s) its keys go to it again
         victim.start()
         time.sleep(1.2)
