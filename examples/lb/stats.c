@@ -116,21 +116,41 @@ static void shares(const chring_snap_t *s, const struct member_index *t, double 
     }
 }
 
-/* The ring drawn by the status page: the owner of LB_ARCS evenly spaced positions, as runs
- * [first position, member index], O(LB_ARCS log points). */
+/* The ring drawn by the status page: the owner of LB_ARCS evenly spaced positions by the points
+ * alone (a member that is down keeps its arcs, drawn as down), as runs [first position, member
+ * index], O(LB_ARCS log points). */
 #define LB_ARCS 720
+
+/* The member of the first point at or after h, clockwise (the point owning h). */
+static const chring_member_t *point_owner(const chring_snap_t *s, size_t np, uint64_t h)
+{
+    size_t lo = 0, hi = np;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t pos;
+        chring_snap_point(s, mid, &pos, NULL);
+        if (pos < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const chring_member_t *m = NULL;
+    chring_snap_point(s, lo == np ? 0 : lo, NULL, &m);
+    return m;
+}
 
 static void add_arcs(struct evbuffer *b, const chring_snap_t *s, const struct member_index *t)
 {
     unsigned bits = chring_snap_hash_bits(s);
+    size_t np = chring_snap_points(s);
     evbuffer_add_printf(b, "\"arcs_of\":%d,\"arcs\":[", LB_ARCS);
     size_t last = SIZE_MAX;
     bool first = true;
-    for (unsigned i = 0; i < LB_ARCS && chring_snap_points(s) > 0; i++) {
+    for (unsigned i = 0; i < LB_ARCS && np > 0; i++) {
         /* position i/LB_ARCS of the circle, in the profile's width */
         uint64_t h = bits >= 64 ? (uint64_t)((double)i / LB_ARCS * 18446744073709551615.0)
                                 : (uint64_t)i * (((uint64_t)1 << bits) / LB_ARCS);
-        size_t k = index_of(t, chring_snap_lookup_hash(s, h));
+        size_t k = index_of(t, point_owner(s, np, h));
         if (k == last)
             continue;
         evbuffer_add_printf(b, "%s[%u,%zd]", first ? "" : ",", i,
