@@ -538,3 +538,40 @@ Test(alloc, default_allocator_heap_does_not_grow_over_many_rings)
                   "the heap grew from %zu to %zu bytes over %d create/add/remove/free cycles",
                   before, after, cycles);
 }
+
+/* ---- the spare block does not pin a shrunken ring's memory ------------------------------- */
+
+static void sync_numbered(chring_t *r, int count)
+{
+    static char names[200][16];
+    static chring_change_t feed[200];
+    for (int i = 0; i < count; i++) {
+        snprintf(names[i], sizeof names[i], "node-%d", i);
+        feed[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    cr_assert_eq(chring_sync(r, feed, (size_t)count), 0, "sync to %d members", count);
+}
+
+Test(alloc, spare_block_more_than_twice_the_need_is_freed_not_reused)
+{
+    /* 200 members x 160 points make a snapshot block of about 640 KiB (positions, owners, a
+     * 2^16-bucket index).  After the ring shrinks to one member, that block waits in the spare
+     * cache; the next publish needs a few KiB, so it must allocate a block of its own and free
+     * the big one rather than keep 640 KiB behind a one-member ring (docs/design.md §9,
+     * src/snap_block.c). */
+    chring_t *r = ring_create(NULL);
+    sync_numbered(r, 1);
+    rcu_callbacks_done();
+    size_t baseline = heap_in_use();
+
+    sync_numbered(r, 200);
+    sync_numbered(r, 1);
+    rcu_callbacks_done(); /* the 200-member snapshot is destroyed: its block is the spare */
+    cr_assert_eq(chring_set_weight(r, "node-0", 2), 0, "a small publish");
+    rcu_callbacks_done();
+    size_t after = heap_in_use();
+    cr_assert_lt(after, baseline + 256 * 1024,
+                 "a one-member ring holds %zu bytes more than before the big ring",
+                 after - baseline);
+    chring_free(&r);
+}

@@ -166,6 +166,23 @@ Test(badinput, points_per_member_limit_uses_vnodes_times_weight)
     }
 }
 
+Test(badinput, member_with_exactly_points_max_points_is_accepted)
+{
+    /* The limit is inclusive: a member above CHRING_POINTS_MAX is rejected (just above), one with
+     * exactly 2^24 = 2^20 * 16 points is a member like any other. */
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = 1u << 20;
+    chring_t *r = ring_create(&cfg);
+    cr_assert_eq(chring_add(r, "big", 16, NULL), 0, "2^20 * 16 = 2^24 points");
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_assert_eq(chring_snap_points(s), (size_t)CHRING_POINTS_MAX, "every point placed");
+    cr_assert_eq(chring_snap_member_points(s, chring_snap_find(s, "big")),
+                 (size_t)CHRING_POINTS_MAX);
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
 Test(badinput, remove_rejects_bad_arguments)
 {
     struct fixture f;

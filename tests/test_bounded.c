@@ -452,6 +452,15 @@ Test(capacity, spec_reference_cases)
     cr_assert_eq(chring_capacity(5, 2, 0.5), 3u, "(5,2,0.5): c acts as 1");
 }
 
+Test(capacity, largest_lease_count_does_not_wrap_m_plus_one)
+{
+    /* m = 2^64 - 1: m + 1 = 2^64 is formed in double, not in 64-bit integers where it is 0. */
+    cr_assert_eq(chring_capacity(UINT64_MAX, 4, 1.0), UINT64_C(1) << 62, "2^64 / 4");
+    cr_assert_eq(chring_capacity_weighted(UINT64_MAX, 3, 8, 1.0), UINT64_C(3) << 61,
+                 "2^64 * 3 / 8");
+    cr_assert_eq(chring_capacity(UINT64_MAX, 1, 1.0), UINT64_MAX, "2^64 saturates");
+}
+
 Test(capacity, c_below_one_nan_infinite_or_negative_acts_as_one)
 {
     for (uint64_t m = 0; m < 200; m += 7) {

@@ -839,3 +839,77 @@ Test(leases, lease_count_is_exact_over_shards_and_threads)
     cr_assert_eq(st.acquires, (uint64_t)next + 2, "every acquire counted");
     chring_free(&r);
 }
+
+Test(leases, saturated_acquire_goes_to_the_least_loaded_member_met_not_the_owner)
+{
+    /* fnv16, one point per member: a and the colliding later joiner d share one position, so d
+     * has no point and n = W = 3 while the walk meets only a and b.  With c = 1 and loads a = 3,
+     * b = 2 (pinned with chring_acquire_member), m = 5 and every capacity is ceil(6 / 3) = 2:
+     * both reachable members are full, and a key owned by a must go to b, the least loaded
+     * member met (docs/design.md §3), counted as a saturation and as a spill into b. */
+    char a[32], d[32], b[32];
+    fnv16_collision(a, d, sizeof a);
+    uint32_t pos_a = ref_fnv1a32(a, strlen(a)) & 0xffffu;
+    for (int i = 0;; i++) {
+        snprintf(b, sizeof b, "other-%d", i);
+        if ((ref_fnv1a32(b, strlen(b)) & 0xffffu) != pos_a)
+            break;
+    }
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.profile = CHRING_PROFILE_FNV16;
+    cfg.vnodes = 1;
+    cfg.balance = 1.0;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, a, 1, NULL);
+    add_or_fail(r, b, 1, NULL);
+    add_or_fail(r, d, 1, NULL);
+
+    const chring_snap_t *s = chring_snap_hold(r);
+    cr_assert_eq(chring_snap_points(s), 2u, "d has no point");
+    const chring_member_t *ma = chring_snap_find(s, a), *mb = chring_snap_find(s, b);
+    chring_lease_t pinned[5];
+    for (int k = 0; k < 5; k++)
+        cr_assert_eq(chring_acquire_member(r, s, k < 3 ? ma : mb, &pinned[k]), 0, "pin %d", k);
+    cr_assert_eq(chring_member_capacity(r, s, ma), 2u, "ceil(1 * 6 / 3)");
+    char key[32];
+    for (int i = 0;; i++) {
+        snprintf(key, sizeof key, "key-%d", i);
+        if (chring_snap_lookup(s, key, strlen(key)) == ma)
+            break;
+    }
+    chring_snap_put(r, s);
+
+    chring_lease_t lease;
+    acquire_ok(r, key, &lease, b);
+    chring_stats_t st;
+    chring_stats(r, &st);
+    cr_assert_eq(st.saturated, 1u, "one saturation event");
+    cr_assert_eq(st.spills, 1u, "one spill");
+    cr_assert_eq(stats_by_name(r, b).spilled_in, 1u, "spilled into b");
+    cr_assert_eq(load_by_name(r, a), 3u, "a unchanged");
+    cr_assert_eq(load_by_name(r, b), 3u, "b took the key");
+    chring_release(r, &lease);
+    for (int k = 0; k < 5; k++)
+        chring_release(r, &pinned[k]);
+    cr_assert_eq(chring_leases(r), 0u, "all released");
+    chring_free(&r);
+}
+
+Test(leases, release_ignores_a_lease_the_library_did_not_fill_in)
+{
+    /* A lease naming a real member but not filled in by an acquire (reserved_ left zero) is not
+     * one of the ring's: releasing it moves no counter. */
+    chring_t *r = ring_create(NULL);
+    add_or_fail(r, "a", 1, NULL);
+    chring_lease_t real;
+    acquire_ok(r, "k", &real, "a");
+    chring_lease_t forged = {real.member, 0};
+    chring_release(r, &forged);
+    cr_assert_eq(load_by_name(r, "a"), 1u, "the member's load is untouched");
+    cr_assert_eq(chring_leases(r), 1u, "the ring's count is untouched");
+    chring_release(r, &real);
+    cr_assert_eq(load_by_name(r, "a"), 0u, "the real lease released");
+    cr_assert_eq(chring_leases(r), 0u);
+    chring_free(&r);
+}

@@ -200,6 +200,20 @@ Test(update, batch_with_duplicate_name_changes_nothing)
     assert_batch_fails(batch2, 2, -EINVAL);
 }
 
+Test(update, large_batch_with_duplicate_name_changes_nothing)
+{
+    /* Above 64 changes the repeated name is found in the sorted copy, not by a pairwise scan:
+     * 70 new names and "n5" again at the end. */
+    static char names[71][8];
+    chring_change_t batch[71];
+    for (int i = 0; i < 70; i++) {
+        snprintf(names[i], sizeof names[i], "n%d", i);
+        batch[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    batch[70] = (chring_change_t){"n5", 2, NULL};
+    assert_batch_fails(batch, 71, -EINVAL);
+}
+
 Test(update, batch_with_empty_or_null_name_changes_nothing)
 {
     chring_change_t batch[] = {{"c", 1, NULL}, {"", 1, NULL}};

@@ -474,3 +474,32 @@ Test(profiles, names_round_trip)
     cr_assert_eq(chring_profile_parse(NULL, &out), -EINVAL, "NULL name");
     cr_assert_eq(chring_profile_parse("hash64", NULL), -EINVAL, "NULL out");
 }
+
+Test(profiles, nginx_equal_points_count_only_for_the_first_name)
+{
+    /* "cache" and "unix:cache" both split to HOST "cache" and an empty PORT (docs/design.md
+     * §2.1), so their CRC-32 chains are the same: the 160 points of "cache" are also the first
+     * 160 of "unix:cache" (weight 2, 320 points).  Of equal points only the first by name stays,
+     * so "cache" keeps its 160 and "unix:cache" keeps only its last 160. */
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.profile = CHRING_PROFILE_NGINX;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, "unix:cache", 2, NULL);
+    add_or_fail(r, "cache", 1, NULL);
+    const chring_snap_t *s = chring_snap_enter(r);
+    const chring_member_t *plain = chring_snap_find(s, "cache");
+    const chring_member_t *sock = chring_snap_find(s, "unix:cache");
+    cr_assert_eq(chring_snap_points(s), 320u, "160 shared points once, 160 of unix:cache's own");
+    cr_assert_eq(chring_snap_member_points(s, plain), 160u, "cache keeps every point");
+    cr_assert_eq(chring_snap_member_points(s, sock), 160u, "unix:cache loses the shared 160");
+    size_t owned = 0;
+    for (size_t i = 0; i < chring_snap_points(s); i++) {
+        const chring_member_t *m = NULL;
+        cr_assert_eq(chring_snap_point(s, i, NULL, &m), 0);
+        owned += m == sock;
+    }
+    cr_assert_eq(owned, 160u, "points of unix:cache in the ring");
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}

@@ -643,3 +643,76 @@ Test(ring, weight_two_member_has_twice_the_points)
     chring_snap_exit(r, s);
     chring_free(&r);
 }
+
+/* Crowded buckets (docs/design.md §9, src/find.h): a custom hash that packs many points into one
+ * bucket of the prefix index, so the search takes its binary-search path.  Label "<x>#<i>" sits
+ * at base(x) + 10 i: a at 10, 20, .., 200 and b at 15, 25, .., 205 share the lowest bucket, and c
+ * at 2^62 + 10, .., 2^62 + 200 fills one near the middle. */
+static uint64_t crowded_base(char name)
+{
+    return name == 'a' ? 10u : name == 'b' ? 15u : (UINT64_C(1) << 62) + 10u;
+}
+
+static uint64_t crowded_hash(const void *data, size_t len, void *ctx)
+{
+    (void)ctx;
+    const char *p = data;
+    cr_assert(len >= 3 && p[1] == '#', "only labels are hashed here");
+    uint64_t i = 0;
+    for (size_t k = 2; k < len; k++)
+        i = i * 10 + (uint64_t)(p[k] - '0');
+    return crowded_base(p[0]) + 10 * i;
+}
+
+Test(ring, crowded_bucket_lookups_find_the_first_point_at_or_after_the_hash, .timeout = 10)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.profile = CHRING_PROFILE_CUSTOM;
+    cfg.hash = crowded_hash;
+    cfg.hash_bits = 64;
+    cfg.vnodes = 20;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, "c", 1, NULL);
+    add_or_fail(r, "a", 1, NULL);
+    add_or_fail(r, "b", 1, NULL);
+
+    /* The expected ring, from the definition: every point, then the owner by a linear scan. */
+    uint64_t pos[60];
+    char who[60];
+    size_t n = 0;
+    for (const char *x = "abc"; *x; x++)
+        for (uint64_t i = 0; i < 20; i++)
+            pos[n] = crowded_base(*x) + 10 * i, who[n++] = *x;
+    uint64_t probes[3 * 230 + 4];
+    size_t np = 0;
+    for (uint64_t h = 0; h < 230; h++) {
+        probes[np++] = h;                             /* in and above the a/b bucket */
+        probes[np++] = (UINT64_C(1) << 62) + h;       /* in and above c's bucket */
+        probes[np++] = (UINT64_C(1) << 62) - 115 + h; /* just below c's bucket */
+    }
+    probes[np++] = UINT64_C(1) << 57;
+    probes[np++] = UINT64_C(1) << 61;
+    probes[np++] = UINT64_C(1) << 63;
+    probes[np++] = UINT64_MAX;
+
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_assert_eq(chring_snap_points(s), 60u);
+    for (size_t k = 0; k < np; k++) {
+        uint64_t h = probes[k];
+        size_t best = SIZE_MAX, lowest = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (pos[i] < pos[lowest])
+                lowest = i;
+            if (pos[i] >= h && (best == SIZE_MAX || pos[i] < pos[best]))
+                best = i;
+        }
+        char expect[2] = {who[best == SIZE_MAX ? lowest : best], 0};
+        const chring_member_t *m = chring_snap_lookup_hash(s, h);
+        cr_assert_not_null(m, "owner of %llu", (unsigned long long)h);
+        cr_assert_str_eq(chring_member_name(m), expect, "owner of hash %llu",
+                         (unsigned long long)h);
+    }
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}

@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #define HELD 16
 
@@ -95,4 +96,38 @@ Test(shards, each_release_takes_its_lease_back_from_the_shard_it_was_acquired_th
     assert_shards(r, expect, "all released");
     cr_assert_eq(chring_leases(r), 0u);
     chring_free(&r);
+}
+
+Test(shards, one_shard_per_online_cpu_rounded_up_to_a_power_of_two)
+{
+    /* src/load.c: one shard per online CPU, rounded up to a power of two; at least 2, at most
+     * 64.  So the count is the smallest power of two that covers the CPUs (within those
+     * bounds): half of it would not. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cr_assert_gt(cpus, 0L);
+    chring_t *r = NULL;
+    cr_assert_eq(chring_new(&r, NULL), 0);
+    unsigned count = r->shard_mask + 1;
+    cr_assert_eq(count & (count - 1), 0u, "%u shards: a power of two", count);
+    cr_assert_geq(count, 2u, "at least two");
+    cr_assert_leq(count, 64u, "at most 64");
+    if (count < 64)
+        cr_assert_geq((long)count, cpus, "%u shards cover %ld CPUs", count, cpus);
+    if (count > 2)
+        cr_assert_lt((long)count / 2, cpus, "%u shards: half of them would cover %ld CPUs", count,
+                     cpus);
+    chring_free(&r);
+}
+
+Test(shards, internal_calloc_refuses_a_size_that_overflows)
+{
+    /* Not the shards, but also only visible from inside: n * size wrapping around SIZE_MAX must
+     * fail, not return a small block (src/alloc.c). */
+    cr_assert_null(chring__calloc(SIZE_MAX / 2 + 1, 2), "2^63 * 2 wraps to 0");
+    cr_assert_null(chring__calloc(SIZE_MAX / 8 + 2, 8), "wraps to 8");
+    void *p = chring__calloc(3, 8);
+    cr_assert_not_null(p, "a small block");
+    for (int i = 0; i < 24; i++)
+        cr_assert_eq(((unsigned char *)p)[i], 0, "zeroed");
+    chring__free(p);
 }

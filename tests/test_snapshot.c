@@ -326,3 +326,43 @@ Test(snapshot, hold_and_leases_inside_a_read_section)
     cr_assert_eq(chring_leases(r), 0u, "released inside a section");
     chring_free(&r);
 }
+
+/* The first interval [0, q] holds q + 1 keys and the wrap interval (last, 2^64) none when a point
+ * sits at the top position: only the keys 0..5 change owner here (a at 5 is removed; b at
+ * 2^64 - 1 owns everything after), so exactly 6 of 2^64 keys move. */
+Test(snap_moved, counts_key_zero_and_an_empty_wrap_interval_exactly)
+{
+    const struct table_entry entries[] = {{"a#0", 5}, {"b#0", UINT64_MAX}};
+    const struct table_hash table = {entries, 2, 0};
+    chring_t *r = table_ring(&table, 64, 1, 1.25);
+    add_or_fail(r, "a", 1, NULL);
+    add_or_fail(r, "b", 1, NULL);
+    const chring_snap_t *ab = chring_snap_hold(r);
+    cr_assert_eq(chring_remove(r, "a"), 0, "remove a");
+    const chring_snap_t *b = chring_snap_hold(r);
+    const double expect = 6.0 / 18446744073709551616.0; /* exact in double */
+    cr_assert_eq(chring_snap_moved(ab, b), expect, "keys 0..5 moved: %a", chring_snap_moved(ab, b));
+    cr_assert_eq(chring_snap_moved(b, ab), expect, "symmetric");
+    chring_snap_put(r, ab);
+    chring_snap_put(r, b);
+    chring_free(&r);
+}
+
+Test(snap_moved, custom_rings_of_different_widths_give_nan)
+{
+    /* Same profile (custom), same hash, same membership, but 64 against 32 bits: the positions
+     * are not comparable, so there is no moved fraction. */
+    chring_t *r64 = table_ring(&worked_table, 64, 2, 1.25);
+    chring_t *r32 = table_ring(&worked_table, 32, 2, 1.25);
+    add_or_fail(r64, "a", 1, NULL);
+    add_or_fail(r32, "a", 1, NULL);
+    const chring_snap_t *s64 = chring_snap_hold(r64);
+    const chring_snap_t *s32 = chring_snap_hold(r32);
+    cr_assert(isnan(chring_snap_moved(s64, s32)), "64 against 32 bits");
+    cr_assert(isnan(chring_snap_moved(s32, s64)), "32 against 64 bits");
+    cr_assert_eq(chring_snap_moved(s32, s32), 0.0, "one width: comparable");
+    chring_snap_put(r64, s64);
+    chring_snap_put(r32, s32);
+    chring_free(&r64);
+    chring_free(&r32);
+}
