@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The status page GET /_chring/ in a real browser: headless Chromium (Debian package chromium)
 loads it from a running chring-lb (its --stats-listen) while traffic flows, and the test checks
-the rendered DOM: every member present with its state (one marked down by passive health), the
+the rendered DOM: every member present with its state (one marked down by passive health, one warming up after
+joining with --slow-start), the
 ring drawn with an arc per member, the load of a member with requests held on it, and numbers
 that change between refreshes within one page load and between two loads.  A screenshot is kept
 as lb-status.png in LB_ARTIFACT_DIR (the build directory under meson).
@@ -101,10 +102,20 @@ def page(env):
     threads = []
     try:
         members = [rb.member for rb in rbs] + [dead]
-        args = ["--fail-timeout", "120", "--backend-timeout", "30"]
-        for m in members:
-            args += ["--backend", m]
+        # the third backend joins by SIGHUP with --slow-start: it is warming while the page loads
+        mf = env.path("members.txt")
+        with open(mf, "w") as f:
+            f.write("\n".join(m for m in members if m != rbs[2].member) + "\n")
+        args = ["--fail-timeout", "120", "--backend-timeout", "30", "--members", mf,
+                "--slow-start", "600"]
         lb = h.Balancer(env, args, stats_listen=True).start()
+        with open(mf, "w") as f:
+            f.write("\n".join(members) + "\n")
+        lb.hup()
+        end = time.time() + 10
+        while time.time() < end and lb.stats()["ring"]["members"] != 4:
+            time.sleep(0.05)
+        check(lb.stats()["ring"]["members"] == 4, "the SIGHUP did not add %s" % rbs[2].member)
         keys = ["/k/%d" % i for i in range(400)]
         owners = h.expect(members, keys)
         # the dead member's keys: retried elsewhere, the member marked down (passive health)
@@ -151,7 +162,9 @@ def page(env):
         check(names == sorted(members), "members on the page: %s, want %s" % (names, sorted(members)))
         state = {r["data-name"]: r["data-state"] for r in d1.rows}
         check(state[dead] == "down", "the dead member is shown %s" % state[dead])
-        check(all(state[rb.member] == "up" for rb in rbs), "states: %s" % state)
+        check(state[rbs[0].member] == "up" and state[rbs[1].member] == "up", "states: %s" % state)
+        check(state[rbs[2].member] == "warming", "the member joined with --slow-start is shown %s"
+              % state[rbs[2].member])
         load = {r["data-name"]: int(r["data-load"]) for r in d1.rows}
         # the two held requests (the second spills: capacity ceil(1.25 * 3 / 4) = 1)
         check(load[rbs[0].member] >= 1 and sum(load.values()) >= 2,
@@ -165,8 +178,9 @@ def page(env):
         check(hist == sorted(hist) and hist[-1] > hist[0],
               "acquires did not grow between the refreshes of one page load: %s" % hist)
         a1 = int(d1.ids.get("k-acquires", "0"))
-        log("page load 1: %d members (%s down), %d arcs drawn, loads %s, %d refreshes with "
-            "acquires %s" % (len(names), dead, sum(d1.arcs.values()), load, refreshes, hist))
+        log("page load 1: %d members (%s down, %s warming), %d arcs drawn, loads %s, %d refreshes with "
+            "acquires %s" % (len(names), dead, rbs[2].member, sum(d1.arcs.values()), load, refreshes,
+                             hist))
         # a second load later: the numbers moved on
         d2 = Dom(chromium(env, url, ["--virtual-time-budget=2000", "--dump-dom"]))
         a2 = int(d2.ids.get("k-acquires", "0"))
