@@ -5,8 +5,8 @@
  * The input is decoded into a ring configuration and a sequence of API operations (the format is
  * described in docs/fuzz.md).  Every operation runs on the library and on the model; after it the
  * two must agree exactly (owners, replica lists, bounded choices, acquire choices, error codes,
- * versions, points in ring order, shares, moved fractions, loads and statistics) or the target
- * prints what differs and aborts.  The retire callback checks that every member object is retired
+ * versions, points in ring order, shares, moved fractions, loads and statistics, health: members
+ * down and constant admission scales) or the target prints what differs and aborts.  The retire callback checks that every member object is retired
  * exactly once, only after nothing references it any more, and never for an add that failed; a
  * udata a successful call did not keep (its change named a member that exists already) must come
  * back exactly once before the call returns, and none from a failed call (config.retire in
@@ -138,6 +138,8 @@ typedef struct obj {
     int handed;  /* handed back at once by a successful call that did not keep it */
     int retired; /* retire calls seen */
     uint64_t load, acquires, primary, spilled_in;
+    int down;     /* chring_set_down: the state belongs to the member object */
+    double scale; /* the admission scale of its constant ramp (chring_set_ramp), 1 without */
 } obj_t;
 
 #define MAX_OBJS 1024
@@ -532,13 +534,36 @@ static uint64_t model_leases(void)
     return n;
 }
 
+/* The health of snapshot m's members (join order), from their objects: a held snapshot sees its
+ * members' current state, a removed member keeps the one it had. */
+typedef struct health {
+    unsigned char down[MAX_MEMBERS];
+    double scale[MAX_MEMBERS];
+    size_t ndown;
+} health_t;
+
+static void health_of(const model_snap_t *m, health_t *hl)
+{
+    hl->ndown = 0;
+    for (size_t j = 0; j < m->nmembers; j++) {
+        const obj_t *o = &objs[m->members[j].obj];
+        hl->down[j] = (unsigned char)o->down;
+        hl->scale[j] = o->scale;
+        hl->ndown += o->down != 0;
+    }
+}
+
 static void check_all(void)
 {
     const chring_snap_t *s = enter();
     check_snapshot(s, &cur, version, "current snapshot");
     if (chring_len(ring) != nmembers)
         fail("chring_len %zu, model %zu", chring_len(ring), nmembers);
-    /* Current weights and capacities of the live members. */
+    /* Current weights, health and capacities of the live members: W counts the members up, the
+     * capacity is scaled by the member's admission scale. */
+    health_t hl;
+    health_of(&cur, &hl);
+    uint64_t up_weight = model_up_weight(&cur, hl.down);
     for (size_t j = 0; j < cur.nmembers; j++) {
         const model_member_t *want = &cur.members[j];
         const chring_member_t *lm = chring_snap_find(s, want->name);
@@ -546,7 +571,14 @@ static void check_all(void)
         if (chring_member_weight(lm) != want->weight)
             fail("current weight of %s is %u, model %u", show(want->name, want->len),
                  chring_member_weight(lm), want->weight);
-        double cap = model_capacity(balance, model_leases(), want->weight, cur.total_weight);
+        if (chring_member_is_down(lm) != hl.down[j])
+            fail("chring_member_is_down(%s) = %d, model %d", show(want->name, want->len),
+                 chring_member_is_down(lm), hl.down[j]);
+        if (chring_member_scale(lm) != hl.scale[j])
+            fail("chring_member_scale(%s) = %.17g, model %.17g", show(want->name, want->len),
+                 chring_member_scale(lm), hl.scale[j]);
+        double cap = model_scaled_capacity(
+            model_capacity(balance, model_leases(), want->weight, up_weight), hl.scale[j]);
         uint64_t got = chring_member_capacity(ring, s, lm);
         if (cap < 0x1p63 ? (double)got != cap : got < (UINT64_C(1) << 63))
             fail("chring_member_capacity(%s) = %llu, model %.17g", show(want->name, want->len),
@@ -559,18 +591,19 @@ static void check_all(void)
     uint64_t nleases = model_leases();
     if (st.version != version || st.publishes != version || st.members != nmembers ||
         st.points != cur.npoints || st.leases != nleases || st.acquires != acquires ||
-        st.spills != spills || st.saturated != saturated_events || st.retries != retries)
+        st.spills != spills || st.saturated != saturated_events || st.retries != retries ||
+        st.down != hl.ndown)
         fail("chring_stats: version %llu publishes %llu members %llu points %llu leases %llu "
-             "acquires %llu spills %llu saturated %llu retries %llu; model %llu %llu %zu %zu %llu "
-             "%llu %llu %llu %llu",
+             "acquires %llu spills %llu saturated %llu retries %llu down %llu; model %llu %llu %zu "
+             "%zu %llu %llu %llu %llu %llu %zu",
              (unsigned long long)st.version, (unsigned long long)st.publishes,
              (unsigned long long)st.members, (unsigned long long)st.points,
              (unsigned long long)st.leases, (unsigned long long)st.acquires,
              (unsigned long long)st.spills, (unsigned long long)st.saturated,
-             (unsigned long long)st.retries, (unsigned long long)version,
-             (unsigned long long)version, nmembers, cur.npoints, (unsigned long long)nleases,
-             (unsigned long long)acquires, (unsigned long long)spills,
-             (unsigned long long)saturated_events, (unsigned long long)retries);
+             (unsigned long long)st.retries, (unsigned long long)st.down,
+             (unsigned long long)version, (unsigned long long)version, nmembers, cur.npoints,
+             (unsigned long long)nleases, (unsigned long long)acquires, (unsigned long long)spills,
+             (unsigned long long)saturated_events, (unsigned long long)retries, hl.ndown);
     if (chring_leases(ring) != nleases)
         fail("chring_leases %llu, model %llu", (unsigned long long)chring_leases(ring),
              (unsigned long long)nleases);
@@ -665,6 +698,7 @@ static int new_obj(const bytes_t *name)
     size_t len = name->len <= MODEL_NAME_MAX ? name->len : MODEL_NAME_MAX;
     memcpy(o->name, name->b, len);
     o->len = len;
+    o->scale = 1.0;
     return nobjs++;
 }
 
@@ -1067,10 +1101,13 @@ static void drop_target(target_t *x)
         leave(x->s);
 }
 
+/* The owner of h in m with its members' health: the first member up clockwise. */
 static const model_member_t *model_owner(const model_snap_t *m, uint64_t h)
 {
-    long p = model_owner_point(m, h);
-    return p < 0 ? NULL : &m->members[m->points[p].member];
+    health_t hl;
+    health_of(m, &hl);
+    long j = model_owner_up(m, h, hl.down);
+    return j < 0 ? NULL : &m->members[j];
 }
 
 static void op_lookup(input_t *in)
@@ -1117,7 +1154,9 @@ static void op_lookup_n(input_t *in)
     const chring_member_t *out[10];
     uint32_t want[10];
     size_t got = chring_snap_lookup_n(t.s, key_ptr(k, null_ptr), k->len, out, n);
-    size_t wn = model_lookup_n(t.m, model_hash(&t.m->cfg, k->b, k->len), want, n);
+    health_t hl;
+    health_of(t.m, &hl);
+    size_t wn = model_lookup_n_up(t.m, model_hash(&t.m->cfg, k->b, k->len), hl.down, want, n);
     if (got != wn)
         fail("chring_snap_lookup_n(%s, %zu) = %zu members, model %zu", show(k->b, k->len), n, got,
              wn);
@@ -1162,7 +1201,11 @@ static void op_bounded(input_t *in)
         chring_snap_lookup_bounded(t.s, key_ptr(k, null_ptr), k->len, c, load_cb, &ctx);
     long owner;
     int sat;
-    long j = model_walk(t.m, model_hash(&t.m->cfg, k->b, k->len), c, m, loads, &owner, &sat);
+    health_t hl;
+    health_of(t.m, &hl);
+    /* Members down are walked past (their loads still count in m); the scale is ignored. */
+    long j = model_walk_health(t.m, model_hash(&t.m->cfg, k->b, k->len), c, m, loads, NULL, hl.down,
+                               NULL, &owner, &sat);
     if (sat) {
         /* No member below its capacity: only double rounding gets here; any member will do. */
         if (!got)
@@ -1211,12 +1254,15 @@ static void op_acquire(input_t *in)
         loads[j] = objs[cur.members[j].obj].load;
     long owner;
     int sat;
-    long j = model_walk(&cur, model_hash(&cur.cfg, k->b, k->len), balance, model_leases(), loads,
-                        &owner, &sat);
+    health_t hl;
+    health_of(&cur, &hl);
+    long j = model_walk_health(&cur, model_hash(&cur.cfg, k->b, k->len), balance, model_leases(),
+                               loads, NULL, hl.down, hl.scale, &owner, &sat);
     int rc = chring_acquire(ring, key_ptr(k, null_ptr), k->len, &leases[slot]);
     if (j < 0) {
         if (rc != -ENOENT || leases[slot].member != NULL)
-            fail("chring_acquire on an empty ring = %s, member %p; expected -ENOENT, NULL",
+            fail("chring_acquire on an empty ring (or every member down) = %s, member %p; "
+                 "expected -ENOENT, NULL",
                  err_name(rc), (void *)leases[slot].member);
         return;
     }
@@ -1224,23 +1270,15 @@ static void op_acquire(input_t *in)
         fail("chring_acquire(%s) = %s", show(k->b, k->len), err_name(rc));
     int id;
     if (sat) {
-        /* Every member looked full (a member left without points counts in n and W but is never
-         * reached): the key goes to the least loaded member seen. */
-        id = obj_of(leases[slot].member);
-        uint64_t least = UINT64_MAX;
-        for (size_t p = 0; p < cur.npoints; p++)
-            if (loads[cur.points[p].member] < least)
-                least = loads[cur.points[p].member];
-        if (objs[id].load != least)
-            fail("chring_acquire(%s) saturated onto %s with load %llu; the least load seen is "
-                 "%llu",
-                 show(k->b, k->len), show(objs[id].name, objs[id].len),
-                 (unsigned long long)objs[id].load, (unsigned long long)least);
+        /* Every member met looked full (a member left without points counts in n and W but is
+         * never reached; with ramps the scaled capacities can add up to less than m): the least
+         * loaded member met at a scale above 0, else the least loaded one at scale 0. */
+        expect_member(leases[slot].member, &cur.members[j], "chring_acquire (saturated)");
         saturated_events++;
     } else {
         expect_member(leases[slot].member, &cur.members[j], "chring_acquire");
-        id = cur.members[j].obj;
     }
+    id = cur.members[j].obj;
     lease_obj[slot] = id;
     add_to(&objs[id].leases, 1);
     objs[id].load++;
@@ -1270,7 +1308,9 @@ static void op_acquire_skip(input_t *in)
     int skip_obj[4];
     uint64_t h = model_hash(&cur.cfg, k->b, k->len);
     uint32_t reps[8];
-    size_t nreps = model_lookup_n(&cur, h, reps, 8);
+    health_t hl;
+    health_of(&cur, &hl);
+    size_t nreps = model_lookup_n_up(&cur, h, hl.down, reps, 8);
     const chring_snap_t *s = enter();
     for (size_t i = 0; i < nskip; i++) {
         uint8_t sel = take8(in);
@@ -1326,7 +1366,8 @@ static void op_acquire_skip(input_t *in)
     }
     long owner;
     int sat;
-    long j = model_walk_skip(&cur, h, balance, model_leases(), loads, mask, &owner, &sat);
+    long j = model_walk_health(&cur, h, balance, model_leases(), loads, mask, hl.down, hl.scale,
+                               &owner, &sat);
     int rc = chring_acquire_skip(ring, key_ptr(k, null_ptr), k->len,
                                  nskip == 0 && (hdr & 0x20) ? NULL : skip, nskip, &leases[slot]);
     note("  -> %s, %s (model: %s%s)", err_name(rc),
@@ -1349,24 +1390,13 @@ static void op_acquire_skip(input_t *in)
         if (leases[slot].member == skip[i])
             fail("chring_acquire_skip(%s) chose %s, which is in the skip set", show(k->b, k->len),
                  show(objs[skip_obj[i]].name, objs[skip_obj[i]].len));
-    int id;
-    if (sat) {
-        /* Every member met outside skip is full: the least loaded of them. */
-        id = obj_of(leases[slot].member);
-        uint64_t least = UINT64_MAX;
-        for (size_t p = 0; p < cur.npoints; p++)
-            if (!mask[cur.points[p].member] && loads[cur.points[p].member] < least)
-                least = loads[cur.points[p].member];
-        if (objs[id].load != least)
-            fail("chring_acquire_skip(%s) saturated onto %s with load %llu; the least load seen "
-                 "outside the skip set is %llu",
-                 show(k->b, k->len), show(objs[id].name, objs[id].len),
-                 (unsigned long long)objs[id].load, (unsigned long long)least);
+    /* Saturated: every member met outside skip and up is full; the least loaded of them at a
+     * scale above 0, else at scale 0. */
+    expect_member(leases[slot].member, &cur.members[j],
+                  sat ? "chring_acquire_skip (saturated)" : "chring_acquire_skip");
+    if (sat)
         saturated_events++;
-    } else {
-        expect_member(leases[slot].member, &cur.members[j], "chring_acquire_skip");
-        id = cur.members[j].obj;
-    }
+    int id = cur.members[j].obj;
     lease_obj[slot] = id;
     add_to(&objs[id].leases, 1);
     objs[id].load++;
@@ -1769,6 +1799,75 @@ static void op_quiesce(void)
     }
 }
 
+/* Admission scales of constant ramps (and refused ones: outside [0, 1], NaN). */
+static const double scales[] = {0.0,  1.0,  0.5,  0.25, 1.0 / 3.0, 0.1,      0.999,
+                                1e-9, -0.0, -0.1, 1.5,  NAN,       INFINITY, -1.0};
+
+static double take_scale(input_t *in)
+{
+    return scales[take8(in) % (sizeof scales / sizeof scales[0])];
+}
+
+static int valid_scale(double x)
+{
+    return x >= 0.0 && x <= 1.0;
+}
+
+/* Health and warm-up (include/chring.h): chring_set_down and chring_set_ramp with constant
+ * scales (ms 0, or a timed ramp whose ends are equal), on members, non-members and bad names;
+ * NULL arguments.  The model keeps the state on the member object (obj_t.down, .scale); every
+ * later lookup, acquire and capacity is checked against it by the other operations and
+ * check_all. */
+static void op_health(input_t *in)
+{
+    uint8_t sel = take8(in);
+    const bytes_t *name = take_name(in);
+    long j = member_index(name->b, name->len);
+    unsigned errs = name_errors(name);
+    if (sel & 0x40) {
+        /* The NULL forms. */
+        note("health: NULL arguments");
+        if (chring_set_down(NULL, "a", 1) != -EINVAL || chring_set_down(ring, NULL, 1) != -EINVAL ||
+            chring_set_ramp(NULL, "a", 0, 1, 0) != -EINVAL ||
+            chring_set_ramp(ring, NULL, 0, 1, 0) != -EINVAL ||
+            chring_member_is_down(NULL) != -EINVAL || chring_member_scale(NULL) != 0.0)
+            fail("a health call with a NULL argument was not refused as include/chring.h says");
+    }
+    int rc, expect;
+    if (sel & 1) {
+        double from = take_scale(in), to = take_scale(in);
+        uint8_t t = take8(in);
+        /* Constant scales only: ms 0 (s = to at once), or from = to over ms. */
+        uint32_t ms = 0;
+        if (t & 1) {
+            from = to;
+            ms = (t & 2) ? UINT32_MAX : 1u + t;
+        }
+        note("set_ramp %s from %g to %g over %u ms", show(name->b, name->len), from, to, ms);
+        expect = !valid_scale(from) || !valid_scale(to) ? -EINVAL
+                 : errs & E_INVAL                       ? -EINVAL
+                 : errs & E_NAMETOOLONG                 ? -ENAMETOOLONG
+                 : j < 0                                ? -ENOENT
+                                                        : 0;
+        rc = chring_set_ramp(ring, name->b, from, to, ms);
+        if (rc == 0)
+            objs[members[j].obj].scale = to >= 1.0 ? 1.0 : to;
+    } else {
+        int down = (sel & 2) != 0;
+        note("set_down %s %d", show(name->b, name->len), down);
+        expect = errs & E_INVAL         ? -EINVAL
+                 : errs & E_NAMETOOLONG ? -ENAMETOOLONG
+                 : j < 0                ? -ENOENT
+                                        : 0;
+        rc = chring_set_down(ring, name->b, (sel & 4) && down ? (int)sel : down);
+        if (rc == 0)
+            objs[members[j].obj].down = down;
+    }
+    if (rc != expect)
+        fail("health call on %s = %s, model %s", show(name->b, name->len), err_name(rc),
+             err_name(expect));
+}
+
 static void op_oom(input_t *in)
 {
     oom_armed = 1 + take8(in) % 12;
@@ -1960,7 +2059,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             else
                 op_bad(&in);
             break;
-        default: op_add(&in); break;
+        default: op_health(&in); break;
         }
         if (section) {
             check_snapshot(section, &section_model, section_version,

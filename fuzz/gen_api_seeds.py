@@ -74,6 +74,15 @@ def put_unheld(): return bytes([0x2c])               # put of the current snapsh
 def quiesce(): return bytes([0x8e])
 def bad(case): return bytes([0x0e, case])
 def capacity(): return bytes([0x2e, 3 << 2, 8 << 2, 1 << 2, 3 << 2, 0])
+# Health (operation 15): a selector (bit 0: a ramp, else set_down; bit 1: down; bit 2: pass the
+# selector itself as the non-zero down flag; bit 6: the NULL forms first), the name, then for a
+# ramp the indices of from and to in fuzz_api.c's scales[] (0: 0, 1: 1, 2: 0.5, 3: 0.25, 4: 1/3,
+# 5: 0.1, 6: 0.999, 7: 1e-9, 8: -0.0, 9: -0.1, 10: 1.5, 11: NaN, 12: inf, 13: -1) and a byte t
+# (bit 0: from = to over 1 + t ms, or UINT32_MAX ms with bit 1 as well; else ms 0).
+def down(name, flag=1, sel=0): return bytes([0x0f, sel | (2 if flag else 0), name])
+def up(name): return down(name, 0)
+def ramp(name, frm, to, t=0): return bytes([0x0f, 1, name, frm, to, t])
+def health_null(): return bytes([0x0f, 0x40, A])
 
 seeds = {
     "basic-hash64": hdr(0, 4) + add(A) + add(B) + add(C, w(2)) + lookup(key(1)) + lookup_n(key(2), 3)
@@ -155,6 +164,29 @@ seeds = {
         + release_other(0) + release_other(5) + release(0) + release_copy(0) + release_copy(1)
         + put_unheld() + hold(0) + put_unheld() + put(0) + put_unheld() + remove(A) + put_unheld()
         + release(1) + hold(1) + remove(B) + release_copy(1) + put(1) + quiesce() + add(A) + put_unheld(),
+    # Down and up: lookups, replicas, bounded and acquires walk past a member down, a held snapshot
+    # sees its members' state, every member down answers as an empty ring, acquire_member still
+    # works on a member down, weights change under a member down (W), a name removed and added
+    # again comes back up; non-members and bad names; a flip inside a read section.
+    "health-down": hdr(0, 3) + add(A) + add(B) + add(C, w(2)) + lookup(key(1)) + down(A)
+        + lookup(key(1)) + lookup_n(key(1), 3) + bounded(key(1), 0, [3, 0, 1])
+        + b"".join(acquire(i, key(i)) for i in range(4)) + hold(0) + down(B, sel=4)
+        + lookup(key(2), held=0) + down(C) + lookup(key(3)) + acquire(5, key(3))
+        + acquire_skip(6, key(3), []) + acquire_member(7, 0) + up(B) + set_weight(C, w(3))
+        + acquire(8, key(5)) + up(C) + remove(A) + add(A) + lookup(key(1)) + down(N1) + down(EMPTY)
+        + down(LONG256) + health_null() + bytes([0x8f, 2, B]) + sync([(B, w(1)), (C, w(1))])
+        + acquire(9, key(6)) + put(0) + quiesce() + up(B),
+    # Constant ramps: scale 0.5 and 0.25 bound admission, scale 0 admits nothing (its keys spill),
+    # every member at scale 0 or full falls back on the least loaded; from = to over a time;
+    # refused scales (outside [0, 1], NaN, inf); back to 1; a ramp on a member down.
+    "health-ramp": hdr(1, 2, balance=1) + add(A) + add(B) + add(C) + ramp(A, 0, 2)
+        + b"".join(acquire(i, key(1)) for i in range(4)) + ramp(B, 1, 0) + ramp(C, 5, 3, 1)
+        + b"".join(acquire(4 + i, key(i)) for i in range(4)) + ramp(A, 0, 0) + ramp(C, 0, 0)
+        + b"".join(acquire(8 + i, key(i)) for i in range(3)) + acquire_skip(12, key(2), [0x40])
+        + ramp(A, 10, 1) + ramp(A, 0, 11) + ramp(A, 12, 12, 3) + ramp(A, 9, 1) + ramp(N2, 0, 1)
+        + down(B) + acquire(13, key(3)) + ramp(B, 7, 7, 1) + up(B) + acquire(14, key(4))
+        + ramp(A, 4, 6) + ramp(C, 8, 1) + b"".join(acquire(15 + i, key(i)) for i in range(3))
+        + b"".join(release(i) for i in range(8)) + ramp(B, 1, 1),
     "literal-names": hdr(0, 2) + b"\x00" + lit("node with spaces") + w(1)
         + b"\x00" + lit("x" * 5, long=True) + w(1)
         + lookup(key(2)) + bad(0) + bad(3) + bad(13) + bad(14),

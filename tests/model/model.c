@@ -567,25 +567,91 @@ long model_walk(const model_snap_t *s, uint64_t h, double c, uint64_t m, const u
 long model_walk_skip(const model_snap_t *s, uint64_t h, double c, uint64_t m, const uint64_t *loads,
                      const unsigned char *skip, long *owner, int *saturated)
 {
+    return model_walk_health(s, h, c, m, loads, skip, NULL, NULL, owner, saturated);
+}
+
+/* ---- health and warm-up (docs/design.md §3) ------------------------------------------------ */
+
+uint64_t model_up_weight(const model_snap_t *s, const unsigned char *down)
+{
+    uint64_t w = 0;
+    for (size_t j = 0; j < s->nmembers; j++)
+        if (!down || !down[j])
+            w += s->members[j].weight;
+    return w;
+}
+
+long model_owner_up(const model_snap_t *s, uint64_t h, const unsigned char *down)
+{
+    long start = model_owner_point(s, h);
+    if (start < 0)
+        return -1;
+    for (size_t k = 0; k < s->npoints; k++) {
+        uint32_t j = s->points[((size_t)start + k) % s->npoints].member;
+        if (!down || !down[j])
+            return (long)j;
+    }
+    return -1;
+}
+
+size_t model_lookup_n_up(const model_snap_t *s, uint64_t h, const unsigned char *down,
+                         uint32_t *out, size_t n)
+{
+    long start = model_owner_point(s, h);
+    size_t got = 0;
+    if (start < 0)
+        return 0;
+    for (size_t k = 0; k < s->npoints && got < n; k++) {
+        uint32_t m = s->points[((size_t)start + k) % s->npoints].member;
+        int seen = down && down[m];
+        for (size_t q = 0; q < got; q++)
+            if (out[q] == m)
+                seen = 1;
+        if (!seen)
+            out[got++] = m;
+    }
+    return got;
+}
+
+double model_scaled_capacity(double cap, double scale)
+{
+    return scale >= 1.0 ? cap : ceil(scale * cap);
+}
+
+long model_walk_health(const model_snap_t *s, uint64_t h, double c, uint64_t m,
+                       const uint64_t *loads, const unsigned char *skip, const unsigned char *down,
+                       const double *scale, long *owner, int *saturated)
+{
     long start = model_owner_point(s, h);
     *saturated = 0;
     *owner = -1;
     if (start < 0)
         return -1;
     *owner = (long)s->points[start].member;
-    long least = -1;
+    uint64_t up_weight = model_up_weight(s, down);
+    long least = -1, parked = -1;
     for (size_t k = 0; k < s->npoints; k++) {
         uint32_t j = s->points[((size_t)start + k) % s->npoints].member;
         if (skip && skip[j])
             continue; /* passed over as if full; it still counts in n, W and m */
-        double cap = model_capacity(c, m, s->members[j].weight, s->total_weight);
-        if ((double)loads[j] < cap)
+        if (down && down[j])
+            continue; /* out of service: walked past, not counted in n and W */
+        double sc = scale ? scale[j] : 1.0;
+        if (sc <= 0.0) {
+            if (parked < 0 || loads[j] < loads[parked])
+                parked = (long)j; /* admits nothing; the last resort */
+            continue;
+        }
+        double cap = model_capacity(c, m, s->members[j].weight, up_weight);
+        if ((scale && loads[j] == 0) || (double)loads[j] < model_scaled_capacity(cap, sc))
             return (long)j;
         if (least < 0 || loads[j] < loads[least])
             least = (long)j;
     }
     if (least < 0)
-        return -1; /* every member met is skipped */
+        least = parked;
+    if (least < 0)
+        return -1; /* every member met is skipped or down */
     *saturated = 1;
     return least;
 }

@@ -134,6 +134,30 @@ long model_walk(const model_snap_t *s, uint64_t h, double c, uint64_t m, const u
 long model_walk_skip(const model_snap_t *s, uint64_t h, double c, uint64_t m, const uint64_t *loads,
                      const unsigned char *skip, long *owner, int *saturated);
 
+/* Health and warm-up (docs/design.md §3).  down and scale describe the members of s (join
+ * order): down[j] != 0 when member j is down, scale[j] its admission scale in [0, 1]; NULL means
+ * every member up, every scale 1. */
+/* W of the capacities: the total weight of the members of s that are up. */
+uint64_t model_up_weight(const model_snap_t *s, const unsigned char *down);
+/* The owner of hash h when members are down: the first member up clockwise from h's point, or -1
+ * (an empty snapshot, or every member down). */
+long model_owner_up(const model_snap_t *s, uint64_t h, const unsigned char *down);
+/* model_lookup_n passing over the members that are down. */
+size_t model_lookup_n_up(const model_snap_t *s, uint64_t h, const unsigned char *down,
+                         uint32_t *out, size_t n);
+/* A capacity under admission scale s: cap at s >= 1, else ceil(s * cap) in double. */
+double model_scaled_capacity(double cap, double scale);
+/* The walk of chring_acquire and chring_acquire_skip with health: as model_walk_skip, also
+ * passing over the members that are down (W counts only the members up, skipped ones included);
+ * with scale non-NULL a member is admitted when its load is 0 or below
+ * model_scaled_capacity(cap, scale[j]), and a member at scale 0 admits nothing.  When nothing is
+ * admitted the least loaded member met at a scale above 0 (first of equals) is returned, else
+ * the least loaded one met at scale 0, with *saturated set; -1 when no member outside skip is up
+ * (*owner is still the member of h's point, up or down, whenever s has points). */
+long model_walk_health(const model_snap_t *s, uint64_t h, double c, uint64_t m,
+                       const uint64_t *loads, const unsigned char *skip, const unsigned char *down,
+                       const double *scale, long *owner, int *saturated);
+
 /* Checks the model's hashes and placement against the reference values of docs/design.md §10.
  * Returns 0, or -1 with a message on stderr. */
 int model_selftest(void);
