@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "chring.h"
+#include "demo.h"
 
 #define MAX_MEMBERS 16
 #define NPHASES 4
@@ -53,34 +54,23 @@ static unsigned nkeys = 10000;
 static double zipf_s = 1.0;
 static bool plot = true;
 
-static void die(const char *what, int err)
+void die(const char *what, int err)
 {
     fprintf(stderr, "chring-demo: %s: %s\n", what, err < 0 ? chring_strerror(err) : strerror(err));
     exit(1);
 }
 
-static uint64_t now_ns(void)
+uint64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void sleep_ms(unsigned ms)
+void sleep_ms(unsigned ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-/* xorshift64*: fast per-worker generator. */
-static inline uint64_t rnd(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545f4914f6cdd1dull;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -655,14 +645,25 @@ static void write_files(void)
 static void usage(const char *argv0)
 {
     fprintf(stderr,
-            "usage: %s [--out DIR] [--phase-ms N] [--threads N] [--keys N] [--zipf S] "
-            "[--no-plot]\n"
-            "  --out DIR      where the CSV, the gnuplot script and the PNG go (default .)\n"
-            "  --phase-ms N   length of each phase, per pass (default 600)\n"
-            "  --threads N    worker threads (default: online cores, at least 2)\n"
-            "  --keys N       distinct keys of the Zipf stream (default 10000)\n"
-            "  --zipf S       Zipf exponent (default 1.0)\n"
-            "  --no-plot      do not run gnuplot\n",
+            "usage: %s [--out DIR] [--only loads|cache] [--phase-ms N] [--threads N] [--keys N] "
+            "[--zipf S]\n          [--cache-keys N] [--cache-size N] [--window N] "
+            "[--window-ms N] [--no-plot]\n"
+            "  --out DIR         where the CSV files, the gnuplot scripts and the PNGs go "
+            "(default .)\n"
+            "  --only PART       run only the load phases or only the cache tier (default: "
+            "both)\n"
+            "  --phase-ms N      load phases: length of each phase, per pass (default 600)\n"
+            "  --threads N       load phases: worker threads (default: online cores, at least "
+            "2)\n"
+            "  --keys N          load phases: distinct keys of the Zipf stream (default 10000)\n"
+            "  --zipf S          Zipf exponent of both parts' streams (default 1.0)\n"
+            "  --cache-keys N    cache tier: distinct keys of its stream (default 100000)\n"
+            "  --cache-size N    cache tier: keys each backend's LRU holds (default 1000)\n"
+            "  --window N        cache tier: requests per window (default 10000)\n"
+            "  --window-ms N     cache tier: pace of a window after the slow-start join, in ms "
+            "(default 10;\n"
+            "                    the slow start lasts 20 windows)\n"
+            "  --no-plot         do not run gnuplot\n",
             argv0);
     exit(2);
 }
@@ -671,6 +672,13 @@ int main(int argc, char **argv)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     nworkers = cores < 2 ? 2 : (int)cores;
+    cache_opts_t cache = {.out_dir = ".",
+                          .plot = true,
+                          .keys = 500000,
+                          .capacity = 5000,
+                          .window = 10000,
+                          .window_ms = 15};
+    bool run_loads = true, run_cache = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -688,16 +696,38 @@ int main(int argc, char **argv)
             nkeys = (unsigned)strtoul(v, NULL, 10), i++;
         } else if (!strcmp(a, "--zipf")) {
             zipf_s = strtod(v, NULL), i++;
+        } else if (!strcmp(a, "--only") && !strcmp(v, "loads")) {
+            run_cache = false, i++;
+        } else if (!strcmp(a, "--only") && !strcmp(v, "cache")) {
+            run_loads = false, i++;
+        } else if (!strcmp(a, "--cache-keys")) {
+            cache.keys = (unsigned)strtoul(v, NULL, 10), i++;
+        } else if (!strcmp(a, "--cache-size")) {
+            cache.capacity = (unsigned)strtoul(v, NULL, 10), i++;
+        } else if (!strcmp(a, "--window")) {
+            cache.window = (unsigned)strtoul(v, NULL, 10), i++;
+        } else if (!strcmp(a, "--window-ms")) {
+            cache.window_ms = (unsigned)strtoul(v, NULL, 10), i++;
         } else {
             usage(argv[0]);
         }
     }
     if (nworkers < 1 || nworkers > MAX_WORKERS || nkeys < 1 || phase_ms < 10 ||
-        !(zipf_s >= 0 && zipf_s < 10))
+        !(zipf_s >= 0 && zipf_s < 10) || cache.keys < 2 || cache.keys > 10000000 ||
+        cache.capacity < 1 || cache.capacity >= cache.keys || cache.window < 100 ||
+        cache.window > 10000000 || cache.window_ms < 1 || cache.window_ms > 10000)
         usage(argv[0]);
+    cache.out_dir = out_dir;
+    cache.plot = plot;
+    cache.zipf = zipf_s;
     for (int i = 0; i < MAX_MEMBERS; i++) {
         snprintf(backends[i].name, sizeof backends[i].name, "backend-%02d", i + 1);
         backends[i].index = i;
+    }
+    if (!run_loads) {
+        printf("chring-demo (chring %s): the cache tier only\n", chring_version());
+        cache_tier_run(&cache);
+        return 0;
     }
     zipf_init();
 
@@ -723,5 +753,7 @@ int main(int argc, char **argv)
     free(zipf_cdf);
     free(zipf_p);
     free(keys);
+    if (run_cache)
+        cache_tier_run(&cache);
     return 0;
 }
