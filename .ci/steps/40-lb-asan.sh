@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # chring-lb under AddressSanitizer + UBSan (with LeakSanitizer at exit): the balancer's whole
-# test suite ('lb': routing, nginx compatibility, hot key, SIGHUP, backend down, malformed input)
-# against real nginx backends.  A sanitizer report or an unclean exit fails the test that saw it.
+# test suite ('lb': routing, nginx compatibility, hot key, SIGHUP, backend down, malformed input,
+# smuggling and crafted answers, the limits under pressure, the status page in headless Chromium)
+# against real nginx and raw backends.  A sanitizer report or an unclean exit fails the test that
+# saw it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-scripts/deps.sh libevent-dev nginx-light curl python3
+scripts/deps.sh libevent-dev nginx-light curl python3 chromium
 dir=build-lb-asan
 if [ ! -f "$dir/build.ninja" ]; then
     # The library and examples/lb only: examples/lb/meson.build registers the balancer's tests
