@@ -156,6 +156,8 @@ def agree(env):
         wrong = sum(1 for a, b in zip(m, want) if a != b)
         check(wrong == 0, "%s: %d of 1000 keys differ from chring's owner" % (lb.name, wrong))
     log("three instances, 1000 keys: identical, each on chring's owner")
+    for lb, m in zip(lbs, maps):
+        log("%s: keys per backend %s" % (lb.name, " ".join("%s=%d" % (b.member, m.count(b.member)) for b in bs)))
     v0 = [lb.stats()["ring"]["version"] for lb in lbs]
 
     # bad entries: skipped, the ring untouched
@@ -192,6 +194,8 @@ def agree(env):
     check(not stray, "%d keys moved between unchanged members: %s" % (len(stray), stray[:5]))
     log("after the change: identical on all three; %d keys moved, every one from %s or to %s" %
         (len(moved), gone.member, new.member))
+    for lb, m in zip(lbs, maps2):
+        log("%s: keys per backend %s" % (lb.name, " ".join("%s=%d" % (b.member, m.count(b.member)) for b in bs)))
     for lb in lbs:
         e = lb.stats()["etcd"]
         check(e["state"] == "watching" and e["applied"] and e["batches"] >= 2, "etcd stats %s" % e)
