@@ -583,6 +583,15 @@ static double hits_over(int run, int from, int to, int part)
     return ratio(hits, all);
 }
 
+/* Misses over windows CHANGE.. at the focus backend (focus) or at the others (!focus). */
+static long backend_misses(int run, bool focus)
+{
+    long sum = 0;
+    for (int w = CHANGE; w < WINDOWS; w++)
+        sum += focus ? win[run][w].on_misses : win[run][w].misses - win[run][w].on_misses;
+    return sum;
+}
+
 /* true when two runs saw the same hits and misses in every window. */
 static bool same_windows(int a, int b)
 {
@@ -668,11 +677,11 @@ static void print_summary(void)
         to_prev += ws->focus_other, prev_hits += ws->other_hits;
     }
     const window_stats_t *a1 = &win[RUN_JOIN][CHANGE], *b1 = &win[RUN_SLOW][CHANGE];
-    printf("\n  (b) backend-11 joined at scale %.2f (config.slow_start_from %.2f, read back as "
+    printf("\n  (b) backend-11 joined at scale %.1f (config.slow_start_from %.2f, read back as "
            "chring_add returned)\n      and ramped to 1 over windows %d-%d.  Meanwhile it served "
            "%.0f%% of its keys' requests;\n      %.0f%% of those it refused went to their previous "
            "owner, which served %.1f%% of them from its\n      cache.  In the first window its "
-           "keys hit %.1f%% (%.1f%% in (a)) and it missed %u times (%u in (a)).\n",
+           "keys hit %.1f%% (%.1f%% in (a)) and it missed %u times (%u in\n      (a)).\n",
            b1->joined_at, CHRING_DEFAULT_SLOW_START_FROM, CHANGE, CHANGE + RAMP_WINDOWS - 1,
            100 * ratio(on, focus), 100 * ratio(to_prev, focus - on),
            100 * ratio(prev_hits, to_prev), 100 * ratio(b1->focus_hits, b1->focus),
@@ -680,15 +689,18 @@ static void print_summary(void)
     long ca = cold_misses(RUN_JOIN, CHANGE, WINDOWS), cb = cold_misses(RUN_SLOW, CHANGE, WINDOWS);
     int ramp_end = CHANGE + RAMP_WINDOWS;
     if (cb > ca)
-        printf(
-            "      In all it lost more than (a): %ld cold misses against %ld.  backend-11 misses "
-            "once on every\n      key it ends up holding either way, and slow start only "
-            "spreads those misses out; meanwhile\n      the previous owners keep serving and "
-            "caching its keys, so the tier gains the 11th cache later:\n      over the ramp "
-            "the other backends' keys hit %.1f%% in (b), %.1f%% in (a), %.1f%% in control-11.\n",
-            cb, ca, 100 * hits_over(RUN_SLOW, CHANGE, ramp_end, 2),
-            100 * hits_over(RUN_JOIN, CHANGE, ramp_end, 2),
-            100 * hits_over(RUN_CTRL11, CHANGE, ramp_end, 2));
+        printf("      In all it lost more than (a): %ld cold misses against %ld.  Over windows "
+               "%d-%d,\n      backend-11 itself missed %ld times (%ld in (a), %ld in control-11) "
+               "and the\n      other backends %ld times (%ld in (a), %ld in control-11): while "
+               "it ramps, its\n      previous owners keep serving and caching its keys, so the "
+               "tier gains the 11th cache\n      later (over the ramp the other backends' keys "
+               "hit %.1f%% in (b), %.1f%% in (a), %.1f%%\n      in control-11).\n",
+               cb, ca, CHANGE, WINDOWS - 1, backend_misses(RUN_SLOW, true),
+               backend_misses(RUN_JOIN, true), backend_misses(RUN_CTRL11, true),
+               backend_misses(RUN_SLOW, false), backend_misses(RUN_JOIN, false),
+               backend_misses(RUN_CTRL11, false), 100 * hits_over(RUN_SLOW, CHANGE, ramp_end, 2),
+               100 * hits_over(RUN_JOIN, CHANGE, ramp_end, 2),
+               100 * hits_over(RUN_CTRL11, CHANGE, ramp_end, 2));
     else
         printf("      In all it lost less than (a): %ld cold misses against %ld.\n", cb, ca);
     long cc = cold_misses(RUN_DOWN, CHANGE, WINDOWS), cd = cold_misses(RUN_REMOVE, CHANGE, WINDOWS);

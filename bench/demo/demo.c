@@ -2,7 +2,13 @@
  *
  * SPDX-License-Identifier: MIT
  *
- *   chring-demo [--out DIR] [--phase-ms N] [--threads N] [--keys N] [--zipf S] [--no-plot]
+ *   chring-demo [--out DIR] [--only loads|cache] [--phase-ms N] [--threads N] [--keys N]
+ *               [--zipf S] [--cache-keys N] [--cache-size N] [--window N] [--window-ms N]
+ *               [--no-plot]
+ *
+ * Two parts, both run by default: the load phases (this file) and the cache tier (cache.c: the
+ * hit ratio of LRU backends through a join with and without slow start and through a flap done
+ * as down/up and as remove/re-add; it writes chring-demo-cache.csv, .gp and .png).
  *
  * Worker threads (one per core, at least 2) route a Zipf(S) request stream over --keys keys to a
  * pool of backends.  Each request is placed with chring_acquire() and held for a random number
