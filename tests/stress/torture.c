@@ -39,6 +39,23 @@
  *     sometimes the key's owner too: the member chosen is never one of those skipped; in hot
  *     epochs the retries take part in the bound checked there (admission stays strict).
  *     stats.retries counts them exactly.
+ *   - Health and warm-up (docs/design.md §3, "Health and warm-up").  A flipper thread sets
+ *     members down and up (at most 2 names down at once, so a ring of >= 3 members always has one
+ *     up) in health epochs, and admission ramps (constant: ms 0 or from = to; timed: 1 to 50 ms)
+ *     in health and hot epochs, while the readers acquire, retry and look up and the writer
+ *     publishes and retires.  The flags are read during a walk, so what a reader may assert
+ *     depends on what changed meanwhile: each set_down is bracketed by a per-name and a global
+ *     sequence number (odd while the call runs).  An acquire, a retry or a lookup never returns a
+ *     member that is down now while its name's sequence did not move across the call (down at
+ *     the start and at the end, and not flipped in between: down throughout); with the global
+ *     sequence unchanged a lookup is never NULL, an acquire never -ENOENT, a retry -ENOENT only
+ *     with 2 names down, lookup_n returns exactly min(n, members up) members, none down, and a
+ *     bounded lookup with zero loads is the plain owner.  chring_acquire_member takes a member
+ *     that is down.  Ramps only lower a capacity (ceil(s * cap) <= cap), so the hot epochs' bound
+ *     below holds with them, saturated events (a member at scale 0 takes keys only through them)
+ *     counted.  Between epochs the coordinator sets every member up at scale 1 again; readers put
+ *     held snapshots on entering and leaving a health epoch, so the other epochs' checks see no
+ *     member down.
  *   - fork() (the fork() paragraph of include/chring.h).  A few times per run
  *     (CHRING_TORTURE_FORKS, default 3; 0 under ThreadSanitizer, see DEFAULT_FORKS) a reader forks
  *     while the other threads read, acquire and publish.  The child (only the forking thread)
@@ -304,14 +321,16 @@ typedef struct thread {
     /* counters */
     uint64_t lookups, bounded, bounded_checked, lookup_n, acquires, releases, holds, nested,
         lookup_names, hot_acquires, member_checks, late_releases, acquire_members,
-        acquire_member_enoent, retries, forks;
+        acquire_member_enoent, retries, forks, health_steps, health_acquires, health_on_down,
+        health_unstable, health_enoent;
     uint64_t max_hot_load_over; /* largest (load - bound) seen, for the report (<= 0 is fine) */
     char pad[64];
 } thread_t;
 
 enum {
     EPOCH_CHURN = 0,
-    EPOCH_HOT = 1
+    EPOCH_HOT = 1,
+    EPOCH_HEALTH = 2
 };
 
 /* Bound per member for the hot epoch, filled by the coordinator while every thread is parked. */
@@ -334,6 +353,24 @@ static size_t hot_table_len;
 static uint64_t hot_m_bound, hot_total_weight;
 static uint64_t max_m_seen; /* largest chring_leases() the writer read in hot epochs */
 static uint64_t m_slack;    /* CHRING_TORTURE_M_SLACK */
+
+/* Health (the flipper thread).  flip_mode says what it may do now: FLIP_NONE (churn epochs and
+ * while the coordinator resets), FLIP_RAMPS (hot epochs), FLIP_ALL (health epochs).  flip_lock
+ * makes one flipper action and the coordinator's reset exclusive.  name_seq[i] and flip_seq are
+ * odd while a chring_set_down on slot i's name runs. */
+enum {
+    FLIP_NONE = 0,
+    FLIP_RAMPS = 1,
+    FLIP_ALL = 2
+};
+#define MAX_DOWN 2 /* names the flipper keeps down at once (MIN_MEMBERS - 1) */
+static pthread_mutex_t flip_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int flip_mode;
+static _Atomic uint64_t flip_seq;
+static _Atomic uint64_t name_seq[NSLOTS];
+static _Atomic int names_down; /* names the flipper set down and did not set up since */
+static bool flip_down[NSLOTS]; /* the flipper's own view, under flip_lock */
+static uint64_t flips_down, flips_up, flips_enoent, ramps_const, ramps_timed;
 
 /* ---------------------------------------------------------------------------------------------
  * Checks readers run on everything they meet
@@ -800,6 +837,156 @@ static void reader_churn_step(thread_t *t)
     }
 }
 
+/* The slot of a member's name (every member of the ring has one of the slots' names). */
+static unsigned slot_of(const chring_member_t *m)
+{
+    const udata_t *u = chring_member_udata(m);
+    char name[CHRING_NAME_MAX + 1];
+    for (unsigned i = 0; i < NSLOTS; i++) {
+        slot_name(name, sizeof name, i);
+        if (strcmp(name, u->name) == 0)
+            return i;
+    }
+    fail("member %.40s has no slot name", u->name);
+}
+
+/* A reader's step in a health epoch: the flipper sets members down and up and ramps them while
+ * this runs.  `stable` means the global flip sequence did not move across a call (no flag
+ * changed: the state the walk read is the state before and after); `still` the same for one
+ * member's name. */
+static void reader_health_step(thread_t *t)
+{
+    unsigned char key[64];
+    size_t len;
+    uint64_t r = rnd(&t->seed);
+    make_key(&t->seed, key, &len);
+    t->health_steps++;
+
+    uint64_t names0[NSLOTS];
+    uint64_t g0 = atomic_load(&flip_seq);
+    for (unsigned i = 0; i < NSLOTS; i++)
+        names0[i] = atomic_load(&name_seq[i]);
+    const chring_snap_t *s = chring_snap_enter(ring);
+    check_snap(s, "health: read section");
+    size_t n = chring_snap_len(s);
+    const chring_member_t *owner = chring_snap_lookup(s, key, len);
+    const chring_member_t *out[4];
+    size_t want = 1 + (r >> 8) % 4;
+    size_t k = chring_snap_lookup_n(s, key, len, out, want);
+    const chring_member_t *zero = chring_snap_lookup_bounded(s, key, len, BALANCE, zero_load, NULL);
+    /* The flags this step judges by, read before the sequence is read again: with the sequence
+     * unchanged they are the flags the walks above read. */
+    int owner_down = owner ? chring_member_is_down(owner) : 0, out_down[4];
+    for (size_t i = 0; i < k && i < 4; i++)
+        out_down[i] = chring_member_is_down(out[i]);
+    size_t up = 0;
+    for (size_t i = 0; i < n; i++)
+        up += chring_member_is_down(chring_snap_member(s, i)) == 0;
+    atomic_thread_fence(memory_order_seq_cst); /* the flags read above, before the sequence */
+    bool stable = (g0 & 1) == 0 && atomic_load(&flip_seq) == g0;
+    if (!stable)
+        t->health_unstable++;
+    if (owner == NULL) {
+        CHECK(!stable,
+              "health: lookup returned NULL with no flag changing and at most %d of %zu "
+              "members down",
+              MAX_DOWN, n);
+    } else {
+        check_member(owner, "health: lookup");
+        CHECK(!stable || owner_down == 0,
+              "health: lookup returned %.40s, down throughout the lookup",
+              chring_member_name(owner));
+    }
+    CHECK(k <= (want < n ? want : n), "health: lookup_n(%zu) returned %zu of %zu members", want, k,
+          n);
+    for (size_t i = 0; i < k; i++) {
+        check_member(out[i], "health: lookup_n");
+        for (size_t j = 0; j < i; j++)
+            CHECK(out[i] != out[j], "health: lookup_n returned a member twice");
+        if (stable)
+            CHECK(out_down[i] == 0, "health: lookup_n returned %.40s, down",
+                  chring_member_name(out[i]));
+    }
+    if (stable) {
+        /* No flag moved across the calls, so the count of members up just read is theirs. */
+        CHECK(k == (want < up ? want : up), "health: lookup_n(%zu) returned %zu, %zu members up",
+              want, k, up);
+        CHECK(k == 0 || out[0] == owner, "health: lookup_n's first member is not the owner");
+        CHECK(zero == owner, "health: bounded lookup with zero loads differs from the lookup");
+    }
+    /* chring_acquire_member works on a member that is down (the caller chose it). */
+    if ((r >> 12) % 8 == 0) {
+        for (size_t i = 0; i < n; i++) {
+            const chring_member_t *m = chring_snap_member(s, i);
+            if (chring_member_is_down(m) != 1)
+                continue;
+            if (t->count >= K_CHURN)
+                lease_release_oldest(t, false);
+            held_lease_t *h = lease_slot(t);
+            int rc = chring_acquire_member(ring, s, m, &h->lease);
+            CHECK(rc == 0 && h->lease.member == m,
+                  "health: chring_acquire_member on a member down: %s", chring_strerror(rc));
+            h->udata = check_member(m, "health: lease on a member down");
+            h->acquired_version = chring_snap_version(s);
+            t->count++;
+            t->acquires++;
+            t->acquire_members++;
+            break;
+        }
+    }
+    chring_snap_exit(ring, s);
+
+    /* Acquires and retries on the current snapshot, whatever the writer publishes meanwhile. */
+    if (t->count >= K_CHURN)
+        lease_release_oldest(t, false);
+    held_lease_t *h = lease_slot(t);
+    g0 = atomic_load(&flip_seq);
+    for (unsigned i = 0; i < NSLOTS; i++)
+        names0[i] = atomic_load(&name_seq[i]);
+    int rc;
+    const chring_member_t *skip = NULL;
+    bool retry = (r >> 16) % 4 == 0 && t->count > 0;
+    if (retry) {
+        skip = t->leases[(t->head + t->count - 1) % MAX_LEASES].lease.member;
+        rc = chring_acquire_skip(ring, key, len, &skip, 1, &h->lease);
+    } else {
+        rc = chring_acquire(ring, key, len, &h->lease);
+    }
+    atomic_thread_fence(memory_order_seq_cst);
+    stable = (g0 & 1) == 0 && atomic_load(&flip_seq) == g0;
+    int down_names = atomic_load(&names_down);
+    if (rc == -ENOENT) {
+        /* Every member met is down (or skipped): with no flip across the call that needs at least
+         * n - 1 >= MAX_DOWN members down, all of them names the flipper set down. */
+        CHECK(!stable || (retry && down_names >= MAX_DOWN),
+              "health: %s returned -ENOENT with no flag changing, %d names down",
+              retry ? "chring_acquire_skip" : "chring_acquire", down_names);
+        CHECK(h->lease.member == NULL, "health: a refused acquire left its lease filled");
+        t->health_enoent++;
+        return;
+    }
+    CHECK(rc == 0, "health: %s: %s", retry ? "chring_acquire_skip" : "chring_acquire",
+          chring_strerror(rc));
+    const chring_member_t *m = h->lease.member;
+    h->udata = check_member(m, "health: acquired lease");
+    CHECK(!retry || m != skip, "health: chring_acquire_skip chose the member it skips");
+    if (chring_member_is_down(m) == 1) {
+        unsigned i = slot_of(m);
+        bool still = (names0[i] & 1) == 0 && atomic_load(&name_seq[i]) == names0[i];
+        CHECK(!still,
+              "health: %s placed the key on %.40s, down at the start and at the end of the call "
+              "and not flipped in between",
+              retry ? "chring_acquire_skip" : "chring_acquire", chring_member_name(m));
+        t->health_on_down++; /* flipped during the call: either state may have been read */
+    }
+    h->acquired_version = 0;
+    t->count++;
+    t->acquires++;
+    t->health_acquires++;
+    if (retry)
+        t->retries++;
+}
+
 static void reader_hot_step(thread_t *t)
 {
     uint64_t r = rnd(&t->seed);
@@ -982,15 +1169,27 @@ static void *reader_main(void *arg)
         while (!atomic_load_explicit(&epoch_stop, memory_order_acquire)) {
             if (epoch_kind == EPOCH_HOT) {
                 reader_hot_step(t);
+            } else if (epoch_kind == EPOCH_HEALTH) {
+                reader_health_step(t);
             } else {
                 maybe_fork(t);
                 reader_churn_step(t);
             }
         }
+        /* A snapshot held in a health epoch may list members removed while down (they stay down):
+         * none is carried into another epoch, nor from one into a health epoch. */
+        if (epoch_kind == EPOCH_HEALTH && t->held_snap) {
+            chring_snap_put(ring, t->held_snap);
+            t->held_snap = NULL;
+        }
         pthread_barrier_wait(&barrier); /* A: parked, nothing in flight */
         pthread_barrier_wait(&barrier); /* B: the coordinator has checked and set the next epoch */
         if (atomic_load(&run_over))
             break;
+        if (epoch_kind == EPOCH_HEALTH && t->held_snap) {
+            chring_snap_put(ring, t->held_snap);
+            t->held_snap = NULL;
+        }
     }
     lease_release_all(t);
     if (t->held_snap) {
@@ -1308,6 +1507,107 @@ static void writer_step(void)
     }
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Health: the flipper thread and the coordinator's reset
+ * ------------------------------------------------------------------------------------------- */
+
+static _Atomic int flipper_quit;
+static uint64_t flipper_seed;
+
+/* One chring_set_down on slot i's name, bracketed by the sequences; the flipper's view follows
+ * what the call did (-ENOENT: the name is no member, so no member of it is down either).  Called
+ * under flip_lock. */
+static void flip(unsigned i, bool down)
+{
+    char name[CHRING_NAME_MAX + 1];
+    slot_name(name, sizeof name, i);
+    if (down && !flip_down[i])
+        atomic_fetch_add(&names_down, 1); /* before: never fewer than are down */
+    atomic_fetch_add(&flip_seq, 1);
+    atomic_fetch_add(&name_seq[i], 1);
+    int rc = chring_set_down(ring, name, down);
+    atomic_fetch_add(&name_seq[i], 1);
+    atomic_fetch_add(&flip_seq, 1);
+    CHECK(rc == 0 || rc == -ENOENT, "chring_set_down(%.40s, %d): %s", name, down,
+          chring_strerror(rc));
+    bool now = rc == 0 && down;
+    if (down && !flip_down[i] && !now)
+        atomic_fetch_sub(&names_down, 1);
+    if (!down && flip_down[i])
+        atomic_fetch_sub(&names_down, 1);
+    flip_down[i] = now;
+    if (rc == -ENOENT)
+        flips_enoent++;
+    else if (down)
+        flips_down++;
+    else
+        flips_up++;
+}
+
+static void *flipper_main(void *arg)
+{
+    (void)arg;
+    static const double scales[] = {0.0, 0.1, 0.25, 0.5, 0.9, 1.0};
+    const size_t nscales = sizeof scales / sizeof scales[0];
+    char name[CHRING_NAME_MAX + 1];
+    while (!atomic_load(&flipper_quit)) {
+        uint64_t r = rnd(&flipper_seed);
+        pthread_mutex_lock(&flip_lock);
+        int mode = atomic_load(&flip_mode);
+        unsigned i = (unsigned)(r % NSLOTS);
+        if (mode == FLIP_ALL && (r >> 8) % 2 == 0) {
+            if (!flip_down[i] && atomic_load(&names_down) >= MAX_DOWN) {
+                for (unsigned j = 0; j < NSLOTS; j++) /* full: set one of them up instead */
+                    if (flip_down[j]) {
+                        i = j;
+                        break;
+                    }
+            }
+            flip(i, !flip_down[i]);
+        } else if (mode != FLIP_NONE) {
+            /* Constant (ms 0, or from = to over a time) or timed, 1 to 50 ms. */
+            double from = scales[(r >> 12) % nscales], to = scales[(r >> 16) % nscales];
+            uint32_t ms = 1 + (uint32_t)((r >> 20) % 50);
+            if ((r >> 9) % 2 == 0) {
+                from = to;
+                if ((r >> 10) % 2 == 0)
+                    ms = 0;
+                ramps_const++;
+            } else {
+                ramps_timed++;
+            }
+            slot_name(name, sizeof name, i);
+            int rc = chring_set_ramp(ring, name, from, to, ms);
+            CHECK(rc == 0 || rc == -ENOENT, "chring_set_ramp(%.40s, %g, %g, %u): %s", name, from,
+                  to, ms, chring_strerror(rc));
+        }
+        pthread_mutex_unlock(&flip_lock);
+        struct timespec ts = {0, 100000 + (long)((r >> 32) % 200000)};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* Between epochs (readers parked): every name up at scale 1, then the next epoch's mode. */
+static void health_reset(int next_mode)
+{
+    pthread_mutex_lock(&flip_lock);
+    atomic_store(&flip_mode, FLIP_NONE);
+    for (unsigned i = 0; i < NSLOTS; i++) {
+        flip(i, false);
+        int rc = chring_set_ramp(ring, slots[i].name, 1.0, 1.0, 0);
+        CHECK(rc == (slots[i].present ? 0 : -ENOENT), "reset: chring_set_ramp(%.40s): %s",
+              slots[i].name, chring_strerror(rc));
+    }
+    CHECK(atomic_load(&names_down) == 0, "reset: %d names still counted down",
+          atomic_load(&names_down));
+    chring_stats_t st;
+    chring_stats(ring, &st);
+    CHECK(st.down == 0, "reset: stats.down = %" PRIu64 " with every member set up", st.down);
+    atomic_store(&flip_mode, next_mode);
+    pthread_mutex_unlock(&flip_lock);
+}
+
 /* While the membership is frozen (hot epochs) the writer stays on the read side. */
 static void writer_quiet_step(const chring_snap_t **prev)
 {
@@ -1540,7 +1840,10 @@ int main(int argc, char **argv)
     }
 
     uint64_t start = now_ns(), end = start + (uint64_t)(seconds * 1e9);
-    uint64_t epochs = 0, hot_epochs = 0, writer_steps = 0;
+    uint64_t epochs = 0, hot_epochs = 0, health_epochs = 0, writer_steps = 0;
+    flipper_seed = splitmix(seed ^ 0x666c6970ull) | 1;
+    pthread_t flipper;
+    CHECK(pthread_create(&flipper, NULL, flipper_main, NULL) == 0, "pthread_create (flipper)");
     const chring_snap_t *quiet_prev = NULL;
     for (;;) {
         uint64_t epoch_end = now_ns() + (epoch_kind == EPOCH_HOT ? HOT_MS : CHURN_MS) * 1000000ull;
@@ -1565,12 +1868,18 @@ int main(int argc, char **argv)
         if (over) {
             atomic_store(&run_over, 1);
         } else {
-            /* Every third epoch is hot, starting with the second. */
-            epoch_kind = epochs % 3 == 1 ? EPOCH_HOT : EPOCH_CHURN;
+            /* Every third epoch is hot, starting with the second, and every third a health
+             * epoch, starting with the third.  Each begins with every member up at scale 1. */
+            epoch_kind = epochs % 3 == 1 ? EPOCH_HOT : epochs % 3 == 2 ? EPOCH_HEALTH : EPOCH_CHURN;
+            health_reset(epoch_kind == EPOCH_HOT      ? FLIP_RAMPS
+                         : epoch_kind == EPOCH_HEALTH ? FLIP_ALL
+                                                      : FLIP_NONE);
             if (epoch_kind == EPOCH_HOT) {
                 prepare_hot();
                 hot_epochs++;
             }
+            if (epoch_kind == EPOCH_HEALTH)
+                health_epochs++;
         }
         atomic_store_explicit(&epoch_stop, 0, memory_order_release);
         pthread_barrier_wait(&barrier); /* B */
@@ -1579,6 +1888,9 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < nthreads; i++)
         pthread_join(threads[i].tid, NULL);
+    atomic_store(&flipper_quit, 1);
+    pthread_join(flipper, NULL);
+    health_reset(FLIP_NONE);
     double elapsed = (double)(now_ns() - start) / 1e9;
 
     /* Everything released: the ring's total and every load are 0. */
@@ -1611,7 +1923,8 @@ int main(int argc, char **argv)
 
     uint64_t lookups = 0, bounded = 0, bchecked = 0, lookup_n = 0, acquires = 0, releases = 0,
              holds = 0, nested = 0, names = 0, hot = 0, mchecks = 0, over = 0, late = 0, chosen = 0,
-             enoent = 0, nretries = 0, nforks = 0;
+             enoent = 0, nretries = 0, nforks = 0, hsteps = 0, hacq = 0, hdown = 0, hunstable = 0,
+             henoent = 0;
     for (int i = 0; i < nthreads; i++) {
         thread_t *t = &threads[i];
         lookups += t->lookups;
@@ -1630,6 +1943,11 @@ int main(int argc, char **argv)
         enoent += t->acquire_member_enoent;
         nretries += t->retries;
         nforks += t->forks;
+        hsteps += t->health_steps;
+        hacq += t->health_acquires;
+        hdown += t->health_on_down;
+        hunstable += t->health_unstable;
+        henoent += t->health_enoent;
         if (t->max_hot_load_over > over)
             over = t->max_hot_load_over;
     }
@@ -1652,6 +1970,13 @@ int main(int argc, char **argv)
            "), never onto a skipped member; fork: %" PRIu64 " children of %d planned, each "
            "published, acquired, released and freed the ring\n",
            nretries, st.retries, nforks, forks);
+    printf("  health: %" PRIu64 " epochs, %" PRIu64 " reader steps (%" PRIu64
+           " with a flip during the lookups), %" PRIu64 " acquires and retries (%" PRIu64
+           " onto a member flipped during the call, %" PRIu64 " -ENOENT); flipper: %" PRIu64
+           " down, %" PRIu64 " up, %" PRIu64 " on non-members, %" PRIu64 " constant and %" PRIu64
+           " timed ramps\n",
+           health_epochs, hsteps, hunstable, hacq, hdown, henoent, flips_down, flips_up,
+           flips_enoent, ramps_const, ramps_timed);
     printf("  snapshots: %" PRIu64 " held by readers, %" PRIu64 " held by the writer\n", holds,
            w_moved_checks);
     printf("  writer: %" PRIu64 " steps, %" PRIu64 " publishes (%.0f/s): %" PRIu64 " adds, %" PRIu64
