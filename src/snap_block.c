@@ -18,6 +18,8 @@
  * reported as it would be after free(). */
 #include "member.h"
 
+#include <sys/mman.h>
+
 static const struct chring_health no_health; /* nothing is down in the empty snapshot */
 
 const chring_snap_t chring__empty_snap = {
@@ -56,6 +58,28 @@ static void block_stash(chring_snap_t *s)
     }
 }
 
+/* Large snapshots ask the kernel for transparent huge pages (madvise; Linux's THP in "madvise"
+ * mode, Debian's default): a 40 MB snapshot then takes 20 page faults instead of 10,000 when it
+ * is first written, and a lookup's index and point loads miss the TLB far less.  Only the 2 MiB
+ * aligned interior of the block can be huge.  Where the kernel refuses (no THP, memory that is
+ * not anonymous from a custom allocator) nothing changes: the error is ignored. */
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_MIN (4 * HUGE_PAGE)
+
+static void advise_huge(char *block, size_t size)
+{
+#ifdef MADV_HUGEPAGE
+    if (size < HUGE_MIN)
+        return;
+    uintptr_t start = ((uintptr_t)block + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t end = ((uintptr_t)block + size) & ~(uintptr_t)(HUGE_PAGE - 1);
+    if (end > start)
+        (void)madvise((void *)start, end - start, MADV_HUGEPAGE);
+#else
+    (void)block, (void)size;
+#endif
+}
+
 /* A block of at least size bytes: the spare one when it fits (and is not more than twice the
  * need, so a shrunken ring does not pin a big block), else a new allocation. */
 static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
@@ -71,7 +95,10 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
         block_free(b);
     }
     *got = size;
-    return chring__alloc(size);
+    char *block = chring__alloc(size);
+    if (block != NULL)
+        advise_huge(block, size);
+    return block;
 }
 
 void chring__blocks_drop(struct chring_blocks *blocks)
