@@ -46,14 +46,18 @@ void chring__sort_points(size_t n, uint64_t *pos, uint32_t *owner, uint64_t *tpo
 }
 
 /* Bits of the prefix index for n points: the largest k with 2^k <= 3n, so 1.5 to 3 buckets per
- * point: 6 to 12 bytes per point of index, which keeps a 1000 x 160 ring within 24 bytes per
- * point with its 12 bytes of position and owner; at least 1, at most the profile's width and
- * 24 (a 64 MiB index would leave every cache). */
+ * point: 6 to 12 bytes per point of index beside the 12 bytes of position and owner; at least
+ * 1, at most the profile's width and 24 (a 64 MiB index would leave every cache). */
 unsigned chring__index_bits(size_t n, unsigned width)
 {
     unsigned k = 0;
     while (k < 63 && ((size_t)2 << k) <= 3 * n)
         k++;
+    /* Above half a million points the ring has left the caches anyway and memory counts: at
+     * most 2.5 buckets (10 bytes of index) per point, which keeps a 10,000 x 160 ring within 24
+     * bytes per point in all. */
+    if (n > ((size_t)1 << 19) && ((size_t)1 << k) > n / 2 * 5)
+        k--;
     if (k < 1)
         k = 1;
     if (k > width)
