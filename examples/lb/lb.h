@@ -24,7 +24,7 @@
  * Files, each one concept:
  *   config.c      the options: lb_cfg and its parsing
  *   log.c         the timestamped log line on standard error
- *   backend.c     backend objects, passive health, per-worker connection pools, retirement
+ *   backend.c     backend objects, per-worker connection pools, retirement
  *   h1.c          strict HTTP/1.1 framing: message heads and bodies parsed from bytes
  *   guard.c       the request guard: client bytes checked and normalised before evhttp reads them
  *   http.c        hop-by-hop headers (RFC 9110 section 7.6.1) and plain-text answers
