@@ -23,11 +23,12 @@ static inline uint64_t chring__key_pos(const chring_snap_t *s, const void *key, 
 static inline size_t chring__find(const chring_snap_t *s, uint64_t h64)
 {
     size_t b = (size_t)(h64 >> (64 - s->index_bits));
-    size_t i = s->index[b];
+    size_t i = s->index[b] & CHRING_INDEX_POINT;
+    size_t end = s->index[b + 1] & CHRING_INDEX_POINT;
     const uint64_t *pos = s->pos;
-    if (CHRING_UNLIKELY(s->index[b + 1] - i > 16)) {
+    if (CHRING_UNLIKELY(end - i > 16)) {
         /* A crowded bucket (a coarse custom hash): binary search for the first pos >= h64. */
-        size_t lo = i, hi = s->index[b + 1];
+        size_t lo = i, hi = end;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
             if (pos[mid] < h64)
@@ -120,6 +121,11 @@ static inline bool chring__down_once(struct chring__downs *d, const chring_membe
     return true;
 }
 
+/* The owner of a key at shifted position h64 for a plain lookup: where its bucket has one owner
+ * for every key (CHRING_INDEX_ONE), that owner, with no position read; else the owner of the
+ * point chring__start finds.  Down members as in chring__owner_up. */
+static inline const chring_member_t *chring__owner_of(const chring_snap_t *s, uint64_t h64);
+
 /* The owner of point i for a lookup: its member, or when members are down (health.c) the first
  * member clockwise that is up (NULL if none is).  With no member down this is one more load, of
  * the line that holds the ring's published pointer. */
@@ -131,6 +137,19 @@ static inline const chring_member_t *chring__owner_up(const chring_snap_t *s, si
     /* Some member is down: the owner's own flag first (a key whose owner is up pays one load of
      * the member), the walk only for keys whose owner is down. */
     return CHRING_LOAD_32(&m->down) == 0 ? m : chring__first_up(s, i);
+}
+
+static inline const chring_member_t *chring__owner_of(const chring_snap_t *s, uint64_t h64)
+{
+    uint32_t e = s->index[(size_t)(h64 >> (64 - s->index_bits))];
+    if (e & CHRING_INDEX_ONE) {
+        size_t i = e & CHRING_INDEX_POINT;
+        const chring_member_t *m = s->slot_member[s->owner[i == s->npoints ? 0 : i]];
+        if (CHRING_LIKELY(CHRING_LOAD_64(&s->health->alive_down) == 0) ||
+            CHRING_LOAD_32(&m->down) == 0)
+            return m;
+    }
+    return chring__owner_up(s, chring__start(s, h64));
 }
 
 #endif

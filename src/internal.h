@@ -16,6 +16,9 @@
 
 #include "chring.h"
 
+#define CHRING_INDEX_ONE UINT32_C(0x80000000)
+#define CHRING_INDEX_POINT UINT32_C(0x7fffffff)
+
 /* Validity words: set at creation, poisoned just before the memory is freed. */
 #define CHRING_MEMBER_MAGIC UINT64_C(0x6368726d656d6272) /* "chrmembr" */
 #define CHRING_SNAP_MAGIC UINT64_C(0x636872736e617073)   /* "chrsnaps" */
@@ -116,8 +119,10 @@ struct chring_snap {
                         the search's sentinel UINT64_MAX */
     uint32_t *owner; /* slot of each point's member */
 
-    /* Prefix-bucket index: index[b] is the first point whose top index_bits bits are >= b, for
-     * b in [0, 2^index_bits]; index[2^index_bits] == npoints. */
+    /* Prefix-bucket index: index[b] & CHRING_INDEX_POINT is the first point whose top index_bits
+     * bits are >= b, for b in [0, 2^index_bits]; index[2^index_bits] == npoints.  A bucket whose
+     * every key has one owner (the owner of that first point, wrapping) also has
+     * CHRING_INDEX_ONE set: a plain lookup there needs no position (snap_sort.c). */
     unsigned index_bits;
     uint32_t *index;
 };
@@ -248,6 +253,9 @@ unsigned chring__index_bits(size_t npoints, unsigned width);
 void chring__index_build(chring_snap_t *s);
 void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint64_t *added,
                          size_t nadded, const uint64_t *removed, size_t nremoved);
+/* Sets or clears CHRING_INDEX_ONE on buckets [b0, b1] from the points (a profile whose owner is
+ * not the first point at or after the key, haproxy, never sets it). */
+void chring__index_flags(chring_snap_t *s, size_t b0, size_t b1);
 
 /* ---- snap_merge.c / snap_build.c ---------------------------------------------------------- */
 

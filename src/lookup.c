@@ -42,14 +42,14 @@ const chring_member_t *chring_snap_lookup_hash(const chring_snap_t *s, uint64_t 
     if (s == NULL || s->npoints == 0)
         return NULL;
     uint64_t h64 = s->prof.shift == 0 ? h : h << s->prof.shift; /* bits above the width fall off */
-    return chring__owner_up(s, chring__start(s, h64));
+    return chring__owner_of(s, h64);
 }
 
 const chring_member_t *chring_snap_lookup(const chring_snap_t *s, const void *key, size_t len)
 {
     if (s == NULL || s->npoints == 0 || (key == NULL && len > 0))
         return NULL;
-    return chring__owner_up(s, chring__start(s, chring__key_pos(s, key, len)));
+    return chring__owner_of(s, chring__key_pos(s, key, len));
 }
 
 size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,

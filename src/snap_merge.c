@@ -15,6 +15,7 @@
  *   5. index:    shifted from prev's, or rebuilt when much changed.
  *
  * Measured at 1000 x 160 in bench/ (chring-bench-publish; docs/bench.md). */
+#include "find.h"
 #include "member.h"
 
 struct merge {
@@ -176,6 +177,29 @@ static void weave(struct merge *g, chring_snap_t *s)
     }
 }
 
+/* 5b. After a shift, the one-owner flags (snap_sort.c) of the buckets a changed point touches: a
+ * point added or dropped at position p can change the flag of its own bucket and of the buckets
+ * before it back to the bucket of the point before p in the new ring (their "first point after
+ * the bucket" may be it).  Every other bucket keeps its points and so its flag. */
+static void fix_flags(chring_snap_t *s, const uint64_t *changed, size_t n)
+{
+    if (s->npoints == 0)
+        return;
+    const unsigned shift = 64 - s->index_bits;
+    const size_t last = ((size_t)1 << s->index_bits) - 1;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t p = changed[k];
+        size_t at = chring__find(s, p); /* the first point >= p, wrapping to 0 */
+        size_t before = (at == 0 ? s->npoints : at) - 1;
+        size_t b0 = (size_t)(s->pos[before] >> shift), b1 = (size_t)(p >> shift);
+        if (s->pos[before] >= p) { /* wrapped: from the ring's last point round to p */
+            chring__index_flags(s, b0, last);
+            b0 = 0;
+        }
+        chring__index_flags(s, b0, b1);
+    }
+}
+
 chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chring_prof *prof,
                                   const chring_snap_t *prev, chring_member_t *const *members,
                                   const uint32_t *weights, size_t nmembers, uint64_t total_weight,
@@ -223,10 +247,13 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
     generate(&g, s);
     list_dropped(&g);
     weave(&g, s);
-    if (s->index_bits == prev->index_bits && g.fresh + g.gone < npoints / 4)
+    if (s->index_bits == prev->index_bits && g.fresh + g.gone < npoints / 4) {
         chring__index_shift(s, prev, g.fpos, g.fresh, g.removed, g.ndropped);
-    else
+        fix_flags(s, g.fpos, g.fresh);
+        fix_flags(s, g.removed, g.ndropped);
+    } else {
         chring__index_build(s);
+    }
 
     chring__free(scratch);
     chring__free(g.slot_of);

@@ -67,7 +67,43 @@ unsigned chring__index_bits(size_t n, unsigned width)
     return k;
 }
 
-/* index[b] = first point whose top k bits are >= b, with a histogram and a prefix sum. */
+/* Whether the snapshot gets one-owner flags: only rings of more than half a million points,
+ * which have left the caches, where a lookup that reads no position saves a dependent miss
+ * (measured at 10,000 x 160: dependent lookups 17 % faster); on smaller rings the branch on a
+ * flag set for about half the buckets costs more than the load it saves (1000 x 160: 20 %
+ * slower in throughput), so it is never taken there.  Also: the profile's owner must be the
+ * first point at or after a key, and every first-point index must leave the flag bit free. */
+static bool flags_apply(const chring_snap_t *s)
+{
+    return !s->prof.desc->nearest && s->npoints > ((size_t)1 << 19) &&
+           s->npoints < CHRING_INDEX_POINT;
+}
+
+/* A bucket has one owner for every key when the points it holds and the first point after it
+ * (wrapping) all belong to one member: keys up to the bucket's first point go to that point,
+ * keys between two of its points to the later one, keys after its last point to the next one.
+ * An empty bucket always has one owner.  Its cost is the bucket's points. */
+void chring__index_flags(chring_snap_t *s, size_t b0, size_t b1)
+{
+    size_t buckets = (size_t)1 << s->index_bits;
+    if (b1 >= buckets)
+        b1 = buckets - 1;
+    bool apply = flags_apply(s);
+    for (size_t b = b0; b <= b1; b++) {
+        uint32_t first = s->index[b] & CHRING_INDEX_POINT;
+        uint32_t end = s->index[b + 1] & CHRING_INDEX_POINT;
+        bool one = apply;
+        if (one) {
+            uint32_t o = s->owner[first == s->npoints ? 0 : first];
+            for (uint32_t j = first + 1; one && j <= end; j++)
+                one = s->owner[j == s->npoints ? 0 : j] == o;
+        }
+        s->index[b] = first | (one ? CHRING_INDEX_ONE : 0);
+    }
+}
+
+/* index[b] = first point whose top k bits are >= b, with a histogram and a prefix sum; then the
+ * one-owner flags. */
 void chring__index_build(chring_snap_t *s)
 {
     s->pos[s->npoints] = UINT64_MAX; /* the search's sentinel */
@@ -78,6 +114,7 @@ void chring__index_build(chring_snap_t *s)
         index[(s->pos[i] >> (64 - s->index_bits)) + 1]++;
     for (size_t b = 0; b < buckets; b++)
         index[b + 1] += index[b];
+    chring__index_flags(s, 0, buckets - 1);
 }
 
 /* The index of s from prev's when few points changed: bucket b starts after prev's start plus

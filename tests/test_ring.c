@@ -54,9 +54,9 @@ Test(worked_example, lookup_by_hash_uses_first_point_at_or_after)
     const struct {
         uint64_t h;
         const char *owner;
-    } cases[] = {{0, "a"},  {10, "a"}, {11, "b"}, {30, "b"}, {31, "c"},        {50, "c"},
-                 {51, "a"}, {60, "a"}, {61, "b"}, {80, "b"}, {81, "c"},        {95, "c"},
-                 {96, "a"}, {1ull << 63, "a"}, {UINT64_MAX, "a"}};
+    } cases[] = {{0, "a"},  {10, "a"}, {11, "b"}, {30, "b"},         {31, "c"},
+                 {50, "c"}, {51, "a"}, {60, "a"}, {61, "b"},         {80, "b"},
+                 {81, "c"}, {95, "c"}, {96, "a"}, {1ull << 63, "a"}, {UINT64_MAX, "a"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const chring_member_t *m = chring_snap_lookup_hash(s, cases[i].h);
         cr_assert_not_null(m, "owner of hash %llu", (unsigned long long)cases[i].h);
@@ -459,8 +459,7 @@ Test(ring, adding_ninth_member_moves_only_to_it_about_one_ninth)
     chring_snap_exit(r, s);
     cr_assert(p > 0.07 && p < 0.16, "p_new = %f is not near 1/9", p);
     double mean = keys * p, sd = sqrt(keys * p * (1 - p));
-    cr_assert(fabs(moved - mean) <= 4 * sd, "moved %d, expected %.1f +- 4 * %.1f", moved, mean,
-              sd);
+    cr_assert(fabs(moved - mean) <= 4 * sd, "moved %d, expected %.1f +- 4 * %.1f", moved, mean, sd);
     owners_free(before, keys);
     owners_free(after, keys);
     chring_free(&r);
@@ -714,5 +713,89 @@ Test(ring, crowded_bucket_lookups_find_the_first_point_at_or_after_the_hash, .ti
                          (unsigned long long)h);
     }
     chring_snap_exit(r, s);
+    chring_free(&r);
+}
+
+/* A ring of more than half a million points (3300 members x 160) through every kind of change:
+ * after each publish, lookups of 20,000 keys name the owner of the first point at or after the
+ * key's hash, found by a binary search of the points copied out of the snapshot.  Rings this
+ * large take lookup shortcuts that smaller ones do not (a bucket whose keys all have one owner
+ * answers without reading a position), kept up to date by every merge. */
+struct copied_point {
+    uint64_t pos;
+    const chring_member_t *m;
+};
+
+static const chring_member_t *owner_by_search(const struct copied_point *p, size_t n, uint64_t h)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p[mid].pos < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return p[lo == n ? 0 : lo].m;
+}
+
+Test(ring, large_ring_lookups_find_the_first_point_at_or_after_after_every_change, .timeout = 120)
+{
+    chring_t *r = ring_create(NULL);
+    enum {
+        MEMBERS = 3300
+    };
+    static char names[MEMBERS + 64][16];
+    chring_change_t *all = calloc(MEMBERS, sizeof *all);
+    cr_assert_not_null(all);
+    for (int i = 0; i < MEMBERS + 64; i++)
+        snprintf(names[i], sizeof names[i], "node-%05d", i);
+    for (int i = 0; i < MEMBERS; i++)
+        all[i] = (chring_change_t){names[i], 1, NULL};
+    cr_assert_eq(chring_sync(r, all, MEMBERS), 0);
+    free(all);
+    struct copied_point *pts = NULL;
+    size_t cap = 0;
+    uint64_t seed = 12345;
+    for (int step = 0; step < 24; step++) {
+        if (step > 0) {
+            seed = seed * 6364136223846793005u + 1442695040888963407u;
+            int who = (int)((seed >> 33) % (MEMBERS + 64));
+            int rc;
+            switch (step % 4) {
+            case 0: rc = chring_add(r, names[who], 1 + (uint32_t)(seed >> 60) % 3, NULL); break;
+            case 1: rc = chring_remove(r, names[who]); break;
+            case 2: rc = chring_set_weight(r, names[who % MEMBERS], 2 + step % 2); break;
+            default: {
+                chring_change_t batch[3] = {{names[(who + 1) % (MEMBERS + 64)], 0, NULL},
+                                            {names[(who + 2) % (MEMBERS + 64)], 2, NULL},
+                                            {names[(who + 3) % (MEMBERS + 64)], 1, NULL}};
+                rc = chring_update(r, batch, 3);
+            }
+            }
+            cr_assert(rc == 0 || rc == -ENOENT, "step %d: %s", step, chring_strerror(rc));
+        }
+        const chring_snap_t *s = chring_snap_hold(r);
+        size_t n = chring_snap_points(s);
+        cr_assert_gt(n, (size_t)1 << 19, "the ring is large enough for the shortcuts");
+        if (n > cap) {
+            cap = n;
+            pts = realloc(pts, cap * sizeof *pts);
+            cr_assert_not_null(pts);
+        }
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(chring_snap_point(s, i, &pts[i].pos, &pts[i].m), 0);
+        for (int k = 0; k < 20000; k++) {
+            char key[24];
+            int len = snprintf(key, sizeof key, "key-%d-%d", step, k);
+            uint64_t h = chring_snap_hash(s, key, (size_t)len);
+            const chring_member_t *want = owner_by_search(pts, n, h);
+            cr_assert_eq(chring_snap_lookup(s, key, (size_t)len), want, "step %d key %s", step,
+                         key);
+            cr_assert_eq(chring_snap_lookup_hash(s, h), want, "step %d hash of %s", step, key);
+        }
+        chring_snap_put(r, s);
+    }
+    free(pts);
     chring_free(&r);
 }
