@@ -45,8 +45,8 @@ static const struct table_entry worked_entries[] = {
     {"a#0", 10}, {"b#0", 30}, {"c#0", 50}, {"a#1", 60}, {"b#1", 80}, {"c#1", 95},
     {"k1", 5},   {"k2", 55},  {"k3", 85},  {"k4", 97},  {"k5", 30},
 };
-static const struct table_hash worked_table = {
-    worked_entries, sizeof worked_entries / sizeof worked_entries[0], 0};
+static const struct table_hash worked_table = {worked_entries,
+                                               sizeof worked_entries / sizeof worked_entries[0], 0};
 
 /* Creates a ring or fails the test. */
 static inline chring_t *ring_create(const chring_config_t *cfg)
