@@ -10,10 +10,12 @@
  * weights, LOAD values, leases, the SNAP record, the version) and, for the profiles the reference
  * model (tests/model/model.c) knows (all of them), checks every answer exactly: owners, hashes,
  * RING points, DIST points and shares, MOVED counts, BOUNDED, ACQUIRE and RETRY choices, REPLICAS
- * lists, STATS and VERSION.  A difference prints the line, the answer and the reason, then aborts.
+ * lists, STATS and VERSION, and health (DOWN, UP, RAMP, HEALTH; docs/design.md §3): members down
+ * are walked past by every lookup, acquire and retry and leave W, ramps scale admission.  A difference prints the line, the answer and the reason, then aborts.
  *
  * Lines that would only cost time (SNAP of more than 4096 keys, a weight that builds more than
- * 65536 points without being refused) are skipped, not fed.
+ * 65536 points without being refused) are skipped, not fed, and so is a well-formed RAMP whose
+ * scale depends on time (ms > 0 and from != to): its answers could not be predicted.
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 
@@ -52,6 +54,8 @@ typedef struct tmember {
 
 typedef struct tobj {
     uint64_t leases, acquires, primary, spilled_in;
+    int down;     /* DOWN / UP: the state belongs to the member object */
+    double scale; /* RAMP's constant admission scale, 1 without */
 } tobj_t;
 
 typedef struct tlease {
@@ -231,6 +235,7 @@ static int new_id(void)
     if (st.nobjs >= MAX_IDS)
         return -1;
     memset(&st.objs[st.nobjs], 0, sizeof st.objs[0]);
+    st.objs[st.nobjs].scale = 1.0;
     return st.nobjs++;
 }
 
@@ -242,11 +247,33 @@ static uint64_t outstanding(void)
     return n;
 }
 
+/* The health of the snapshot's members (join order), from their objects. */
+static void health_of(const model_snap_t *s, unsigned char *down, double *scale)
+{
+    for (size_t j = 0; j < s->nmembers; j++) {
+        down[j] = (unsigned char)st.objs[s->members[j].obj].down;
+        scale[j] = st.objs[s->members[j].obj].scale;
+    }
+}
+
+/* Whether the pool is not empty and every member in it is down (the ring answers EMPTY). */
+static bool all_down(void)
+{
+    for (size_t i = 0; i < st.npool; i++)
+        if (!st.objs[st.pool[i].id].down)
+            return false;
+    return st.npool > 0;
+}
+
+/* The owner of a key: the first member up clockwise from its point. */
 static const model_member_t *owner_of(const void *key, size_t len)
 {
     const model_snap_t *s = snap();
-    long p = model_owner_point(s, model_hash(&s->cfg, key, len));
-    return p < 0 ? NULL : &s->members[s->points[p].member];
+    static unsigned char down[MAX_POOL];
+    static double scale[MAX_POOL];
+    health_of(s, down, scale);
+    long j = model_owner_up(s, model_hash(&s->cfg, key, len), down);
+    return j < 0 ? NULL : &s->members[j];
 }
 
 static const tmember_t *pool_member_by_id(int id)
@@ -314,9 +341,9 @@ static void expect_err(void)
 static span_t expect_name_or_empty(void)
 {
     expect_lines(1);
-    if (st.npool == 0) {
+    if (st.npool == 0 || all_down()) {
         if (!span_eq(lines[0], "EMPTY", 5))
-            fail("the pool is empty: expected EMPTY");
+            fail("the pool is empty or every member is down: expected EMPTY");
         return lines[0];
     }
     if (pool_find(lines[0].p, lines[0].n) < 0)
@@ -688,8 +715,13 @@ static void do_bounded(span_t key)
     }
     long owner;
     int sat;
-    long j = model_walk(s, model_hash(&s->cfg, key.p, key.n), st.balance, m, loads, &owner, &sat);
-    if (!sat)
+    static unsigned char down[MAX_POOL];
+    static double scale[MAX_POOL];
+    health_of(s, down, scale);
+    /* Members down are walked past (their LOAD values still count in m); scales are ignored. */
+    long j = model_walk_health(s, model_hash(&s->cfg, key.p, key.n), st.balance, m, loads, NULL,
+                               down, NULL, &owner, &sat);
+    if (j >= 0 && !sat)
         expect_model_name(got, &s->members[j], "bounded choice");
 }
 
@@ -702,21 +734,31 @@ static void do_acquire(span_t key, const bool *skip)
             fail("the pool is empty: expected EMPTY");
         return;
     }
-    if (skip && st.modeled) {
-        /* RETRY finds no member when every member that has a point is skipped. */
+    /* The walk with health: members skipped (RETRY) or down are passed over; a member at scale 0
+     * is taken only when nothing else is met; EMPTY when no member outside the list is up. */
+    long walk_j = -1, walk_owner = -1;
+    int walk_sat = 0;
+    if (st.modeled) {
         const model_snap_t *s = snap();
-        bool any = false;
-        for (size_t k = 0; k < s->npoints && !any; k++) {
-            long pj = pool_find(s->members[s->points[k].member].name,
-                                s->members[s->points[k].member].len);
-            any = pj >= 0 && !skip[pj];
+        static uint64_t loads[MAX_POOL];
+        static unsigned char mask[MAX_POOL], down[MAX_POOL];
+        static double scale[MAX_POOL];
+        health_of(s, down, scale);
+        for (size_t j = 0; j < s->nmembers; j++) {
+            long sj = skip ? pool_find(s->members[j].name, s->members[j].len) : -1;
+            mask[j] = sj >= 0 && skip[sj];
+            loads[j] = st.objs[s->members[j].obj].leases;
         }
-        if (any == span_eq(lines[0], "EMPTY", 5))
-            fail(any ? "RETRY: a member outside the list has points: expected <name> <lease>"
-                     : "RETRY: every member with points is skipped: expected EMPTY");
-        if (!any)
+        walk_j = model_walk_health(s, model_hash(&s->cfg, key.p, key.n), st.balance, outstanding(),
+                                   loads, mask, down, scale, &walk_owner, &walk_sat);
+        if ((walk_j < 0) != span_eq(lines[0], "EMPTY", 5))
+            fail(walk_j >= 0
+                     ? "ACQUIRE/RETRY: a member outside the list is up and met: expected "
+                       "<name> <lease>"
+                     : "ACQUIRE/RETRY: every member met is skipped or down: expected EMPTY");
+        if (walk_j < 0)
             return;
-    } else if (skip && span_eq(lines[0], "EMPTY", 5)) {
+    } else if (span_eq(lines[0], "EMPTY", 5)) {
         return;
     }
     const char *sp = NULL;
@@ -738,22 +780,15 @@ static void do_acquire(span_t key, const bool *skip)
     if (skip && skip[pj])
         fail("RETRY: placed on a skipped member");
     int id = st.pool[pj].id;
+    if (st.objs[id].down)
+        fail("ACQUIRE/RETRY: placed on a member that is down");
     if (st.modeled) {
         const model_snap_t *s = snap();
-        uint64_t loads[MAX_POOL];
-        for (size_t j = 0; j < s->nmembers; j++) {
-            long sj = skip ? pool_find(s->members[j].name, s->members[j].len) : -1;
-            /* A skipped member looks full: never below its capacity, never the least loaded. */
-            loads[j] = sj >= 0 && skip[sj] ? UINT64_MAX : st.objs[s->members[j].obj].leases;
-        }
-        long owner;
-        int sat;
-        long j = model_walk(s, model_hash(&s->cfg, key.p, key.n), st.balance, outstanding(), loads,
-                            &owner, &sat);
-        if (!sat)
-            expect_model_name(name, &s->members[j], "acquire choice");
+        /* Saturated too: the first least loaded member met (at a scale above 0, else at 0). */
+        expect_model_name(name, &s->members[walk_j], "acquire choice");
         tobj_t *o = &st.objs[id];
-        if (s->members[owner].obj == id) {
+        /* The key's owner for primary/spill is the member of its point, up or down. */
+        if (s->members[walk_owner].obj == id) {
             o->primary++;
         } else {
             o->spilled_in++;
@@ -842,6 +877,11 @@ static void do_replicas(span_t arg)
         return;
     }
     size_t want_n = n < st.npool ? (size_t)n : st.npool;
+    if (all_down()) {
+        if (!span_eq(lines[0], "EMPTY", 5))
+            fail("every member is down: expected EMPTY");
+        return;
+    }
     span_t got[MAX_POOL];
     size_t ngot = 0, pos = 0;
     span_t t;
@@ -853,13 +893,16 @@ static void do_replicas(span_t arg)
                 fail("REPLICAS: a member is listed twice");
         got[ngot++] = t;
     }
-    if (ngot != want_n)
-        fail("REPLICAS: %zu members, expected %zu", ngot, want_n);
     if (!st.modeled)
         return;
     const model_snap_t *s = snap();
     uint32_t want[MAX_POOL];
-    size_t wn = model_lookup_n(s, model_hash(&s->cfg, key.p, key.n), want, want_n);
+    static unsigned char down[MAX_POOL];
+    static double scale[MAX_POOL];
+    health_of(s, down, scale);
+    size_t wn = model_lookup_n_up(s, model_hash(&s->cfg, key.p, key.n), down, want, want_n);
+    if (ngot != wn)
+        fail("REPLICAS: %zu members, expected %zu", ngot, wn);
     for (size_t i = 0; i < wn; i++)
         expect_model_name(got[i], &s->members[want[i]], "replica");
 }
@@ -868,11 +911,11 @@ static void do_stats(void)
 {
     expect_lines(1 + st.npool);
     span_t l = lines[0];
-    uint64_t v[9];
-    static const char *const keys[9] = {
-        "version=",   " publishes=", " members=",   " points=", " leases=",
-        " acquires=", " spills=",    " saturated=", " retries="};
-    for (int i = 0; i < 9; i++)
+    uint64_t v[10];
+    static const char *const keys[10] = {
+        "version=",   " publishes=", " members=",   " points=",  " leases=",
+        " acquires=", " spills=",    " saturated=", " retries=", " down="};
+    for (int i = 0; i < 10; i++)
         if (!field(&l, keys[i], &v[i]))
             fail("STATS first line: expected %s<n>", keys[i]);
     if (l.n != 0)
@@ -882,6 +925,11 @@ static void do_stats(void)
         fail("STATS: model version %llu members %zu leases %llu acquires %llu retries %llu",
              (unsigned long long)st.version, st.npool, (unsigned long long)outstanding(),
              (unsigned long long)st.acquires, (unsigned long long)st.retries);
+    uint64_t ndown = 0;
+    for (size_t i = 0; i < st.npool; i++)
+        ndown += st.objs[st.pool[i].id].down != 0;
+    if (v[9] != ndown)
+        fail("STATS: model down %llu", (unsigned long long)ndown);
     if (st.modeled && (v[3] != snap()->npoints || v[6] != st.spills))
         fail("STATS: model points %zu spills %llu", snap()->npoints, (unsigned long long)st.spills);
     for (size_t i = 0; i < st.npool; i++) {
@@ -904,6 +952,98 @@ static void do_stats(void)
         if (st.modeled && (prim != o->primary || spill != o->spilled_in))
             fail("STATS line %zu: model primary %llu spilled_in %llu", i + 1,
                  (unsigned long long)o->primary, (unsigned long long)o->spilled_in);
+    }
+}
+
+/* DOWN / UP n1 n2 ...: names as POOL's; at least one; every one a pool member, else ERR and
+ * nothing changes. */
+static void do_down(const char *line, size_t len, size_t pos, int down)
+{
+    static span_t list[MAX_POOL];
+    size_t n;
+    if (!names(line, len, pos, list, &n) || n == 0) {
+        expect_err();
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (pool_find(list[i].p, list[i].n) < 0) {
+            expect_err();
+            return;
+        }
+    expect_ok();
+    for (size_t i = 0; i < n; i++)
+        st.objs[st.pool[pool_find(list[i].p, list[i].n)].id].down = down;
+}
+
+/* A RAMP scale as docs/cli.md says: a decimal number from 0 to 1, digits and at most one '.',
+ * at least one digit, no sign or exponent, at most 20 bytes. */
+static bool scale_word(span_t t, double *out)
+{
+    if (t.n == 0 || t.n > 20)
+        return false;
+    size_t digits = 0, dots = 0;
+    char buf[21];
+    for (size_t i = 0; i < t.n; i++) {
+        if (t.p[i] >= '0' && t.p[i] <= '9')
+            digits++;
+        else if (t.p[i] == '.' && ++dots == 1)
+            ;
+        else
+            return false;
+        buf[i] = t.p[i];
+    }
+    buf[t.n] = 0;
+    double v = strtod(buf, NULL);
+    if (digits == 0 || !(v >= 0.0 && v <= 1.0))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* RAMP <name> <from> <to> <ms>: whether the line is well-formed (name, scales, ms), and its
+ * parts. */
+static bool ramp_parse(const char *line, size_t len, size_t pos, span_t *name, double *from,
+                       double *to, uint64_t *ms)
+{
+    span_t a, b, c;
+    return token(line, len, &pos, name) && token(line, len, &pos, &a) &&
+           token(line, len, &pos, &b) && token(line, len, &pos, &c) && rest_blank(line, len, pos) &&
+           name->n <= MODEL_NAME_MAX && !memchr(name->p, 0, name->n) && scale_word(a, from) &&
+           scale_word(b, to) && number(c, UINT32_MAX, ms);
+}
+
+static void do_ramp(const char *line, size_t len, size_t pos)
+{
+    span_t name;
+    double from, to;
+    uint64_t ms;
+    if (!ramp_parse(line, len, pos, &name, &from, &to, &ms)) {
+        expect_err();
+        return;
+    }
+    long j = pool_find(name.p, name.n);
+    if (j < 0) {
+        expect_err();
+        return;
+    }
+    expect_ok();
+    /* Only constant scales are fed (worth_feeding): ms 0, or from = to. */
+    st.objs[st.pool[j].id].scale = to;
+}
+
+/* HEALTH: "<name> down=<0|1> scale=<s>" per pool member, s with 4 decimals. */
+static void do_health(void)
+{
+    expect_lines(st.npool);
+    for (size_t i = 0; i < st.npool; i++) {
+        const tmember_t *m = &st.pool[i];
+        const tobj_t *o = &st.objs[m->id];
+        char want[MODEL_NAME_MAX + 64];
+        memcpy(want, m->name, m->len);
+        int n = snprintf(want + m->len, 64, " down=%d scale=%.4f", o->down ? 1 : 0, o->scale);
+        if (!span_eq(lines[i], want, m->len + (size_t)n))
+            fail("HEALTH line %zu: the model says \"%.*s\"", i + 1, (int)(m->len + (size_t)n),
+                 want);
     }
 }
 
@@ -936,6 +1076,12 @@ static bool worth_feeding(const char *line, size_t len)
     } else if (is_word(cmd, "ACQUIRE") || is_word(cmd, "RETRY")) {
         if (st.nleases >= MAX_LEASES)
             return false;
+    } else if (is_word(cmd, "RAMP")) {
+        span_t name;
+        double from, to;
+        uint64_t ms;
+        if (ramp_parse(line, len, pos, &name, &from, &to, &ms) && ms > 0 && from != to)
+            return false; /* a scale that moves with time */
     } else if (is_word(cmd, "POOL") || is_word(cmd, "ADD")) {
         size_t n = 0;
         while (token(line, len, &pos, &a))
@@ -1002,8 +1148,12 @@ static void check(const char *line, size_t len)
         do_load(line, len, pos);
     } else if (is_word(cmd, "RELEASE")) {
         do_release(line, len, pos);
+    } else if (is_word(cmd, "DOWN") || is_word(cmd, "UP")) {
+        do_down(line, len, pos, is_word(cmd, "DOWN"));
+    } else if (is_word(cmd, "RAMP")) {
+        do_ramp(line, len, pos);
     } else if (is_word(cmd, "RING") || is_word(cmd, "DIST") || is_word(cmd, "MOVED") ||
-               is_word(cmd, "STATS") || is_word(cmd, "VERSION")) {
+               is_word(cmd, "STATS") || is_word(cmd, "VERSION") || is_word(cmd, "HEALTH")) {
         if (!rest_blank(line, len, pos)) {
             expect_err();
             return;
@@ -1016,6 +1166,8 @@ static void check(const char *line, size_t len)
             do_moved();
         else if (is_word(cmd, "STATS"))
             do_stats();
+        else if (is_word(cmd, "HEALTH"))
+            do_health();
         else
             do_version();
     } else {
