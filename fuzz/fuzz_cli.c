@@ -1102,7 +1102,7 @@ static void check(const char *line, size_t len)
         expect_lines(0);
         return;
     }
-    if (nlines == 0 && !(is_word(cmd, "RING") || is_word(cmd, "DIST")))
+    if (nlines == 0 && !(is_word(cmd, "RING") || is_word(cmd, "DIST") || is_word(cmd, "HEALTH")))
         fail("no answer");
     size_t cmd_end = pos;
     bool spaced = cmd_end < len && line[cmd_end] == ' ';
