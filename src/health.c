@@ -143,7 +143,7 @@ static void ramp_store(chring_member_t *m, double from, double to, uint32_t ms, 
     CHRING_STORE_64(&m->ramp_from, double_bits(from));
     CHRING_STORE_64(&m->ramp_to, double_bits(to));
     ck_pr_fence_store();
-    uint32_t gen = m->ramp_gen + 1;
+    uint32_t gen = CHRING_LOAD_32(&m->ramp_gen) + 1; /* a reader may clear it (compare-and-swap) */
     CHRING_STORE_32(&m->ramp_gen, gen == 0 ? 1 : gen);
 }
 
