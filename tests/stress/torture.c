@@ -1576,12 +1576,6 @@ static void *flipper_main(void *arg)
             } else {
                 ramps_timed++;
             }
-            /* Under ThreadSanitizer no timed ramp ends at 1: the acquire that notices such a ramp
-             * has ended clears its generation with a compare-and-swap, which TSan reports as a
-             * race with chring_set_ramp's plain read of that generation (src/health.c; reported
-             * to the library's owner, tests/stress/README.md). */
-            if (UNDER_TSAN && ms > 0 && to >= 1.0)
-                to = from = 0.9;
             slot_name(name, sizeof name, i);
             int rc = chring_set_ramp(ring, name, from, to, ms);
             CHECK(rc == 0 || rc == -ENOENT, "chring_set_ramp(%.40s, %g, %g, %u): %s", name, from,
