@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,4 +249,76 @@ void bench_require(bool cond, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "\n");
     exit(1);
+}
+
+/* ---- the counting allocator ------------------------------------------------------------------ */
+
+#define COUNT_HEADER 16 /* keeps malloc's alignment for the caller */
+
+static atomic_llong counted_live, counted_peak, counted_allocs;
+
+static void *count_alloc(size_t size, void *ctx)
+{
+    (void)ctx;
+    unsigned char *p = malloc(size + COUNT_HEADER);
+    long long now, peak;
+    if (!p)
+        return NULL;
+    memcpy(p, &size, sizeof size);
+    now = atomic_fetch_add(&counted_live, (long long)size) + (long long)size;
+    atomic_fetch_add(&counted_allocs, 1);
+    peak = atomic_load(&counted_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&counted_peak, &peak, now))
+        ;
+    return p + COUNT_HEADER;
+}
+
+static void count_free(void *ptr, void *ctx)
+{
+    (void)ctx;
+    size_t size;
+    unsigned char *p;
+    if (!ptr)
+        return;
+    p = (unsigned char *)ptr - COUNT_HEADER;
+    memcpy(&size, p, sizeof size);
+    atomic_fetch_sub(&counted_live, (long long)size);
+    free(p);
+}
+
+const chring_allocator_t bench_counting_allocator = {count_alloc, count_free, NULL};
+
+long long bench_counted_live(void)
+{
+    return atomic_load(&counted_live);
+}
+
+long long bench_counted_peak(void)
+{
+    return atomic_load(&counted_peak);
+}
+
+long long bench_counted_allocations(void)
+{
+    return atomic_load(&counted_allocs);
+}
+
+void bench_counted_reset(void)
+{
+    atomic_store(&counted_peak, atomic_load(&counted_live));
+    atomic_store(&counted_allocs, 0);
+}
+
+long long bench_counted_settled(void)
+{
+    long long last = atomic_load(&counted_live);
+    int stable = 0;
+    for (int i = 0; i < 200 && stable < 5; i++) {
+        struct timespec d = {0, 10 * 1000000L};
+        nanosleep(&d, NULL);
+        long long now = atomic_load(&counted_live);
+        stable = now == last ? stable + 1 : 0;
+        last = now;
+    }
+    return last;
 }

@@ -97,6 +97,21 @@ void bench_interleaved(size_t n, const bench_fn *fns, void *const *ctxs, const s
 /* Aborts with a message if cond is false (checks that results agree). */
 void bench_require(bool cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A counting allocator for chring_set_allocator: counts the bytes the library asks for (not
+ * malloc's own overhead), live and peak.  Install it while no ring exists. */
+extern const chring_allocator_t bench_counting_allocator;
+/* Bytes the library holds now. */
+long long bench_counted_live(void);
+/* The most bytes held at once since the last bench_counted_reset(). */
+long long bench_counted_peak(void);
+/* Allocations since the last bench_counted_reset(). */
+long long bench_counted_allocations(void);
+/* Sets the peak to the live count and the allocation count to 0. */
+void bench_counted_reset(void);
+/* Waits (at most 2 s) until deferred frees (call_rcu) have stopped changing the live count, and
+ * returns it. */
+long long bench_counted_settled(void);
+
 /* A sink the compiler must assume is read: results of timed loops are folded into it. */
 extern volatile uint64_t bench_sink;
 

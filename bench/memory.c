@@ -11,60 +11,9 @@
  *
  * Writes memory.csv.
  */
-#include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #include "common.h"
-
-#define HEADER 16 /* keeps malloc's alignment for the caller */
-
-static atomic_llong live_bytes, peak_bytes, allocations;
-
-static void *count_alloc(size_t size, void *ctx)
-{
-    (void)ctx;
-    unsigned char *p = malloc(size + HEADER);
-    long long now, peak;
-    if (!p)
-        return NULL;
-    memcpy(p, &size, sizeof size);
-    now = atomic_fetch_add(&live_bytes, (long long)size) + (long long)size;
-    atomic_fetch_add(&allocations, 1);
-    peak = atomic_load(&peak_bytes);
-    while (now > peak && !atomic_compare_exchange_weak(&peak_bytes, &peak, now))
-        ;
-    return p + HEADER;
-}
-
-static void count_free(void *ptr, void *ctx)
-{
-    (void)ctx;
-    size_t size;
-    unsigned char *p;
-    if (!ptr)
-        return;
-    p = (unsigned char *)ptr - HEADER;
-    memcpy(&size, p, sizeof size);
-    atomic_fetch_sub(&live_bytes, (long long)size);
-    free(p);
-}
-
-/* Waits until deferred frees (call_rcu) have stopped changing the live count. */
-static long long settled(void)
-{
-    long long last = atomic_load(&live_bytes);
-    int stable = 0;
-    for (int i = 0; i < 200 && stable < 5; i++) {
-        struct timespec d = {0, 10 * 1000000L};
-        nanosleep(&d, NULL);
-        long long now = atomic_load(&live_bytes);
-        stable = now == last ? stable + 1 : 0;
-        last = now;
-    }
-    return last;
-}
 
 int main(int argc, char **argv)
 {
@@ -76,7 +25,6 @@ int main(int argc, char **argv)
         {CHRING_PROFILE_XXH3, 1000}, {CHRING_PROFILE_MURMUR32, 1000}, {CHRING_PROFILE_FNV32, 1000},
         {CHRING_PROFILE_FNV16, 100}, {CHRING_PROFILE_KETAMA, 1000},   {CHRING_PROFILE_NGINX, 1000},
     };
-    const chring_allocator_t counting = {count_alloc, count_free, NULL};
     bench_opts_t o;
     FILE *csv;
     double hash64_1000 = 0;
@@ -85,7 +33,7 @@ int main(int argc, char **argv)
     bench_parse(argc, argv, &o, "chring-bench-memory: library bytes per point against ring size",
                 NULL);
     bench_print_machine("chring-bench-memory");
-    bench_require(chring_set_allocator(&counting) == 0, "chring_set_allocator");
+    bench_require(chring_set_allocator(&bench_counting_allocator) == 0, "chring_set_allocator");
     csv = bench_csv_open(&o, "memory.csv",
                          "profile,members,points,bytes,bytes_per_point,peak_build_bytes_per_point,"
                          "bytes_per_point_after_add,allocations,leaked_bytes");
@@ -103,26 +51,25 @@ int main(int argc, char **argv)
         char name[16];
         const chring_snap_t *s;
 
-        before = settled();
-        atomic_store(&peak_bytes, before);
-        atomic_store(&allocations, 0);
+        before = bench_counted_settled();
+        bench_counted_reset();
         r = bench_ring(rings[i].profile, rings[i].members);
-        peak = atomic_load(&peak_bytes);
-        nalloc = atomic_load(&allocations);
-        built = settled();
+        peak = bench_counted_peak();
+        nalloc = bench_counted_allocations();
+        built = bench_counted_settled();
         s = chring_snap_hold(r);
         points = chring_snap_points(s);
         chring_snap_put(r, s);
 
         bench_member_name(name, sizeof name, rings[i].members);
         bench_require(chring_add(r, name, 1, NULL) == 0, "add");
-        after_add = settled();
+        after_add = bench_counted_settled();
         s = chring_snap_hold(r);
         points_add = chring_snap_points(s);
         chring_snap_put(r, s);
 
         chring_free(&r);
-        after_free = settled();
+        after_free = bench_counted_settled();
         leaked_total += after_free - before;
 
         double per_point = (double)(built - before) / (double)points;
