@@ -1,19 +1,23 @@
 #!/bin/sh
 # Draws DIR/lookup.png and DIR/lookup.svg from DIR/lookup_plot.csv (chring-bench-lookup's output)
-# with gnuplot.
+# and DIR/scale.png and DIR/scale.svg from DIR/scale_plot.csv (chring-bench-scale's), with gnuplot;
+# each when its CSV is there.
 #   bench/plot.sh [DIR]        (default: the current directory)
-# Exits 77 (skipped, for meson) when gnuplot or the CSV is missing.
+# Exits 77 (skipped, for meson) when gnuplot or both CSV files are missing.
 dir="${1:-.}"
 here="$(cd "$(dirname "$0")" && pwd)"
 if ! command -v gnuplot >/dev/null 2>&1; then
     echo "plot: gnuplot is not installed (Debian: gnuplot-nox); skipped"
     exit 77
 fi
-if [ ! -f "$dir/lookup_plot.csv" ]; then
-    echo "plot: $dir/lookup_plot.csv not found: run chring-bench-lookup --out $dir first"
+if [ ! -f "$dir/lookup_plot.csv" ] && [ ! -f "$dir/scale_plot.csv" ]; then
+    echo "plot: neither $dir/lookup_plot.csv nor $dir/scale_plot.csv: run chring-bench-lookup or chring-bench-scale --out $dir first"
     exit 77
 fi
-for ext in png svg; do
-    gnuplot -e "csv='$dir/lookup_plot.csv'; out='$dir/lookup.$ext'" "$here/plot.gp" || exit 1
-    echo "plot: wrote $dir/lookup.$ext"
+for plot in lookup scale; do
+    [ -f "$dir/${plot}_plot.csv" ] || continue
+    for ext in png svg; do
+        gnuplot -e "csv='$dir/${plot}_plot.csv'; out='$dir/$plot.$ext'" "$here/$plot.gp" || exit 1
+        echo "plot: wrote $dir/$plot.$ext"
+    done
 done

@@ -906,8 +906,9 @@ int main(int argc, char **argv)
         } ratios[] = {
             {"rwlock / chring, throughput (goal >= 4)", K_RWLOCK, K_CHRING, 0},
             {"rwlock / chring, latency (goal >= 2)", K_RWLOCK, K_CHRING, 1},
-            {"chring latency / (hash + one DRAM miss) (goal <= 1.3 at 10,000 x 160)", K_CHRING,
-             K_DRAM, 1},
+            {"chring latency / (hash + one DRAM miss, 4 KiB pages) (goal <= 1.3 at 10,000 x 160)",
+             K_CHRING, K_DRAM, 1},
+            {"chring latency / (hash + one DRAM miss, huge pages)", K_CHRING, K_DRAM_HUGE, 1},
             {"branchless / chring, throughput", K_BRANCHLESS, K_CHRING, 0},
             {"branchless / chring, latency", K_BRANCHLESS, K_CHRING, 1},
             {"Maglev (scaled) / chring, throughput", K_MAGLEV, K_CHRING, 0},
