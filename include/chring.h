@@ -277,12 +277,12 @@ CHRING_API void chring_free(chring_t **r);
 /* Adds a member of the given weight (>= 1).  A member of that name with the same weight: no
  * change, returns 0; with another weight: as chring_set_weight().  An existing member's udata is
  * never replaced: the udata passed for it is handed back to config.retire before the call
- * returns 0 (unless it is the member's own).  Returns 0 or a negative errno: -EINVAL (NULL ring or name, empty name, weight
- * 0), -ENAMETOOLONG (name above CHRING_NAME_MAX bytes), -E2BIG (the member's points above
- * CHRING_POINTS_MAX or the ring's above CHRING_RING_POINTS_MAX), -ENOMEM.  On failure nothing
- * changes.  Writer side: any thread, also inside a read section (writers never wait for a grace
- * period).  udata stays the caller's: the ring hands it to config.retire when the member is
- * retired. */
+ * returns 0 (unless it is the member's own).  Returns 0 or a negative errno: -EINVAL (NULL ring
+ * or name, empty name, weight 0), -ENAMETOOLONG (name above CHRING_NAME_MAX bytes), -E2BIG (the
+ * member's points above CHRING_POINTS_MAX or the ring's above CHRING_RING_POINTS_MAX), -ENOMEM.
+ * On failure nothing changes.  Writer side: any thread, also inside a read section (writers
+ * never wait for a grace period).  udata stays the caller's: the ring hands it to config.retire
+ * when the member is retired. */
 CHRING_API int chring_add(chring_t *r, const char *name, uint32_t weight, void *udata);
 
 /* Removes a member.  Returns 0, -ENOENT for a non-member (nothing changes), -EINVAL,
@@ -438,23 +438,24 @@ typedef struct chring_lease {
  * the chosen member's load.  The bound holds at admission: against the n and W of the snapshot
  * the acquire used and the m it read then.  Leases admitted under an older snapshot stay where
  * they are, so after a join or a re-weight a member can stay above the new snapshot's capacity
- * for as long as those leases live; new acquires are not admitted to it meanwhile.  Admission is strict: a member is chosen only when this thread saw its
- * load below the capacity it computed; if every member looks full through races, the key goes to
- * the least loaded member seen and a saturation event is counted.  Returns 0 and fills *lease,
- * -ENOENT on an empty ring (lease cleared), -EINVAL for NULL r/lease or NULL key with len > 0.
- * Any thread; lock-free, no allocation.  The lease keeps its member valid until released.
- * Capacities count every member of the snapshot in n and W, also one left without
- * points (an fnv16 member whose every position was taken, a ketama member of tiny weight share):
- * such a member is never reached, so the bound can become unreachable and saturation events are
- * counted even without races. */
+ * for as long as those leases live; new acquires are not admitted to it meanwhile.  Admission is
+ * strict: a member is chosen only when this thread saw its load below the capacity it computed;
+ * if every member looks full through races, the key goes to the least loaded member seen and a
+ * saturation event is counted.  Returns 0 and fills *lease, -ENOENT on an empty ring (lease
+ * cleared), -EINVAL for NULL r/lease or NULL key with len > 0.  Any thread; lock-free, no
+ * allocation.  The lease keeps its member valid until released.  Capacities count every member of
+ * the snapshot that is up in n and W, also one left without points (an fnv16 member whose every
+ * position was taken, a ketama member of tiny weight share): such a member is never reached, so
+ * the bound can become unreachable and saturation events are counted even without races.  A
+ * member at admission scale 0 (chring_set_ramp) takes a key only when no other member is met. */
 CHRING_API int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lease);
 
 /* Takes a lease on a member the caller chose (a sticky session, a pinned backend), without the
- * capacity check (a retry that must keep the bound uses chring_acquire_skip): m's load and the ring's outstanding leases grow by one,
- * counted as an acquire with m as primary.  m must be a member of s, which must be the snapshot
- * of the caller's read section or a held snapshot of r.  Returns 0 and fills *lease, -ENOENT if m
- * is not in s, -EINVAL for NULL arguments (the lease is cleared on failure).  Reader side;
- * lock-free, no allocation. */
+ * capacity check (a retry that must keep the bound uses chring_acquire_skip): m's load and the
+ * ring's outstanding leases grow by one, counted as an acquire with m as primary.  m must be a
+ * member of s, which must be the snapshot of the caller's read section or a held snapshot of r.
+ * Returns 0 and fills *lease, -ENOENT if m is not in s, -EINVAL for NULL arguments (the lease is
+ * cleared on failure).  Reader side; lock-free, no allocation. */
 CHRING_API int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_member_t *m,
                                      chring_lease_t *lease);
 
