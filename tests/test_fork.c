@@ -274,6 +274,7 @@ struct busy {
     int stop;          /* set by the main thread */
     int pinned_ready;  /* the pinned lease is held */
     int pinned_object; /* the udata object of the pinned lease's member */
+    int holding;       /* the reader may hold a snapshot (set before the hold, cleared after) */
     long iterations[4];
 };
 
@@ -314,8 +315,13 @@ static void *reader(void *arg)
         chring_lease_t lease;
         if (chring_acquire(b->r, key, strlen(key), &lease) == 0)
             chring_release(b->r, &lease);
-        if (i % 64 == 0)
+        if (i % 64 == 0) {
+            /* A fork between the hold and the put leaves the child a snapshot nobody puts: the
+             * members it lists stay referenced there (busy_child allows for it). */
+            __atomic_store_n(&b->holding, 1, __ATOMIC_SEQ_CST);
             chring_snap_put(b->r, chring_snap_hold(b->r));
+            __atomic_store_n(&b->holding, 0, __ATOMIC_SEQ_CST);
+        }
         b->iterations[1] = i;
     }
     return NULL;
@@ -366,7 +372,11 @@ static int busy_child(struct busy *b)
         CHILD_CHECK(retired(i) <= 1, "object %d retired %d times", i, retired(i));
         count += retired(i);
     }
-    CHILD_CHECK(count >= MEMBERS - 3, "only %d of %d members retired", count, MEMBERS);
+    /* A snapshot the reader held at the fork is never put in the child (only the forking thread
+     * exists there), so the members it lists are never retired: then any count is right. */
+    CHILD_CHECK(count >= MEMBERS - 3 || __atomic_load_n(&b->holding, __ATOMIC_SEQ_CST),
+                "only %d of %d members retired, and no snapshot was held at the fork", count,
+                MEMBERS);
     return 0;
 }
 
