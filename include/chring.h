@@ -37,7 +37,8 @@
  * call from the application: the library registers pthread_atfork handlers at the first
  * chring_new that quiesce every ring's writer lock and liburcu's call_rcu worker and bp registry
  * around the fork.  The child has only the forking thread: leases other threads held stay
- * counted there (their members are not retired by the child's chring_free).  An application that
+ * counted there, and snapshots they held stay referenced (their members are not retired by the
+ * child's chring_free).  An application that
  * already calls liburcu-bp's fork hooks itself (call_rcu_before_fork, urcu_bp_before_fork and
  * their after-fork partners) must call chring_atfork_urcu(0) once before its first fork, or it
  * deadlocks: those hooks must not run twice.
