@@ -14,8 +14,10 @@
  * of the connection is dropped.  evhttp answers pipelined requests in order, so the refusal goes
  * out after the answers to the requests before it, and nothing after it is read.
  *
- * Limits (limits.c): each guard counts as one client connection from its creation to its free;
- * one created over --max-conns shuts its socket down as soon as evhttp gave it one.  A body is
+ * Limits (limits.c): each guard counts as one client connection from its creation to its free.
+ * One created when every --max-conns slot is taken (another worker accepted at the same time) is
+ * parked: its socket is not read and nothing reaches evhttp until a slot frees, and the parked
+ * connections of a worker get the slots that free first, oldest first.  A body is
  * reserved against --max-body-total while it is read (a Content-Length whole when the head
  * arrives, a chunked body as it grows) and the reservation is handed over with the request;
  * a body that does not fit gets the 503 stand-in (lb_refused_target) and the connection ends.
@@ -53,7 +55,11 @@ struct guard {
     struct event *flush_ev;   /* pushes evhttp's output through the filter */
     struct event *write_ev;   /* the socket is writable again */
     uint64_t charged;         /* body bytes of the request being read, reserved */
-    bool reject;              /* over --max-conns: shut down at once */
+    struct worker *w;         /* the worker whose thread runs the connection */
+    struct guard *park_next;  /* parked: the next in w's list */
+    struct guard *park_prev;
+    bool counted;             /* holds one of the --max-conns slots */
+    bool parked;              /* waits for a slot: the socket is not read */
     bool nodelay;             /* TCP_NODELAY set on the socket */
 };
 
@@ -184,6 +190,8 @@ static enum bufferevent_filter_result guard_filter(struct evbuffer *src, struct 
     (void)limit;
     (void)mode;
     struct guard *g = ctx;
+    if (g->parked)
+        return BEV_NEED_MORE; /* read before the socket was disabled: kept for the admission */
     size_t before = evbuffer_get_length(dst);
     while (evbuffer_get_length(src) > 0) {
         if (g->state == G_DEAD) {
@@ -234,12 +242,6 @@ static void guard_flush_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct guard *g = arg;
-    if (g->reject) {
-        evutil_socket_t fd = bufferevent_getfd(g->sock);
-        if (fd >= 0)
-            shutdown(fd, SHUT_RDWR); /* evhttp sees the end of the connection and frees it */
-        return;
-    }
     bufferevent_flush(g->bev, EV_WRITE, BEV_NORMAL);
 }
 
@@ -290,6 +292,22 @@ static void guard_outbuf_cb(struct evbuffer *buf, const struct evbuffer_cb_info 
         event_active(g->flush_ev, 0, 0);
 }
 
+/* Takes g out of its worker's list of parked connections. */
+static void unpark(struct guard *g)
+{
+    struct worker *w = g->w;
+    if (g->park_prev)
+        g->park_prev->park_next = g->park_next;
+    else
+        w->parked = g->park_next;
+    if (g->park_next)
+        g->park_next->park_prev = g->park_prev;
+    else
+        w->parked_tail = g->park_prev;
+    g->park_next = g->park_prev = NULL;
+    g->parked = false;
+}
+
 static void guard_free(void *ctx)
 {
     struct guard *g = ctx;
@@ -303,8 +321,41 @@ static void guard_free(void *ctx)
         evbuffer_free(g->held);
     free(g->parsed);
     release_body(g);
+    bool counted = g->counted, parked = g->parked;
+    if (parked)
+        unpark(g);
     free(g);
-    lb_conn_close();
+    if (counted)
+        lb_conn_close();
+    else if (parked)
+        lb_conn_unpark();
+}
+
+static void park(struct guard *g)
+{
+    struct worker *w = g->w;
+    g->parked = true;
+    g->park_prev = w->parked_tail;
+    g->park_next = NULL;
+    if (w->parked_tail)
+        w->parked_tail->park_next = g;
+    else
+        w->parked = g;
+    w->parked_tail = g;
+    /* Before evhttp gives the socket its descriptor, which enables it as it was left. */
+    bufferevent_disable(g->sock, EV_READ);
+}
+
+void lb_guard_admit(struct worker *w)
+{
+    while (w->parked && lb_conn_admit()) {
+        struct guard *g = w->parked;
+        unpark(g);
+        g->counted = true;
+        bufferevent_enable(g->sock, EV_READ);
+        if (evbuffer_get_length(bufferevent_get_input(g->sock)) > 0)
+            bufferevent_trigger(g->sock, EV_READ, BEV_TRIG_IGNORE_WATERMARKS);
+    }
 }
 
 struct bufferevent *lb_guard_bev(struct event_base *base, void *arg)
@@ -332,13 +383,13 @@ struct bufferevent *lb_guard_bev(struct event_base *base, void *arg)
         if (g->flush_ev)
             event_free(g->flush_ev);
         g->flush_ev = NULL;
-        lb_conn_open(w);       /* guard_free counts the connection closed */
-        bufferevent_free(bev); /* frees g */
+        bufferevent_free(bev); /* frees g; it holds no slot yet */
         return NULL;
     }
-    if (!lb_conn_open(w)) {
-        g->reject = true;
-        event_active(g->flush_ev, 0, 0); /* after evhttp gave the bufferevent its socket */
-    }
+    g->w = w;
+    if (lb_conn_open(w))
+        g->counted = true;
+    else
+        park(g);
     return bev;
 }

@@ -281,6 +281,7 @@ void lb_pool_free_dead_cb(evutil_socket_t fd, short what, void *arg);
 /* ------------------------------------------------------------------------------------------ */
 /* workers (worker.c)                                                                          */
 
+struct guard;
 struct worker {
     unsigned id;
     pthread_t thread;
@@ -293,6 +294,7 @@ struct worker {
     struct event *backoff_ev;        /* accept backoff after EMFILE and friends */
     int backoff_ms;                  /* current backoff, 0: none */
     bool listener_off;               /* the listener is disabled (limit or backoff) */
+    struct guard *parked, *parked_tail; /* accepted over --max-conns, waiting for a slot (FIFO) */
     struct proxy *active;
     _Atomic uint64_t requests, proxied, retries, bad_gateway, aborts, client_gone, no_backend,
         stats_served, active_n, pauses;
@@ -371,7 +373,7 @@ void lb_status_stop(void);
 
 /* The counters of the limits, for the stats. */
 struct lb_limit_stats {
-    uint64_t conns, conns_refused, accept_errors, accept_backoffs, accept_pauses;
+    uint64_t conns, parked, conns_parked, accept_errors, accept_backoffs, accept_pauses;
     uint64_t requests_refused, body_bytes, body_refused;
 };
 void lb_limits_get(struct lb_limit_stats *out);
@@ -380,10 +382,17 @@ void lb_limits_get(struct lb_limit_stats *out);
 void lb_limits_init(void);
 /* Worker w's listener: error callback (EMFILE backoff) and the limit event.  Returns 0 / -1. */
 int lb_limits_attach(struct worker *w, struct evconnlistener *listener);
-/* A client connection was accepted on w (its thread): false when it is over --max-conns (the
- * caller closes it at once).  Either way lb_conn_close must follow. */
+/* A client connection was accepted on w (its thread).  True: it took one of the --max-conns
+ * slots; lb_conn_close gives it back.  False: every slot is taken (another worker accepted in
+ * parallel): the caller parks the connection (reads nothing of it) until lb_conn_admit gives it
+ * a slot, or calls lb_conn_unpark when it is freed while still parked. */
 bool lb_conn_open(struct worker *w);
 void lb_conn_close(void);
+/* A parked connection takes a free slot: false when none is.  w's thread. */
+bool lb_conn_admit(void);
+void lb_conn_unpark(void);
+/* Gives free slots to w's parked connections, oldest first (guard.c).  w's thread. */
+void lb_guard_admit(struct worker *w);
 /* Workers stopped: no more wake-ups between them. */
 void lb_limits_shutdown(void);
 /* A request enters the proxy: false above --max-requests (the caller answers 503). */

@@ -7,9 +7,13 @@
  * guard's creation to its free.  When the count reaches the limit every worker disables its
  * listener, so connections beyond the limit wait in the kernel's accept queue (HAProxy's maxconn
  * does the same) instead of costing a descriptor and a buffer each; when a connection closes below
- * the limit the workers enable their listeners again.  Workers accept in parallel, so one may
- * accept a connection while another reaches the limit: such a connection (over the limit) is shut
- * down at once, so the count of connections served never exceeds the limit.  The wake-ups go
+ * the limit the workers enable their listeners again.  A slot is taken with a compare-and-swap,
+ * so the count never exceeds the limit.  Workers accept in parallel, so one may accept a
+ * connection while another takes the last slot: such a connection is parked (the guard reads
+ * nothing of it) and counts against the limit as waiting, and it is the first to get a slot that
+ * frees; the listeners stay disabled while any waits.  At most one per worker is parked at a
+ * time, as a worker disables its own listener on the spot.  (It used to be shut down unanswered,
+ * which a client that had waited its turn in the queue saw as a reset.)  The wake-ups go
  * through one event per worker (event_active is thread-safe with evthread_use_pthreads); each
  * worker enables or disables only its own listener, on its own thread.
  *
@@ -40,7 +44,7 @@
 
 char lb_refused_target[48];
 
-static _Atomic uint64_t conns, conns_refused, accept_errors, accept_backoffs, accept_pauses;
+static _Atomic uint64_t conns, parked, conns_parked, accept_errors, accept_backoffs, accept_pauses;
 static _Atomic uint64_t inflight, requests_refused, body_bytes, body_refused;
 static _Atomic bool limit_hit; /* some listener was disabled for the connection limit */
 static _Atomic bool stopping;  /* workers stopped: no more wake-ups */
@@ -80,7 +84,8 @@ void lb_limits_init(void)
 void lb_limits_get(struct lb_limit_stats *out)
 {
     out->conns = GET(conns);
-    out->conns_refused = GET(conns_refused);
+    out->parked = GET(parked);
+    out->conns_parked = GET(conns_parked);
     out->accept_errors = GET(accept_errors);
     out->accept_backoffs = GET(accept_backoffs);
     out->accept_pauses = GET(accept_pauses);
@@ -89,20 +94,31 @@ void lb_limits_get(struct lb_limit_stats *out)
     out->body_refused = GET(body_refused);
 }
 
+/* The slots are all taken, or promised to parked connections.  Sequentially consistent, with
+ * the updates in lb_conn_close and lb_conn_unpark: see listener_update. */
+static bool is_full(void)
+{
+    return atomic_load(&conns) + atomic_load(&parked) >= lb_cfg.max_conns;
+}
+
 /* Enables or disables w's listener as the connection limit and the backoff say.  w's thread. */
 static void listener_update(struct worker *w)
 {
     bool backoff = w->backoff_ev && evtimer_pending(w->backoff_ev, NULL);
-    bool full = GET(conns) >= lb_cfg.max_conns;
+    bool full = is_full();
+    if (full) {
+        /* Published before the count is read again: a close that the first read missed either
+         * sees the flag (and wakes every worker) or is seen by the second read. */
+        atomic_store(&limit_hit, true);
+        full = is_full();
+    }
     bool off = backoff || full;
     if (off == w->listener_off || !w->listener)
         return;
     if (off) {
         evconnlistener_disable(w->listener);
-        if (full) {
+        if (full)
             ADD(accept_pauses, 1);
-            atomic_store(&limit_hit, true);
-        }
     } else {
         evconnlistener_enable(w->listener);
     }
@@ -113,6 +129,7 @@ static void on_limit(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
+    lb_guard_admit(arg); /* the parked first: they were accepted before any still queued */
     listener_update(arg);
 }
 
@@ -177,26 +194,59 @@ int lb_limits_attach(struct worker *w, struct evconnlistener *listener)
     return 0;
 }
 
+/* Takes a slot: false when all are taken. */
+static bool reserve(void)
+{
+    uint64_t n = GET(conns);
+    do {
+        if (n >= lb_cfg.max_conns)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&conns, &n, n + 1, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    return true;
+}
+
 bool lb_conn_open(struct worker *w)
 {
-    uint64_t n = ADD(conns, 1) + 1;
     w->backoff_ms = 0; /* descriptors were available */
-    if (n >= lb_cfg.max_conns) {
+    bool ok = reserve();
+    if (!ok) {
+        atomic_fetch_add(&parked, 1);
+        ADD(conns_parked, 1);
+    }
+    if (!ok || GET(conns) >= lb_cfg.max_conns) {
         listener_update(w); /* at once: the listener stops accepting within this accept loop */
         wake_all();
     }
-    if (n > lb_cfg.max_conns) {
-        ADD(conns_refused, 1);
+    return ok;
+}
+
+bool lb_conn_admit(void)
+{
+    if (!reserve())
         return false;
-    }
+    atomic_fetch_sub(&parked, 1); /* the sum of the two stays: no wake-up */
     return true;
+}
+
+/* A slot (or the promise of one) was given back: the listeners that found the limit reached
+ * look again. */
+static void slot_freed(void)
+{
+    if (atomic_exchange(&limit_hit, false))
+        wake_all();
+}
+
+void lb_conn_unpark(void)
+{
+    atomic_fetch_sub(&parked, 1);
+    slot_freed();
 }
 
 void lb_conn_close(void)
 {
-    uint64_t n = SUB(conns, 1) - 1;
-    if (n < lb_cfg.max_conns && atomic_exchange(&limit_hit, false))
-        wake_all();
+    atomic_fetch_sub(&conns, 1);
+    slot_freed();
 }
 
 void lb_limits_shutdown(void)
