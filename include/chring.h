@@ -275,6 +275,13 @@ CHRING_API int chring_new(chring_t **out, const chring_config_t *cfg);
  * inside a read section.  NULL-safe (r or *r NULL); sets *r to NULL. */
 CHRING_API void chring_free(chring_t **r);
 
+/* Frees the spare blocks the ring keeps for its next publishes (up to three snapshots' worth of
+ * memory after a burst of back-to-back changes; a spare no publish took for eight publishes is
+ * freed anyway).  The next publish then allocates its snapshot afresh, paying the page faults
+ * the spares save.  Returns 0; -EINVAL for r NULL.  Any thread, also concurrently with a
+ * publish (a block a publish is about to reuse stays out of reach of this call). */
+CHRING_API int chring_trim(chring_t *r);
+
 /* Adds a member of the given weight (>= 1).  A member of that name with the same weight: no
  * change, returns 0; with another weight: as chring_set_weight().  An existing member's udata is
  * never replaced: the udata passed for it is handed back to config.retire before the call

@@ -16,32 +16,46 @@ static inline uint64_t chring__key_pos(const chring_snap_t *s, const void *key, 
     return s->prof.desc->hash(&s->prof, key, len) << s->prof.shift;
 }
 
+/* The first point at or after the start of bucket b: its entry, or past an empty bucket that
+ * names its owner, the entry of the next bucket that names a point (at most CHRING_INDEX_REACH
+ * on; index[2^index_bits] always names one). */
+static inline size_t chring__bucket_first(const chring_snap_t *s, size_t b)
+{
+    uint32_t e;
+    while ((e = s->index[b]) & CHRING_INDEX_SLOT)
+        b++;
+    return e;
+}
+
 /* Index of the first point at or after the shifted position h64 (wrapping to 0).
  * pos[npoints] is a sentinel UINT64_MAX, so the scan needs no bound: every point of a later
- * bucket is above h64, and the sentinel is never below it.  The first two steps are branch-free
- * (a bucket holds about 0.5 points on average, so a loop's exit would be mispredicted often). */
+ * bucket is above h64, and the sentinel is never below it.  The two steps are branch-free (a
+ * bucket holds about 0.5 points on average, so a loop's exit would be mispredicted often); a key
+ * above three points of its bucket (a crowded bucket: a coarse custom hash) takes a binary
+ * search up to the next bucket's first point. */
 static inline size_t chring__find(const chring_snap_t *s, uint64_t h64)
 {
     size_t b = (size_t)(h64 >> (64 - s->index_bits));
-    size_t i = s->index[b] & CHRING_INDEX_POINT;
-    size_t end = s->index[b + 1] & CHRING_INDEX_POINT;
+    uint32_t e = s->index[b];
     const uint64_t *pos = s->pos;
-    if (CHRING_UNLIKELY(end - i > 16)) {
-        /* A crowded bucket (a coarse custom hash): binary search for the first pos >= h64. */
-        size_t lo = i, hi = end;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (pos[mid] < h64)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        i = lo;
+    size_t i;
+    if (CHRING_UNLIKELY(e & CHRING_INDEX_SLOT)) {
+        i = chring__bucket_first(s, b + 1); /* bucket b is empty */
     } else {
+        i = e;
         i += pos[i] < h64;
         i += pos[i] < h64;
-        while (pos[i] < h64)
-            i++;
+        if (CHRING_UNLIKELY(pos[i] < h64)) {
+            size_t lo = i + 1, hi = chring__bucket_first(s, b + 1);
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (pos[mid] < h64)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            i = lo;
+        }
     }
     return i == s->npoints ? 0 : i;
 }
@@ -121,8 +135,8 @@ static inline bool chring__down_once(struct chring__downs *d, const chring_membe
     return true;
 }
 
-/* The owner of a key at shifted position h64 for a plain lookup: where its bucket has one owner
- * for every key (CHRING_INDEX_ONE), that owner, with no position read; else the owner of the
+/* The owner of a key at shifted position h64 for a plain lookup: where its bucket is empty and
+ * names its owner (CHRING_INDEX_SLOT), that owner, with no point read; else the owner of the
  * point chring__start finds.  Down members as in chring__owner_up. */
 static inline const chring_member_t *chring__owner_of(const chring_snap_t *s, uint64_t h64);
 
@@ -142,9 +156,8 @@ static inline const chring_member_t *chring__owner_up(const chring_snap_t *s, si
 static inline const chring_member_t *chring__owner_of(const chring_snap_t *s, uint64_t h64)
 {
     uint32_t e = s->index[(size_t)(h64 >> (64 - s->index_bits))];
-    if (e & CHRING_INDEX_ONE) {
-        size_t i = e & CHRING_INDEX_POINT;
-        const chring_member_t *m = s->slot_member[s->owner[i == s->npoints ? 0 : i]];
+    if (e & CHRING_INDEX_SLOT) {
+        const chring_member_t *m = s->slot_member[e & CHRING_INDEX_POINT];
         if (CHRING_LIKELY(CHRING_LOAD_64(&s->health->alive_down) == 0) ||
             CHRING_LOAD_32(&m->down) == 0)
             return m;

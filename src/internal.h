@@ -16,8 +16,12 @@
 
 #include "chring.h"
 
-#define CHRING_INDEX_ONE UINT32_C(0x80000000)
+/* An index entry names a point, or (CHRING_INDEX_SLOT set) the slot of the one owner of an empty
+ * bucket; CHRING_INDEX_POINT masks either.  An empty bucket names its owner only when a bucket
+ * that names a point is at most CHRING_INDEX_REACH buckets after it (snap_sort.c). */
+#define CHRING_INDEX_SLOT UINT32_C(0x80000000)
 #define CHRING_INDEX_POINT UINT32_C(0x7fffffff)
+#define CHRING_INDEX_REACH 16
 
 /* Validity words: set at creation, poisoned just before the memory is freed. */
 #define CHRING_MEMBER_MAGIC UINT64_C(0x6368726d656d6272) /* "chrmembr" */
@@ -81,8 +85,13 @@ struct chring_prof {
 
 /* Where a ring keeps the block of its last destroyed snapshot for the next publish
  * (snap_block.c).  Exchanged atomically: destroyed snapshots come from any thread. */
+/* The spare-block cache (snap_block.c): blocks of destroyed snapshots, kept for the next
+ * publishes.  takes counts the publishes that asked for a block (the writer's; read by any). */
+#define CHRING_SPARES 3
+#define CHRING_SPARE_AGE 8 /* a spare not taken within this many publishes is freed */
 struct chring_blocks {
-    chring_snap_t *spare;
+    chring_snap_t *spare[CHRING_SPARES];
+    uint64_t takes;
 };
 
 /* An immutable snapshot: members sorted by name, points sorted by (position, member name).
@@ -97,6 +106,7 @@ struct chring_snap {
     struct chring_blocks *blocks;       /* the cache this block goes back to; NULL: freed */
     const struct chring_health *health; /* the ring's (health.c): down members */
     size_t block_size;                  /* bytes of the allocation that holds this snapshot */
+    uint64_t stashed;                   /* in the spare cache: blocks->takes when it came */
 
     struct chring_prof prof;
 
@@ -119,10 +129,11 @@ struct chring_snap {
                         the search's sentinel UINT64_MAX */
     uint32_t *owner; /* slot of each point's member */
 
-    /* Prefix-bucket index: index[b] & CHRING_INDEX_POINT is the first point whose top index_bits
-     * bits are >= b, for b in [0, 2^index_bits]; index[2^index_bits] == npoints.  A bucket whose
-     * every key has one owner (the owner of that first point, wrapping) also has
-     * CHRING_INDEX_ONE set: a plain lookup there needs no position (snap_sort.c). */
+    /* Prefix-bucket index, b in [0, 2^index_bits]: index[b] is the first point whose top
+     * index_bits bits are >= b; index[2^index_bits] == npoints.  On rings that have left the
+     * caches, an empty bucket instead names the slot of its one owner, the owner of that first
+     * point (wrapping), with CHRING_INDEX_SLOT set: a plain lookup there reads one entry and no
+     * point; a search goes on to the next entry that names a point (snap_sort.c, find.h). */
     unsigned index_bits;
     uint32_t *index;
 };
@@ -253,9 +264,14 @@ unsigned chring__index_bits(size_t npoints, unsigned width);
 void chring__index_build(chring_snap_t *s);
 void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint64_t *added,
                          size_t nadded, const uint64_t *removed, size_t nremoved);
-/* Sets or clears CHRING_INDEX_ONE on buckets [b0, b1] from the points (a profile whose owner is
- * not the first point at or after the key, haproxy, never sets it). */
-void chring__index_flags(chring_snap_t *s, size_t b0, size_t b1);
+/* Whether s's empty buckets name their owners (the rings past half a million points). */
+bool chring__index_slots(const chring_snap_t *s);
+/* Writes the entries of buckets [b0, b1] from the points alone (what the entries say is not
+ * read): a point, or an owner's slot where the snapshot takes them. */
+void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1);
+/* The first point at or after h64 by a binary search of the points alone (not the index),
+ * npoints if none is. */
+size_t chring__lower_bound(const chring_snap_t *s, uint64_t h64);
 
 /* ---- snap_merge.c / snap_build.c ---------------------------------------------------------- */
 

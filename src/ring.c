@@ -167,6 +167,14 @@ void chring_free(chring_t **rp)
     chring__free_aligned(r);
 }
 
+int chring_trim(chring_t *r)
+{
+    if (r == NULL)
+        return -EINVAL;
+    chring__blocks_drop(&r->blocks);
+    return 0;
+}
+
 size_t chring_len(chring_t *r)
 {
     if (r == NULL)

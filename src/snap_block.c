@@ -12,10 +12,17 @@
  *
  * The spare-block cache.  A snapshot of a large ring is megabytes; allocating it fresh for every
  * publish costs a page fault per 4 KiB (measured here: about 730 faults, 0.7-1 ms, for one add at
- * 1000 x 160, as much as the merge itself).  So the block of the last destroyed snapshot is kept
- * (struct chring_blocks, owned by the ring) and reused by the next publish when its size fits.
- * Under AddressSanitizer the kept block is poisoned, so a use after the grace period is still
- * reported as it would be after free(). */
+ * 1000 x 160, as much as the merge itself).  So the blocks of destroyed snapshots are kept
+ * (struct chring_blocks, owned by the ring), up to CHRING_SPARES of them, and reused by the next
+ * publishes when their size fits.  Several, because in a burst of back-to-back publishes the
+ * replaced snapshots come back late: liburcu's call_rcu worker waits about 10 ms between
+ * batches, so at 10,000 x 160 (6-8 ms a publish) two or three are still waiting for their grace
+ * period when the next publish needs a block; with one spare a burst allocated a fresh 28 MB
+ * block every few publishes (about 690 page faults, 10-45 ms).  A new block has 1/64 more room
+ * than asked, so the block of a snapshot with one member less fits the next one with the member
+ * back.  Spares that no publish took for CHRING_SPARE_AGE publishes are freed, as
+ * chring_trim frees them all.  Under AddressSanitizer a kept block is poisoned, so a use after
+ * the grace period is still reported as it would be after free(). */
 #include "member.h"
 
 #include <sys/mman.h>
@@ -42,6 +49,16 @@ static void block_free(chring_snap_t *b)
     chring__free(b);
 }
 
+/* Puts b in a free slot of the cache; false when every slot is taken.  Compare-and-swap is a
+ * full barrier: whoever takes the block sees it complete. */
+static bool spare_put(struct chring_blocks *blocks, chring_snap_t *b)
+{
+    for (unsigned k = 0; k < CHRING_SPARES; k++)
+        if (ck_pr_cas_ptr(&blocks->spare[k], NULL, b))
+            return true;
+    return false;
+}
+
 static void block_stash(chring_snap_t *s)
 {
     struct chring_blocks *blocks = s->blocks;
@@ -49,13 +66,10 @@ static void block_stash(chring_snap_t *s)
         chring__free(s);
         return;
     }
+    s->stashed = ck_pr_load_64(&blocks->takes);
     CHRING_POISON_BLOCK((char *)s + sizeof *s, s->block_size - sizeof *s);
-    /* Exchange (full barrier): whoever takes the block sees it complete. */
-    chring_snap_t *old = ck_pr_fas_ptr(&blocks->spare, s);
-    if (old != NULL) {
-        CHRING_UNPOISON_BLOCK(old, sizeof *old);
-        block_free(old);
-    }
+    if (!spare_put(blocks, s))
+        block_free(s); /* the cache is full: the blocks in it are as good */
 }
 
 /* Large snapshots ask the kernel for transparent huge pages (madvise; Linux's THP in "madvise"
@@ -80,20 +94,55 @@ static void advise_huge(char *block, size_t size)
 #endif
 }
 
-/* A block of at least size bytes: the spare one when it fits (and is not more than twice the
- * need, so a shrunken ring does not pin a big block), else a new allocation. */
+static bool block_fits(const chring_snap_t *b, size_t size)
+{
+    return b->block_size >= size && b->block_size / 2 <= size;
+}
+
+/* A block of at least size bytes: the spare that came last of those that fit (not more than
+ * twice the need, so a shrunken ring does not pin a big block), else a new allocation, with
+ * room to grow by 1/64 so that the next publish (a member added after one removed) fits in
+ * it.  The other spares go back, but those that no publish took for CHRING_SPARE_AGE
+ * publishes, or that do not fit, are freed.  The writer's. */
 static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
 {
-    chring_snap_t *b = blocks == NULL ? NULL : ck_pr_fas_ptr(&blocks->spare, NULL);
-    if (b != NULL) {
-        CHRING_UNPOISON_BLOCK(b, sizeof *b);
-        if (b->block_size >= size && b->block_size / 2 <= size) {
-            *got = b->block_size;
-            CHRING_UNPOISON_BLOCK(b, b->block_size);
-            return (char *)b;
-        }
-        block_free(b);
+    chring_snap_t *best = NULL, *keep[CHRING_SPARES];
+    unsigned nkeep = 0;
+    uint64_t now = 0;
+    if (blocks != NULL) {
+        now = ck_pr_load_64(&blocks->takes) + 1;
+        ck_pr_store_64(&blocks->takes, now);
     }
+    for (unsigned k = 0; blocks != NULL && k < CHRING_SPARES; k++) {
+        chring_snap_t *b = ck_pr_fas_ptr(&blocks->spare[k], NULL);
+        if (b == NULL)
+            continue;
+        CHRING_UNPOISON_BLOCK(b, sizeof *b);
+        if (!block_fits(b, size) || now - b->stashed > CHRING_SPARE_AGE) {
+            block_free(b);
+            continue;
+        }
+        if (best != NULL && best->stashed > b->stashed) {
+            keep[nkeep++] = b;
+            continue;
+        }
+        if (best != NULL)
+            keep[nkeep++] = best;
+        best = b;
+    }
+    for (unsigned k = 0; k < nkeep; k++) {
+        CHRING_POISON_BLOCK((char *)keep[k] + sizeof *keep[k],
+                            keep[k]->block_size - sizeof *keep[k]);
+        if (!spare_put(blocks, keep[k]))
+            block_free(keep[k]);
+    }
+    if (best != NULL) {
+        *got = best->block_size;
+        CHRING_UNPOISON_BLOCK(best, best->block_size);
+        return (char *)best;
+    }
+    size += size / 64;
+    size = (size + 4095) & ~(size_t)4095;
     *got = size;
     char *block = chring__alloc(size);
     if (block != NULL)
@@ -103,10 +152,12 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
 
 void chring__blocks_drop(struct chring_blocks *blocks)
 {
-    chring_snap_t *b = ck_pr_fas_ptr(&blocks->spare, NULL);
-    if (b != NULL) {
-        CHRING_UNPOISON_BLOCK(b, sizeof *b);
-        block_free(b);
+    for (unsigned k = 0; k < CHRING_SPARES; k++) {
+        chring_snap_t *b = ck_pr_fas_ptr(&blocks->spare[k], NULL);
+        if (b != NULL) {
+            CHRING_UNPOISON_BLOCK(b, sizeof *b);
+            block_free(b);
+        }
     }
 }
 

@@ -177,11 +177,13 @@ static void weave(struct merge *g, chring_snap_t *s)
     }
 }
 
-/* 5b. After a shift, the one-owner flags (snap_sort.c) of the buckets a changed point touches: a
- * point added or dropped at position p can change the flag of its own bucket and of the buckets
- * before it back to the bucket of the point before p in the new ring (their "first point after
- * the bucket" may be it).  Every other bucket keeps its points and so its flag. */
-static void fix_flags(chring_snap_t *s, const uint64_t *changed, size_t n)
+/* 5b. After a shift, the entries (snap_sort.c) of the buckets a changed point touches: a point
+ * added or dropped at position p can change its own bucket and the buckets before it back to the
+ * bucket of the point before p in the new ring (whether they are empty, the first point after
+ * them, its owner, how far it is).  Every other bucket keeps its points and the same first point
+ * after it, which the shift moved.  The index is half updated here, so the points are searched
+ * without it. */
+static void fix_index(chring_snap_t *s, const uint64_t *changed, size_t n)
 {
     if (s->npoints == 0)
         return;
@@ -189,14 +191,16 @@ static void fix_flags(chring_snap_t *s, const uint64_t *changed, size_t n)
     const size_t last = ((size_t)1 << s->index_bits) - 1;
     for (size_t k = 0; k < n; k++) {
         uint64_t p = changed[k];
-        size_t at = chring__find(s, p); /* the first point >= p, wrapping to 0 */
+        size_t at = chring__lower_bound(s, p); /* the first point >= p, wrapping to 0 */
+        if (at == s->npoints)
+            at = 0;
         size_t before = (at == 0 ? s->npoints : at) - 1;
         size_t b0 = (size_t)(s->pos[before] >> shift), b1 = (size_t)(p >> shift);
         if (s->pos[before] >= p) { /* wrapped: from the ring's last point round to p */
-            chring__index_flags(s, b0, last);
+            chring__index_encode(s, b0, last);
             b0 = 0;
         }
-        chring__index_flags(s, b0, b1);
+        chring__index_encode(s, b0, b1);
     }
 }
 
@@ -247,10 +251,11 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
     generate(&g, s);
     list_dropped(&g);
     weave(&g, s);
-    if (s->index_bits == prev->index_bits && g.fresh + g.gone < npoints / 4) {
+    if (s->index_bits == prev->index_bits &&
+        chring__index_slots(s) == chring__index_slots(prev) && g.fresh + g.gone < npoints / 4) {
         chring__index_shift(s, prev, g.fpos, g.fresh, g.removed, g.ndropped);
-        fix_flags(s, g.fpos, g.fresh);
-        fix_flags(s, g.removed, g.ndropped);
+        fix_index(s, g.fpos, g.fresh);
+        fix_index(s, g.removed, g.ndropped);
     } else {
         chring__index_build(s);
     }

@@ -67,43 +67,60 @@ unsigned chring__index_bits(size_t n, unsigned width)
     return k;
 }
 
-/* Whether the snapshot gets one-owner flags: only rings of more than half a million points,
- * which have left the caches, where a lookup that reads no position saves a dependent miss
- * (measured at 10,000 x 160: dependent lookups 17 % faster); on smaller rings the branch on a
- * flag set for about half the buckets costs more than the load it saves (1000 x 160: 20 %
- * slower in throughput), so it is never taken there.  Also: the profile's owner must be the
- * first point at or after a key, and every first-point index must leave the flag bit free. */
-static bool flags_apply(const chring_snap_t *s)
+/* Whether empty buckets name their owner: only on rings of more than half a million points,
+ * which have left the caches, where a lookup that reads no point saves one or two dependent
+ * misses; on smaller rings the branch on an entry kind set for a third to a half of the buckets
+ * costs more than the loads it saves (measured with one-owner flags at 1000 x 160: 20 % slower
+ * in throughput).  Also: the profile's owner must be the first point at or after a key (not
+ * haproxy's nearest point), and every point index and slot must leave the kind bit free. */
+bool chring__index_slots(const chring_snap_t *s)
 {
     return !s->prof.desc->nearest && s->npoints > ((size_t)1 << 19) &&
-           s->npoints < CHRING_INDEX_POINT;
+           s->npoints < CHRING_INDEX_POINT && s->nslots < CHRING_INDEX_POINT;
 }
 
-/* A bucket has one owner for every key when the points it holds and the first point after it
- * (wrapping) all belong to one member: keys up to the bucket's first point go to that point,
- * keys between two of its points to the later one, keys after its last point to the next one.
- * An empty bucket always has one owner.  Its cost is the bucket's points. */
-void chring__index_flags(chring_snap_t *s, size_t b0, size_t b1)
+size_t chring__lower_bound(const chring_snap_t *s, uint64_t h64)
 {
-    size_t buckets = (size_t)1 << s->index_bits;
+    size_t lo = 0, hi = s->npoints;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->pos[mid] < h64)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* An empty bucket b whose first point after it is point `first` of bucket nb (2^index_bits if
+ * none, wrapping to point 0) names that point's owner when nb is within reach, so that a search
+ * from b finds a point-naming entry within CHRING_INDEX_REACH loads. */
+static uint32_t empty_entry(const chring_snap_t *s, size_t b, size_t nb, size_t first, bool slots)
+{
+    if (slots && nb - b <= CHRING_INDEX_REACH)
+        return CHRING_INDEX_SLOT | s->owner[first == s->npoints ? 0 : first];
+    return (uint32_t)first;
+}
+
+void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1)
+{
+    const size_t buckets = (size_t)1 << s->index_bits;
+    const unsigned shift = 64 - s->index_bits;
     if (b1 >= buckets)
         b1 = buckets - 1;
-    bool apply = flags_apply(s);
+    bool slots = chring__index_slots(s);
+    size_t i = chring__lower_bound(s, (uint64_t)b0 << shift);
     for (size_t b = b0; b <= b1; b++) {
-        uint32_t first = s->index[b] & CHRING_INDEX_POINT;
-        uint32_t end = s->index[b + 1] & CHRING_INDEX_POINT;
-        bool one = apply;
-        if (one) {
-            uint32_t o = s->owner[first == s->npoints ? 0 : first];
-            for (uint32_t j = first + 1; one && j <= end; j++)
-                one = s->owner[j == s->npoints ? 0 : j] == o;
-        }
-        s->index[b] = first | (one ? CHRING_INDEX_ONE : 0);
+        while (i < s->npoints && (size_t)(s->pos[i] >> shift) < b)
+            i++;
+        size_t nb = i < s->npoints ? (size_t)(s->pos[i] >> shift) : buckets;
+        s->index[b] = nb == b ? (uint32_t)i : empty_entry(s, b, nb, i, slots);
     }
 }
 
-/* index[b] = first point whose top k bits are >= b, with a histogram and a prefix sum; then the
- * one-owner flags. */
+/* index[b] = first point whose top k bits are >= b, with a histogram and a prefix sum; then,
+ * where the snapshot takes them, the empty buckets' owners, from the last bucket back (bucket b
+ * is empty when its first point is the next bucket's). */
 void chring__index_build(chring_snap_t *s)
 {
     s->pos[s->npoints] = UINT64_MAX; /* the search's sentinel */
@@ -114,7 +131,18 @@ void chring__index_build(chring_snap_t *s)
         index[(s->pos[i] >> (64 - s->index_bits)) + 1]++;
     for (size_t b = 0; b < buckets; b++)
         index[b + 1] += index[b];
-    chring__index_flags(s, 0, buckets - 1);
+    if (!chring__index_slots(s))
+        return;
+    size_t nb = buckets;             /* the next bucket that holds a point */
+    uint32_t next = index[buckets]; /* the first point of bucket b + 1 */
+    for (size_t b = buckets; b-- > 0;) {
+        uint32_t first = index[b];
+        if (first != next)
+            nb = b;
+        else
+            index[b] = empty_entry(s, b, nb, first, true);
+        next = first;
+    }
 }
 
 /* The index of s from prev's when few points changed: bucket b starts after prev's start plus
@@ -139,8 +167,8 @@ void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint
             next = (size_t)(added[ka] >> shift) + 1;
         if (kr < nremoved && (size_t)(removed[kr] >> shift) + 1 < next)
             next = (size_t)(removed[kr] >> shift) + 1;
-        for (; b < next; b++)
-            dst[b] = src[b] + delta;
+        for (; b < next; b++) /* an entry naming a slot stays: mask 0 for it */
+            dst[b] = src[b] + (delta & ((src[b] >> 31) - 1u));
         if (next == end)
             break;
         while (ka < nadded && (size_t)(added[ka] >> shift) + 1 == next)

@@ -575,3 +575,76 @@ Test(alloc, spare_block_more_than_twice_the_need_is_freed_not_reused)
                  after - baseline);
     chring_free(&r);
 }
+
+/* ---- spare blocks after a burst: aged out, or freed by chring_trim ----------------------- */
+
+/* Three snapshots held across three publishes come back at once when put: the spare cache then
+ * holds three blocks, as after a burst whose grace periods ended late. */
+static void fill_spares(chring_t *r, int *toggle)
+{
+    const chring_snap_t *held[3];
+    for (int k = 0; k < 3; k++) {
+        held[k] = chring_snap_hold(r);
+        int rc = (*toggle)++ % 2 == 0 ? chring_add(r, "extra", 1, NULL) : chring_remove(r, "extra");
+        cr_assert_eq(rc, 0, "publish %d of the burst", k);
+    }
+    rcu_callbacks_done(); /* the published references of the three are dropped */
+    for (int k = 0; k < 3; k++)
+        chring_snap_put(r, held[k]);
+}
+
+Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them)
+{
+    /* 400 members x 160 points: a snapshot block of about 1.2 MiB (positions, owners, index). */
+    chring_t *r = ring_create(NULL);
+    static char names[400][16];
+    static chring_change_t feed[400];
+    for (int i = 0; i < 400; i++) {
+        snprintf(names[i], sizeof names[i], "member-%d", i);
+        feed[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    cr_assert_eq(chring_sync(r, feed, 400), 0, "sync to 400 members");
+    rcu_callbacks_done();
+    cr_assert_eq(chring_trim(r), 0, "trim");
+    size_t live = heap_in_use();
+    /* One publish spaced by a grace period: the replaced snapshot's block is the one spare. */
+    int toggle = 0;
+    cr_assert_eq(chring_add(r, "extra", 1, NULL), 0, "add");
+    toggle++;
+    rcu_callbacks_done();
+    size_t block = heap_in_use() - live;
+    const chring_snap_t *s = chring_snap_hold(r);
+    cr_assert_geq(block, chring_snap_points(s) * (sizeof(uint64_t) + sizeof(uint32_t)),
+                  "one spare block (%zu bytes) holds at least the points", block);
+    chring_snap_put(r, s);
+
+    fill_spares(r, &toggle);
+    size_t full = heap_in_use();
+    cr_assert_geq(full, live + block * 5 / 2,
+                  "three snapshots put at once: %zu bytes above the ring alone, expected at "
+                  "least two spare blocks of %zu kept for the next publishes",
+                  full - live, block);
+    cr_assert_eq(chring_trim(r), 0, "trim");
+    size_t trimmed = heap_in_use();
+    cr_assert_lt(trimmed, live + block / 2,
+                 "after chring_trim the ring holds %zu bytes, %zu before the first spare (a "
+                 "block: %zu)",
+                 trimmed, live, block);
+    cr_assert_eq(chring_trim(NULL), -EINVAL, "trim of NULL");
+
+    /* Spares that no publish takes are freed after eight publishes: publishes spaced by a grace
+     * period keep one block in turn, the replaced snapshot's. */
+    fill_spares(r, &toggle);
+    for (int k = 0; k < 12; k++) {
+        int rc = toggle++ % 2 == 0 ? chring_add(r, "extra", 1, NULL) : chring_remove(r, "extra");
+        cr_assert_eq(rc, 0, "spaced publish %d", k);
+        rcu_callbacks_done();
+    }
+    size_t aged = heap_in_use();
+    cr_assert_lt(aged, live + block * 3 / 2,
+                 "12 spaced publishes after a burst: %zu bytes above the ring alone, more than "
+                 "one spare block of %zu",
+                 aged - live, block);
+    cr_assert_eq(chring_len(r), toggle % 2 == 0 ? (size_t)400 : (size_t)401, "membership");
+    chring_free(&r);
+}

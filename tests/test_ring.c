@@ -726,7 +726,8 @@ struct copied_point {
     const chring_member_t *m;
 };
 
-static const chring_member_t *owner_by_search(const struct copied_point *p, size_t n, uint64_t h)
+/* The index of the first point at or after h (wrapping to 0). */
+static size_t point_by_search(const struct copied_point *p, size_t n, uint64_t h)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -736,7 +737,23 @@ static const chring_member_t *owner_by_search(const struct copied_point *p, size
         else
             hi = mid;
     }
-    return p[lo == n ? 0 : lo].m;
+    return lo == n ? 0 : lo;
+}
+
+static const chring_member_t *owner_by_search(const struct copied_point *p, size_t n, uint64_t h)
+{
+    return p[point_by_search(p, n, h)].m;
+}
+
+/* The first member clockwise from h's point that is not its owner. */
+static const chring_member_t *second_by_search(const struct copied_point *p, size_t n, uint64_t h)
+{
+    size_t i = point_by_search(p, n, h);
+    const chring_member_t *first = p[i].m;
+    for (size_t k = 1; k < n; k++)
+        if (p[(i + k) % n].m != first)
+            return p[(i + k) % n].m;
+    return NULL;
 }
 
 Test(ring, large_ring_lookups_find_the_first_point_at_or_after_after_every_change, .timeout = 120)
@@ -793,6 +810,11 @@ Test(ring, large_ring_lookups_find_the_first_point_at_or_after_after_every_chang
             cr_assert_eq(chring_snap_lookup(s, key, (size_t)len), want, "step %d key %s", step,
                          key);
             cr_assert_eq(chring_snap_lookup_hash(s, h), want, "step %d hash of %s", step, key);
+            /* The walks start from the same point (lookup_n, the bounded lookups). */
+            const chring_member_t *two[2] = {NULL, NULL};
+            cr_assert_eq(chring_snap_lookup_n(s, key, (size_t)len, two, 2), 2);
+            cr_assert_eq(two[0], want, "step %d key %s: walk", step, key);
+            cr_assert_eq(two[1], second_by_search(pts, n, h), "step %d key %s: walk", step, key);
         }
         chring_snap_put(r, s);
     }
