@@ -129,14 +129,30 @@ struct chring_snap {
                         the search's sentinel UINT64_MAX */
     uint32_t *owner; /* slot of each point's member */
 
-    /* Prefix-bucket index, b in [0, 2^index_bits]: index[b] is the first point whose top
-     * index_bits bits are >= b; index[2^index_bits] == npoints.  On rings that have left the
+    /* Prefix-bucket index, b in [0, nbuckets]: a position h is in bucket chring__bucket(s, h)
+     * (monotonic in h), index[b] is the first point of a bucket >= b; index[nbuckets] ==
+     * npoints.  nbuckets is a power of two on small rings (the bucket is then h's top bits) and
+     * about 2.1 per point past half a million points (snap_sort.c).  On rings that have left the
      * caches, an empty bucket instead names the slot of its one owner, the owner of that first
      * point (wrapping), with CHRING_INDEX_SLOT set: a plain lookup there reads one entry and no
      * point; a search goes on to the next entry that names a point (snap_sort.c, find.h). */
-    unsigned index_bits;
+    size_t nbuckets;
     uint32_t *index;
 };
+
+/* The bucket of shifted position h64: the top 32 bits scaled to [0, nbuckets), so that bucket
+ * order is position order for any bucket count (2^k buckets: the top k bits). */
+static inline size_t chring__bucket(const chring_snap_t *s, uint64_t h64)
+{
+    return (size_t)(((h64 >> 32) * (uint64_t)s->nbuckets) >> 32);
+}
+
+/* The lowest position of bucket b (b < nbuckets). */
+static inline uint64_t chring__bucket_start(const chring_snap_t *s, size_t b)
+{
+    uint64_t nb = s->nbuckets;
+    return ((((uint64_t)b << 32) + nb - 1) / nb) << 32;
+}
 
 /* One shard of the ring-wide lease accounting (load.c). */
 struct chring_shard {
@@ -244,7 +260,7 @@ extern const chring_snap_t chring__empty_snap;
 chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chring_prof *prof,
                                   chring_member_t *const *members, const uint32_t *weights,
                                   size_t nmembers, size_t nslots, uint64_t total_weight,
-                                  size_t npoints);
+                                  size_t npoints, size_t prev_buckets);
 /* Frees a snapshot that was never published (no member references taken). */
 void chring__snap_discard(chring_snap_t *s);
 /* Takes the snapshot's reference on every member it lists (the last step of a build). */
@@ -260,7 +276,7 @@ void chring__blocks_drop(struct chring_blocks *blocks);
 
 void chring__sort_points(size_t n, uint64_t *pos, uint32_t *owner, uint64_t *tpos,
                          uint32_t *towner);
-unsigned chring__index_bits(size_t npoints, unsigned width);
+size_t chring__index_buckets(size_t npoints, unsigned width, size_t prev_buckets);
 void chring__index_build(chring_snap_t *s);
 void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint64_t *added,
                          size_t nadded, const uint64_t *removed, size_t nremoved);

@@ -87,6 +87,7 @@ extern char chring__tsan_grace_token;
  * bounce between cores together. */
 #define CHRING_DESTRUCTIVE 128
 #define CHRING_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CHRING_PREFETCH(p) __builtin_prefetch((p), 0, 3)
 #define CHRING_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 #endif

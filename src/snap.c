@@ -216,7 +216,7 @@ int chring_snap_check(const chring_snap_t *s)
         if (i > 0 && s->pos[i - 1] > s->pos[i])
             return -EINVAL;
     }
-    if (s->npoints > 0 && s->index[(size_t)1 << s->index_bits] != s->npoints)
+    if (s->npoints > 0 && s->index[s->nbuckets] != s->npoints)
         return -EINVAL;
     return 0;
 }

@@ -38,7 +38,7 @@ const chring_snap_t chring__empty_snap = {
              .bits = 64,
              .shift = 0,
              .vnodes = CHRING_DEFAULT_VNODES},
-    .index_bits = 1,
+    .nbuckets = 2,
 };
 
 /* ---- the spare-block cache ---------------------------------------------------------------- */
@@ -174,7 +174,7 @@ static size_t align_up(size_t x, size_t a)
 }
 
 /* Pointer arrays first, then the 64-bit positions, then the 32-bit arrays: each stays aligned. */
-static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, unsigned index_bits)
+static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, size_t nbuckets)
 {
     struct layout l;
     size_t at = align_up(sizeof(chring_snap_t), 16);
@@ -197,7 +197,7 @@ static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, 
     l.owner_off = at;
     at += npoints * sizeof(uint32_t);
     l.index_off = at;
-    at += (((size_t)1 << index_bits) + 1) * sizeof(uint32_t);
+    at += (nbuckets + 1) * sizeof(uint32_t);
     l.size = at;
     return l;
 }
@@ -205,10 +205,10 @@ static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, 
 chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chring_prof *prof,
                                   chring_member_t *const *members, const uint32_t *weights,
                                   size_t nmembers, size_t nslots, uint64_t total_weight,
-                                  size_t npoints)
+                                  size_t npoints, size_t prev_buckets)
 {
-    unsigned index_bits = chring__index_bits(npoints, prof->bits);
-    struct layout l = layout_for(nmembers, nslots, npoints, index_bits);
+    size_t nbuckets = chring__index_buckets(npoints, prof->bits, prev_buckets);
+    struct layout l = layout_for(nmembers, nslots, npoints, nbuckets);
     size_t got;
     char *block = block_take(blocks, l.size, &got);
     if (block == NULL)
@@ -233,7 +233,7 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
     s->pos = (uint64_t *)(void *)(block + l.pos_off);
     s->owner = (uint32_t *)(void *)(block + l.owner_off);
     s->npoints = npoints;
-    s->index_bits = index_bits;
+    s->nbuckets = nbuckets;
     s->index = (uint32_t *)(void *)(block + l.index_off);
     if (nmembers > 0) {
         memcpy(s->members, members, nmembers * sizeof *members);

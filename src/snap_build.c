@@ -130,7 +130,7 @@ static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chri
 {
     bool skip_taken = prof->desc->collide == CHRING_COLLIDE_SKIP_TAKEN;
     chring_snap_t *s = chring__snap_alloc(blocks, prof, members, weights, nmembers, nmembers,
-                                          total_weight, npoints);
+                                          total_weight, npoints, 0);
     /* Scratch: the sort's second buffer; for skip-taken also the join order and offsets.
      * 64-bit arrays first, then the 32-bit ones: every array stays aligned. */
     size_t scratch_size = npoints * (sizeof(uint64_t) + sizeof(uint32_t)) +

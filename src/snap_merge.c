@@ -187,15 +187,14 @@ static void fix_index(chring_snap_t *s, const uint64_t *changed, size_t n)
 {
     if (s->npoints == 0)
         return;
-    const unsigned shift = 64 - s->index_bits;
-    const size_t last = ((size_t)1 << s->index_bits) - 1;
+    const size_t last = s->nbuckets - 1;
     for (size_t k = 0; k < n; k++) {
         uint64_t p = changed[k];
         size_t at = chring__lower_bound(s, p); /* the first point >= p, wrapping to 0 */
         if (at == s->npoints)
             at = 0;
         size_t before = (at == 0 ? s->npoints : at) - 1;
-        size_t b0 = (size_t)(s->pos[before] >> shift), b1 = (size_t)(p >> shift);
+        size_t b0 = chring__bucket(s, s->pos[before]), b1 = chring__bucket(s, p);
         if (s->pos[before] >= p) { /* wrapped: from the ring's last point round to p */
             chring__index_encode(s, b0, last);
             b0 = 0;
@@ -228,7 +227,7 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
 
     size_t npoints = g.kept + g.fresh;
     chring_snap_t *s = chring__snap_alloc(blocks, prof, members, weights, nmembers, g.nslots,
-                                          total_weight, npoints);
+                                          total_weight, npoints, prev->nbuckets);
     /* Scratch of the points: two runs of (pos, owner) for sorting the fresh points; the
      * positions and indices of the old points that go.  64-bit arrays first. */
     char *scratch = s == NULL ? NULL
@@ -251,7 +250,7 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
     generate(&g, s);
     list_dropped(&g);
     weave(&g, s);
-    if (s->index_bits == prev->index_bits &&
+    if (s->nbuckets == prev->nbuckets &&
         chring__index_slots(s) == chring__index_slots(prev) && g.fresh + g.gone < npoints / 4) {
         chring__index_shift(s, prev, g.fpos, g.fresh, g.removed, g.ndropped);
         fix_index(s, g.fpos, g.fresh);

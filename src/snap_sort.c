@@ -45,26 +45,31 @@ void chring__sort_points(size_t n, uint64_t *pos, uint32_t *owner, uint64_t *tpo
     }
 }
 
-/* Bits of the prefix index for n points: the largest k with 2^k <= 3n, so 1.5 to 3 buckets per
- * point: 6 to 12 bytes per point of index beside the 12 bytes of position and owner; at least
- * 1, at most the profile's width and 24 (a 64 MiB index would leave every cache). */
-unsigned chring__index_bits(size_t n, unsigned width)
+/* Buckets of the prefix index for n points.  Up to half a million points: 2^k for the largest
+ * k with 2^k <= 3n, so 1.5 to 3 buckets per point (6 to 12 bytes of index beside the 12 of
+ * position and owner).  Above, the ring has left the caches and memory counts: about 2.1
+ * buckets per point (8.4 bytes; about 62 % of the buckets empty, where a lookup reads one
+ * entry), and the previous snapshot's count while it stays within 1.9 to 2.3 per point, so
+ * that a publish can shift the index instead of building it; a 10,000 x 160 ring stays within
+ * 24 bytes per point in all.  At least 2, at most 2^width (no finer than the positions) and
+ * 2^24 (a 64 MiB index would leave every cache). */
+size_t chring__index_buckets(size_t n, unsigned width, size_t prev_buckets)
 {
-    unsigned k = 0;
-    while (k < 63 && ((size_t)2 << k) <= 3 * n)
-        k++;
-    /* Above half a million points the ring has left the caches anyway and memory counts: at
-     * most 2.5 buckets (10 bytes of index) per point, which keeps a 10,000 x 160 ring within 24
-     * bytes per point in all. */
-    if (n > ((size_t)1 << 19) && ((size_t)1 << k) > n / 2 * 5)
-        k--;
-    if (k < 1)
-        k = 1;
-    if (k > width)
-        k = width;
-    if (k > 24)
-        k = 24;
-    return k;
+    size_t cap = (size_t)1 << (width < 24 ? width : 24);
+    size_t nb;
+    if (n <= ((size_t)1 << 19)) {
+        unsigned k = 0;
+        while (((size_t)2 << k) <= 3 * n)
+            k++;
+        nb = (size_t)1 << k;
+    } else if (prev_buckets >= n / 10 * 19 && prev_buckets <= n / 10 * 23) {
+        nb = prev_buckets;
+    } else {
+        nb = n / 10 * 21;
+    }
+    if (nb > cap)
+        nb = cap;
+    return nb < 2 ? 2 : nb;
 }
 
 /* Whether empty buckets name their owner: only on rings of more than half a million points,
@@ -92,7 +97,7 @@ size_t chring__lower_bound(const chring_snap_t *s, uint64_t h64)
     return lo;
 }
 
-/* An empty bucket b whose first point after it is point `first` of bucket nb (2^index_bits if
+/* An empty bucket b whose first point after it is point `first` of bucket nb (nbuckets if
  * none, wrapping to point 0) names that point's owner when nb is within reach, so that a search
  * from b finds a point-naming entry within CHRING_INDEX_REACH loads. */
 static uint32_t empty_entry(const chring_snap_t *s, size_t b, size_t nb, size_t first, bool slots)
@@ -104,16 +109,15 @@ static uint32_t empty_entry(const chring_snap_t *s, size_t b, size_t nb, size_t 
 
 void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1)
 {
-    const size_t buckets = (size_t)1 << s->index_bits;
-    const unsigned shift = 64 - s->index_bits;
+    const size_t buckets = s->nbuckets;
     if (b1 >= buckets)
         b1 = buckets - 1;
     bool slots = chring__index_slots(s);
-    size_t i = chring__lower_bound(s, (uint64_t)b0 << shift);
+    size_t i = chring__lower_bound(s, chring__bucket_start(s, b0));
     for (size_t b = b0; b <= b1; b++) {
-        while (i < s->npoints && (size_t)(s->pos[i] >> shift) < b)
+        while (i < s->npoints && chring__bucket(s, s->pos[i]) < b)
             i++;
-        size_t nb = i < s->npoints ? (size_t)(s->pos[i] >> shift) : buckets;
+        size_t nb = i < s->npoints ? chring__bucket(s, s->pos[i]) : buckets;
         s->index[b] = nb == b ? (uint32_t)i : empty_entry(s, b, nb, i, slots);
     }
 }
@@ -124,11 +128,11 @@ void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1)
 void chring__index_build(chring_snap_t *s)
 {
     s->pos[s->npoints] = UINT64_MAX; /* the search's sentinel */
-    size_t buckets = (size_t)1 << s->index_bits;
+    size_t buckets = s->nbuckets;
     uint32_t *index = s->index;
     memset(index, 0, (buckets + 1) * sizeof *index);
     for (size_t i = 0; i < s->npoints; i++)
-        index[(s->pos[i] >> (64 - s->index_bits)) + 1]++;
+        index[chring__bucket(s, s->pos[i]) + 1]++;
     for (size_t b = 0; b < buckets; b++)
         index[b + 1] += index[b];
     if (!chring__index_slots(s))
@@ -148,13 +152,12 @@ void chring__index_build(chring_snap_t *s)
 /* The index of s from prev's when few points changed: bucket b starts after prev's start plus
  * the added points of lower buckets, minus the removed ones (both lists sorted by position).
  * Between two changed buckets the offset is constant, so the work is a vectorisable add over
- * runs of buckets; the caller checks that index_bits are the same. */
+ * runs of buckets; the caller checks that the bucket counts are the same. */
 void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint64_t *added,
                          size_t nadded, const uint64_t *removed, size_t nremoved)
 {
     s->pos[s->npoints] = UINT64_MAX; /* the search's sentinel */
-    const unsigned shift = 64 - s->index_bits;
-    const size_t end = ((size_t)1 << s->index_bits) + 1;
+    const size_t end = s->nbuckets + 1;
     const uint32_t *src = prev->index;
     uint32_t *dst = s->index;
     uint32_t delta = 0; /* wraps for a net removal */
@@ -163,17 +166,17 @@ void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint
         /* Buckets up to the next changed one (inclusive) keep the current offset: a change in
          * bucket c moves the starts of buckets c + 1 and later. */
         size_t next = end;
-        if (ka < nadded && (size_t)(added[ka] >> shift) + 1 < next)
-            next = (size_t)(added[ka] >> shift) + 1;
-        if (kr < nremoved && (size_t)(removed[kr] >> shift) + 1 < next)
-            next = (size_t)(removed[kr] >> shift) + 1;
+        if (ka < nadded && chring__bucket(s, added[ka]) + 1 < next)
+            next = chring__bucket(s, added[ka]) + 1;
+        if (kr < nremoved && chring__bucket(s, removed[kr]) + 1 < next)
+            next = chring__bucket(s, removed[kr]) + 1;
         for (; b < next; b++) /* an entry naming a slot stays: mask 0 for it */
             dst[b] = src[b] + (delta & ((src[b] >> 31) - 1u));
         if (next == end)
             break;
-        while (ka < nadded && (size_t)(added[ka] >> shift) + 1 == next)
+        while (ka < nadded && chring__bucket(s, added[ka]) + 1 == next)
             delta++, ka++;
-        while (kr < nremoved && (size_t)(removed[kr] >> shift) + 1 == next)
+        while (kr < nremoved && chring__bucket(s, removed[kr]) + 1 == next)
             delta--, kr++;
     }
 }
