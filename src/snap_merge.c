@@ -54,11 +54,13 @@ static void plan(struct merge *g)
     g->nslots = prev->nslots;
     memset(g->drop, 0, prev->nslots);
     for (size_t j = 0; j <= g->nmembers; j++) {
-        /* Old members ordered before this one are removed. */
+        /* Old members ordered before this one are removed.  The same member in both is the
+         * common case: the pointers say so without reading either name. */
         while (ia < prev->nmembers &&
                (j == g->nmembers ||
-                chring__name_cmp(prev->members[ia]->name, prev->members[ia]->name_len,
-                                 g->members[j]->name, g->members[j]->name_len) < 0)) {
+                (prev->members[ia] != g->members[j] &&
+                 chring__name_cmp(prev->members[ia]->name, prev->members[ia]->name_len,
+                                  g->members[j]->name, g->members[j]->name_len) < 0))) {
             g->drop[prev->member_slot[ia]] = 1;
             g->gone += prev->member_points[ia];
             ia++;
