@@ -304,7 +304,7 @@ typedef struct size_result {
     double build_chring, build_sorted, build_maglev_default, build_maglev, build_jump;
     /* bytes of the lookup structure */
     double mem_chring, mem_sorted, mem_maglev_default, mem_maglev, mem_jump;
-    double mem_chring_peak, mem_chring_after_burst;
+    double mem_chring_peak, mem_chring_after_burst, mem_chring_trimmed;
     uint64_t maglev_default_size, maglev_size;
     uint64_t maglev_default_min, maglev_default_max, maglev_min, maglev_max;
     /* keys moved, fractions of the sample: [0] +1 member, [1] -1 member; "elsewhere" = keys
@@ -560,7 +560,7 @@ static void measure_publish(size_result_t *res, chring_t *ring, bench_backend_t 
 /* ---- memory (counting allocator, its own phase) -------------------------------------------- */
 
 /* Installs the counting allocator, builds each ring, counts it (after a build, at the peak of the
- * build, after a burst of back-to-back publishes), frees it, and restores malloc: the timed phases
+ * build, after a burst of back-to-back publishes, after chring_trim), frees it, and restores malloc: the timed phases
  * run on the library's default allocator. */
 static void measure_memory(size_result_t *res, int burst_len)
 {
@@ -594,6 +594,8 @@ static void measure_memory(size_result_t *res, int burst_len)
             res[z].mem_chring_peak = (double)(bench_counted_peak() - before);
         after = bench_counted_settled();
         res[z].mem_chring_after_burst = (double)(after - before);
+        bench_require(chring_trim(ring) == 0, "chring_trim");
+        res[z].mem_chring_trimmed = (double)(bench_counted_settled() - before);
         res[z].points = points;
         chring_free(&ring);
         bench_require(bench_counted_settled() == before, "%u members: %lld bytes left after free",
@@ -956,6 +958,9 @@ int main(int argc, char **argv)
     printf("\n| chring: after the burst, once grace periods ended, per point |");
     for (int z = 0; z < NSIZES; z++)
         print_cell(res[z].mem_chring_after_burst / (double)res[z].points, "%.1f");
+    printf("\n| chring: after the burst and chring_trim (the spare blocks freed), per point |");
+    for (int z = 0; z < NSIZES; z++)
+        print_cell(res[z].mem_chring_trimmed / (double)res[z].points, "%.1f");
     printf("\n| chring, bytes per member |");
     for (int z = 0; z < NSIZES; z++)
         print_cell(res[z].mem_chring / res[z].members, "%.0f");
@@ -1063,6 +1068,7 @@ int main(int argc, char **argv)
         ROW("memory", "chring", "bytes", r->mem_chring);
         ROW("memory", "chring", "peak_bytes", r->mem_chring_peak);
         ROW("memory", "chring", "bytes_after_burst", r->mem_chring_after_burst);
+        ROW("memory", "chring", "bytes_after_trim", r->mem_chring_trimmed);
         ROW("memory", "sorted_array", "bytes", r->mem_sorted);
         ROW("memory", "maglev_65537", "bytes", r->mem_maglev_default);
         ROW("memory", "maglev_scaled", "bytes", r->mem_maglev);
