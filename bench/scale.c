@@ -316,6 +316,8 @@ typedef struct size_result {
     /* chring publish: alone (pause before each), burst (back to back), wall and CPU ms */
     double alone_wall_med, alone_wall_max, alone_cpu_med, alone_cpu_max, alone_faults;
     double burst_wall_med, burst_wall_max, burst_cpu_med, burst_cpu_max, burst_faults;
+    double alone_faults_max, burst_faults_max; /* the most minor faults of one publish */
+    int alone_over, burst_over;                /* publishes over 10 ms wall */
     int alone_n, burst_n;
 } size_result_t;
 
@@ -538,14 +540,20 @@ static void measure_publish(size_result_t *res, chring_t *ring, bench_backend_t 
         double wmax = max_of(wall, (size_t)count), cmax = max_of(cpu, (size_t)count);
         double wmed = bench_median(wall, (size_t)count), cmed = bench_median(cpu, (size_t)count);
         double fmed = bench_median(faults, (size_t)count);
+        double fmax = max_of(faults, (size_t)count);
+        int over = 0;
+        for (int i = 0; i < count; i++)
+            over += wall[i] > 10.0;
         if (pass == 0) {
             res->alone_wall_med = wmed, res->alone_wall_max = wmax;
             res->alone_cpu_med = cmed, res->alone_cpu_max = cmax;
             res->alone_faults = fmed, res->alone_n = count;
+            res->alone_faults_max = fmax, res->alone_over = over;
         } else {
             res->burst_wall_med = wmed, res->burst_wall_max = wmax;
             res->burst_cpu_med = cmed, res->burst_cpu_max = cmax;
             res->burst_faults = fmed, res->burst_n = count;
+            res->burst_faults_max = fmax, res->burst_over = over;
         }
     }
     if (in) {
@@ -1029,8 +1037,10 @@ int main(int argc, char **argv)
                               "burst, wall, max",
                               "burst, CPU, median",
                               "burst, CPU, max",
-                              "minor faults per publish, alone / burst (median)"};
-        for (int i = 0; i < 9; i++) {
+                              "minor faults per publish, alone / burst (median)",
+                              "minor faults of one publish, alone / burst (max)",
+                              "publishes over 10 ms wall, alone / burst"};
+        for (int i = 0; i < 11; i++) {
             printf("| %s |", what[i]);
             for (int z = 0; z < NSIZES; z++) {
                 const size_result_t *r = &res[z];
@@ -1039,8 +1049,12 @@ int main(int argc, char **argv)
                               r->burst_cpu_med,  r->burst_cpu_max};
                 if (i < 8)
                     print_cell(v[i], "%.3f");
-                else
+                else if (i == 8)
                     printf(" %.0f / %.0f |", r->alone_faults, r->burst_faults);
+                else if (i == 9)
+                    printf(" %.0f / %.0f |", r->alone_faults_max, r->burst_faults_max);
+                else
+                    printf(" %d / %d |", r->alone_over, r->burst_over);
             }
             printf("\n");
         }
@@ -1100,6 +1114,10 @@ int main(int argc, char **argv)
         ROW("publish", "chring", "burst_cpu_ms_max", r->burst_cpu_max);
         ROW("publish", "chring", "alone_minor_faults_median", r->alone_faults);
         ROW("publish", "chring", "burst_minor_faults_median", r->burst_faults);
+        ROW("publish", "chring", "alone_minor_faults_max", r->alone_faults_max);
+        ROW("publish", "chring", "burst_minor_faults_max", r->burst_faults_max);
+        ROW("publish", "chring", "alone_over_10ms", (double)r->alone_over);
+        ROW("publish", "chring", "burst_over_10ms", (double)r->burst_over);
 #undef ROW
     }
     fclose(csv);

