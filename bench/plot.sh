@@ -17,7 +17,9 @@ fi
 for plot in lookup scale; do
     [ -f "$dir/${plot}_plot.csv" ] || continue
     for ext in png svg; do
-        gnuplot -e "csv='$dir/${plot}_plot.csv'; out='$dir/$plot.$ext'" "$here/$plot.gp" || exit 1
+        script="$here/$plot.gp"
+        [ "$plot" = lookup ] && script="$here/plot.gp" # the lookup plot's script
+        gnuplot -e "csv='$dir/${plot}_plot.csv'; out='$dir/$plot.$ext'" "$script" || exit 1
         echo "plot: wrote $dir/$plot.$ext"
     done
 done
