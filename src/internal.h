@@ -22,6 +22,9 @@
 #define CHRING_INDEX_SLOT UINT32_C(0x80000000)
 #define CHRING_INDEX_POINT UINT32_C(0x7fffffff)
 #define CHRING_INDEX_REACH 16
+/* UINT64_MAX positions after the last point: the search reads up to three points from any
+ * bucket's first point, which may be the end. */
+#define CHRING_SENTINELS 3
 
 /* Validity words: set at creation, poisoned just before the memory is freed. */
 #define CHRING_MEMBER_MAGIC UINT64_C(0x6368726d656d6272) /* "chrmembr" */
@@ -125,8 +128,9 @@ struct chring_snap {
     uint32_t *slot_rank; /* the member's rank (index in members) */
 
     size_t npoints;
-    uint64_t *pos;   /* sorted by (position, member name), shifted to 64 bits; pos[npoints] is
-                        the search's sentinel UINT64_MAX */
+    uint64_t *pos;   /* sorted by (position, member name), shifted to 64 bits; pos[npoints] to
+                        pos[npoints + CHRING_SENTINELS - 1] are the search's sentinels,
+                        UINT64_MAX */
     uint32_t *owner; /* slot of each point's member */
 
     /* Prefix-bucket index, b in [0, nbuckets]: a position h is in bucket chring__bucket(s, h)

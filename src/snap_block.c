@@ -183,7 +183,7 @@ static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, 
     l.slot_member_off = at;
     at += nslots * sizeof(chring_member_t *);
     l.pos_off = at = align_up(at, 16);
-    at += (npoints + 1) * sizeof(uint64_t); /* + the sentinel */
+    at += (npoints + CHRING_SENTINELS) * sizeof(uint64_t);
     l.weights_off = at;
     at += nmembers * sizeof(uint32_t);
     l.mpoints_off = at;

@@ -128,7 +128,8 @@ void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1)
  * is empty when its first point is the next bucket's). */
 void chring__index_build(chring_snap_t *s)
 {
-    s->pos[s->npoints] = UINT64_MAX; /* the search's sentinel */
+    for (unsigned k = 0; k < CHRING_SENTINELS; k++)
+        s->pos[s->npoints + k] = UINT64_MAX; /* the search's sentinels */
     size_t buckets = s->nbuckets;
     uint32_t *index = s->index;
     memset(index, 0, (buckets + 1) * sizeof *index);
@@ -157,7 +158,8 @@ void chring__index_build(chring_snap_t *s)
 void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint64_t *added,
                          size_t nadded, const uint64_t *removed, size_t nremoved)
 {
-    s->pos[s->npoints] = UINT64_MAX; /* the search's sentinel */
+    for (unsigned k = 0; k < CHRING_SENTINELS; k++)
+        s->pos[s->npoints + k] = UINT64_MAX; /* the search's sentinels */
     const size_t end = s->nbuckets + 1;
     const uint32_t *src = prev->index;
     uint32_t *dst = s->index;
