@@ -66,7 +66,7 @@ static void block_stash(chring_snap_t *s)
         chring__free(s);
         return;
     }
-    s->stashed = ck_pr_load_64(&blocks->takes);
+    s->stashed = CHRING_LOAD_64(&blocks->takes);
     CHRING_POISON_BLOCK((char *)s + sizeof *s, s->block_size - sizeof *s);
     if (!spare_put(blocks, s))
         block_free(s); /* the cache is full: the blocks in it are as good */
@@ -110,8 +110,8 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
     unsigned nkeep = 0;
     uint64_t now = 0;
     if (blocks != NULL) {
-        now = ck_pr_load_64(&blocks->takes) + 1;
-        ck_pr_store_64(&blocks->takes, now);
+        now = CHRING_LOAD_64(&blocks->takes) + 1;
+        CHRING_STORE_64(&blocks->takes, now);
     }
     for (unsigned k = 0; blocks != NULL && k < CHRING_SPARES; k++) {
         chring_snap_t *b = ck_pr_fas_ptr(&blocks->spare[k], NULL);
