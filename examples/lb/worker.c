@@ -39,7 +39,11 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 void *lb_worker_main(void *arg)
 {
     struct worker *w = arg;
-    event_base_dispatch(w->base);
+    /* Not event_base_dispatch: it returns once no event is pending, which is the case of a
+     * worker with no connection whose listener is paused at --max-conns.  The thread then ended
+     * and the connections the kernel queued on its listener (SO_REUSEPORT gives each worker its
+     * own queue) were never accepted.  The loop ends only by on_stop. */
+    event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
     return NULL;
 }
 

@@ -3,7 +3,7 @@
 flight, buffered body bytes), descriptor exhaustion, the stats listener and its allow list,
 timeouts below 1 ms (docs/lb.md, "Limits").
 
-    lb_limits.py NAME    NAME: conns, requests-bodies, emfile, stats (or "all")
+    lb_limits.py NAME    NAME: conns, park, requests-bodies, emfile, stats (or "all")
 
 Everything on 127.0.0.1, under a temporary directory, stopped by PID; every wait bounded.
 """
@@ -397,7 +397,86 @@ def stats(env):
         rb.close()
 
 
-TESTS = {"conns": conns, "requests-bodies": requests_bodies, "emfile": emfile, "stats": stats}
+
+# ------------------------------------------------------------------------------------------------
+def park(env):
+    """--max-conns 2 and 2 workers, 30 rounds: 2 held connections, then 6 clients connect at once
+    and send a request with "Connection: close"; 2 of them leave again while the limit holds
+    (waiting in the accept queue, or parked after a parallel accept took the last slot), then the
+    2 held close.  Each of the 4 that stayed is answered.  Once every client left, no connection is
+    counted or parked any more and a new one is served: a parked connection that leaves gives its
+    promise of a slot back, or the listeners would stay disabled."""
+    import select
+    rb = h.RawBackend()
+    rb.answer = port_answer(rb)
+    lb = None
+    open_socks = []
+    try:
+        lb = h.Balancer(env, ["--backend", rb.member, "--max-conns", "2"], threads=2,
+                        stats_listen=True).start()
+        req = b"GET /p HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        rounds, end = 0, time.time() + 60
+        while rounds < 30 and time.time() < end:
+            rounds += 1
+            held = [socket.create_connection(("127.0.0.1", lb.port), timeout=5) for _ in range(2)]
+            open_socks += held
+            for s in held:
+                s.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+                check(status_of(read_answer(s)) == 200, "round %d: a held connection was not served"
+                      % rounds)
+            waiters = [socket.create_connection(("127.0.0.1", lb.port), timeout=5) for _ in range(6)]
+            open_socks += waiters
+            for s in waiters:
+                s.sendall(req)
+            time.sleep(0.02)
+            for s in waiters[:2]:
+                s.close()
+            stay = waiters[2:]
+            for s in held:
+                s.close()
+            served, bufs, waiting = 0, {s: b"" for s in stay}, list(stay)
+            round_end = time.time() + 20
+            while waiting and time.time() < round_end:
+                ready, _, _ = select.select(waiting, [], [], 0.5)
+                for s in ready:
+                    try:
+                        b = s.recv(65536)
+                    except OSError:
+                        b = b""
+                    bufs[s] += b
+                    if not b:
+                        served += status_of(bufs[s]) == 200
+                        waiting.remove(s)
+            check(served == 4, "round %d: %d of the 4 clients that stayed were answered (%d still "
+                  "waiting; limits %s)" % (rounds, served, len(waiting), lb.stats()["limits"]))
+            for s in stay:
+                s.close()
+            open_socks = []
+        check(rounds == 30, "only %d rounds in 60 s" % rounds)
+        st = lb.stats()["limits"]
+        end = time.time() + 10
+        while time.time() < end and (st["conns"] != 0 or st["parked"] != 0):
+            time.sleep(0.05)
+            st = lb.stats()["limits"]
+        check(st["conns"] == 0 and st["parked"] == 0,
+              "every client left, but %d connections counted and %d parked" % (st["conns"], st["parked"]))
+        check(status_of(request(lb.port, b"GET /z HTTP/1.1\r\nHost: x\r\n\r\n")) == 200,
+              "a new connection after the rounds was not served")
+        log("30 rounds at --max-conns 2: every client that stayed was answered, %d connections were "
+            "parked after a parallel accept, none counted or parked at the end"
+            % st["conns_parked"])
+        lb.wait_idle()
+        lb.stop()
+        lb = None
+    finally:
+        for s in open_socks:
+            s.close()
+        if lb is not None:
+            lb.stop()
+        rb.close()
+
+
+TESTS = {"conns": conns, "park": park, "requests-bodies": requests_bodies, "emfile": emfile, "stats": stats}
 
 
 def main():
