@@ -957,18 +957,24 @@ int main(int argc, char **argv)
     printf("\n## memory of the lookup structure, bytes per member (bytes per point for the rings)"
            "\n\n");
     print_header_sizes("structure");
-    printf("| chring, counted by chring_set_allocator: bytes per point |");
-    for (int z = 0; z < NSIZES; z++)
-        print_cell(res[z].mem_chring / (double)res[z].points, "%.1f");
-    printf("\n| chring: peak during the build and a burst of back-to-back publishes, per point |");
-    for (int z = 0; z < NSIZES; z++)
-        print_cell(res[z].mem_chring_peak / (double)res[z].points, "%.1f");
-    printf("\n| chring: after the burst, once grace periods ended, per point |");
-    for (int z = 0; z < NSIZES; z++)
-        print_cell(res[z].mem_chring_after_burst / (double)res[z].points, "%.1f");
-    printf("\n| chring: after the burst and chring_trim (the spare blocks freed), per point |");
-    for (int z = 0; z < NSIZES; z++)
-        print_cell(res[z].mem_chring_trimmed / (double)res[z].points, "%.1f");
+/* One row of chring's bytes per point: field of each size's result over its points. */
+#define PER_POINT_ROW(label, field)                                                             \
+    do {                                                                                       \
+        printf("| %s |", (label));                                                            \
+        for (int z = 0; z < NSIZES; z++)                                                       \
+            print_cell(res[z].field / (double)res[z].points, "%.1f");                         \
+    } while (0)
+    PER_POINT_ROW("chring, counted by chring_set_allocator: bytes per point", mem_chring);
+    printf("\n");
+    PER_POINT_ROW("chring: peak during the build and a burst of back-to-back publishes, per point",
+                  mem_chring_peak);
+    printf("\n");
+    PER_POINT_ROW("chring: after the burst, once grace periods ended, per point",
+                  mem_chring_after_burst);
+    printf("\n");
+    PER_POINT_ROW("chring: after the burst and chring_trim (the spare blocks freed), per point",
+                  mem_chring_trimmed);
+#undef PER_POINT_ROW
     printf("\n| chring, bytes per member |");
     for (int z = 0; z < NSIZES; z++)
         print_cell(res[z].mem_chring / res[z].members, "%.0f");

@@ -129,20 +129,6 @@ static void note_down(struct batch *b, const chring_member_t *m, uint32_t old_we
 /* 3. The next membership from the current one.  Returns 1 when it differs, 0 when nothing
  * changes, or a negative errno.  New members get a placeholder (NULL) and their change's
  * created_at. */
-/* The first member of cur at or after index from whose name is not below name. */
-static size_t first_not_below(const chring_snap_t *cur, size_t from, const char *name, size_t len)
-{
-    size_t lo = from, hi = cur->nmembers;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (chring__name_cmp(cur->members[mid]->name, cur->members[mid]->name_len, name, len) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 static int merge_membership(struct batch *b, const chring_snap_t *cur)
 {
     size_t cap = cur->nmembers + b->n;
@@ -162,8 +148,8 @@ static int merge_membership(struct batch *b, const chring_snap_t *cur)
             /* The members before the next change are kept as they are: found by a binary
              * search and copied in one run, so that a change to a ring of 100,000 members
              * compares a few dozen names, not every one (each a cache miss). */
-            size_t stop = ib < b->n ? first_not_below(cur, ia, b->sorted[ib].change->name,
-                                                      b->sorted[ib].len)
+            size_t stop = ib < b->n ? chring__snap_name_bound(cur, ia, b->sorted[ib].change->name,
+                                                              b->sorted[ib].len)
                                     : cur->nmembers;
             if (stop > ia) {
                 memcpy(&b->members[b->count], &cur->members[ia], (stop - ia) * sizeof *b->members);

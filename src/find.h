@@ -46,15 +46,7 @@ static inline size_t chring__find(const chring_snap_t *s, uint64_t h64)
         i = e;
         size_t below = (size_t)(pos[i] < h64) + (size_t)(pos[i + 1] < h64);
         if (CHRING_UNLIKELY(pos[i + 2] < h64)) {
-            size_t lo = i + 3, hi = chring__bucket_first(s, b + 1);
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (pos[mid] < h64)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            i = lo;
+            i = chring__pos_search(pos, i + 3, chring__bucket_first(s, b + 1), h64);
         } else {
             i += below;
         }

@@ -289,9 +289,19 @@ bool chring__index_slots(const chring_snap_t *s);
 /* Writes the entries of buckets [b0, b1] from the points alone (what the entries say is not
  * read): a point, or an owner's slot where the snapshot takes them. */
 void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1);
-/* The first point at or after h64 by a binary search of the points alone (not the index),
- * npoints if none is. */
-size_t chring__lower_bound(const chring_snap_t *s, uint64_t h64);
+/* The first index in [lo, hi) of sorted positions pos whose position is >= h64, hi if none is:
+ * the binary search of every caller (the crowded bucket, the merge, the index's repair). */
+static inline size_t chring__pos_search(const uint64_t *pos, size_t lo, size_t hi, uint64_t h64)
+{
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pos[mid] < h64)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
 
 /* ---- snap_merge.c / snap_build.c ---------------------------------------------------------- */
 
@@ -314,6 +324,8 @@ chring_snap_t *chring__snap_build(struct chring_blocks *blocks, const struct chr
 long chring__snap_rank(const chring_snap_t *s, const chring_member_t *m);
 /* Rank of the member named (name, len) in s, or -1: one binary search. */
 long chring__snap_find_rank(const chring_snap_t *s, const char *name, size_t len);
+/* The first rank >= from whose member's name is not below (name, len); nmembers if none is. */
+size_t chring__snap_name_bound(const chring_snap_t *s, size_t from, const char *name, size_t len);
 
 /* ---- health.c ----------------------------------------------------------------------------- */
 

@@ -29,21 +29,26 @@ const chring_member_t *chring_snap_member(const chring_snap_t *s, size_t i)
     return s->members[i];
 }
 
-/* Rank of the member named (name, len) in s, or -1. */
-long chring__snap_find_rank(const chring_snap_t *s, const char *name, size_t len)
+size_t chring__snap_name_bound(const chring_snap_t *s, size_t from, const char *name, size_t len)
 {
-    size_t lo = 0, hi = s->nmembers;
+    size_t lo = from, hi = s->nmembers;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const chring_member_t *m = s->members[mid];
-        int c = chring__name_cmp(m->name, m->name_len, name, len);
-        if (c == 0)
-            return (long)mid;
-        if (c < 0)
+        if (chring__name_cmp(m->name, m->name_len, name, len) < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
+    return lo;
+}
+
+long chring__snap_find_rank(const chring_snap_t *s, const char *name, size_t len)
+{
+    size_t i = chring__snap_name_bound(s, 0, name, len);
+    if (i < s->nmembers &&
+        chring__name_cmp(s->members[i]->name, s->members[i]->name_len, name, len) == 0)
+        return (long)i;
     return -1;
 }
 

@@ -147,14 +147,7 @@ static void weave(struct merge *g, chring_snap_t *s)
         size_t end = prev->npoints;
         if (k < g->fresh) {
             /* The first old point ordered after (fpos[k], its member's name). */
-            size_t lo = cursor, hi = prev->npoints;
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (prev->pos[mid] < g->fpos[k])
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
+            size_t lo = chring__pos_search(prev->pos, cursor, prev->npoints, g->fpos[k]);
             while (lo < prev->npoints && prev->pos[lo] == g->fpos[k] &&
                    (g->drop[prev->owner[lo]] ||
                     s->slot_rank[prev->owner[lo]] < s->slot_rank[g->fowner[k]]))
@@ -192,7 +185,7 @@ static void fix_index(chring_snap_t *s, const uint64_t *changed, size_t n)
     const size_t last = s->nbuckets - 1;
     for (size_t k = 0; k < n; k++) {
         uint64_t p = changed[k];
-        size_t at = chring__lower_bound(s, p); /* the first point >= p, wrapping to 0 */
+        size_t at = chring__pos_search(s->pos, 0, s->npoints, p); /* first >= p, wrapping */
         if (at == s->npoints)
             at = 0;
         size_t before = (at == 0 ? s->npoints : at) - 1;

@@ -85,19 +85,6 @@ bool chring__index_slots(const chring_snap_t *s)
            s->npoints < CHRING_INDEX_POINT && s->nslots < CHRING_INDEX_POINT;
 }
 
-size_t chring__lower_bound(const chring_snap_t *s, uint64_t h64)
-{
-    size_t lo = 0, hi = s->npoints;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->pos[mid] < h64)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* An empty bucket b whose first point after it is point `first` of bucket nb (nbuckets if
  * none, wrapping to point 0) names that point's owner when nb is within reach, so that a search
  * from b finds a point-naming entry within CHRING_INDEX_REACH loads. */
@@ -114,7 +101,7 @@ void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1)
     if (b1 >= buckets)
         b1 = buckets - 1;
     bool slots = chring__index_slots(s);
-    size_t i = chring__lower_bound(s, chring__bucket_start(s, b0));
+    size_t i = chring__pos_search(s->pos, 0, s->npoints, chring__bucket_start(s, b0));
     for (size_t b = b0; b <= b1; b++) {
         while (i < s->npoints && chring__bucket(s, s->pos[i]) < b)
             i++;

@@ -191,7 +191,8 @@ static enum bufferevent_filter_result guard_filter(struct evbuffer *src, struct 
     (void)mode;
     struct guard *g = ctx;
     if (g->parked)
-        return BEV_NEED_MORE; /* read before the socket was disabled: kept for the admission */
+        return BEV_NEED_MORE; /* not expected (park disables reading before evhttp gives the
+                                 socket its descriptor); bytes read anyway wait for admission */
     size_t before = evbuffer_get_length(dst);
     while (evbuffer_get_length(src) > 0) {
         if (g->state == G_DEAD) {

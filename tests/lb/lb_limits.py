@@ -41,6 +41,18 @@ def request(port, data, timeout=5.0):
         s.close()
 
 
+def answer_complete(out):
+    """Whether out holds a whole answer with a Content-Length."""
+    if b"\r\n\r\n" not in out:
+        return False
+    head, _, body = out.partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"content-length" and len(body) >= int(v):
+            return True
+    return False
+
+
 def read_answer(s, timeout=5.0):
     """Reads one answer with a Content-Length (or until close/timeout)."""
     s.settimeout(timeout)
@@ -54,13 +66,34 @@ def read_answer(s, timeout=5.0):
         if not b:
             break
         out += b
-        if b"\r\n\r\n" in out:
-            head, _, body = out.partition(b"\r\n\r\n")
-            for line in head.split(b"\r\n")[1:]:
-                k, _, v = line.partition(b":")
-                if k.strip().lower() == b"content-length" and len(body) >= int(v):
-                    return out
+        if answer_complete(out):
+            return out
     return out
+
+
+def collect_answers(socks, timeout=20.0):
+    """Reads every socket of socks at once until its answer is whole or it ends, then closes it.
+    Returns (answered 200, ended otherwise, the sockets still waiting at the timeout)."""
+    import select
+    served, failed, waiting = 0, 0, list(socks)
+    bufs = {s: b"" for s in waiting}
+    end = time.time() + timeout
+    while waiting and time.time() < end:
+        ready, _, _ = select.select(waiting, [], [], 0.5)
+        for s in ready:
+            try:
+                b = s.recv(65536)
+            except OSError:
+                b = b""
+            bufs[s] += b
+            if not b or answer_complete(bufs[s]):
+                if status_of(bufs[s]) == 200:
+                    served += 1
+                else:
+                    failed += 1
+                waiting.remove(s)
+                s.close()
+    return served, failed, waiting
 
 
 def status_of(resp):
@@ -118,25 +151,7 @@ def conns(env):
             s.close()
         held = []
         # each answered one is closed, which lets the next waiting one in
-        import select
-        served, failed, waiting = 0, 0, list(extra)
-        bufs = {s: b"" for s in waiting}
-        end = time.time() + 20
-        while waiting and time.time() < end:
-            ready, _, _ = select.select(waiting, [], [], 0.5)
-            for s in ready:
-                try:
-                    b = s.recv(65536)
-                except OSError:
-                    b = b""
-                bufs[s] += b
-                if not b or status_of(bufs[s]) is not None and bufs[s].endswith(b"\n"):
-                    if status_of(bufs[s]) == 200:
-                        served += 1
-                    else:
-                        failed += 1
-                    waiting.remove(s)
-                    s.close()
+        served, failed, waiting = collect_answers(extra)
         check(served == 12, "after the 8 closed, %d of the 12 waiting connections were served "
               "(%d closed unanswered, %d still waiting)" % (served, failed, len(waiting)))
         st = lb.stats()["limits"]
@@ -406,7 +421,6 @@ def park(env):
     2 held close.  Each of the 4 that stayed is answered.  Once every client left, no connection is
     counted or parked any more and a new one is served: a parked connection that leaves gives its
     promise of a slot back, or the listeners would stay disabled."""
-    import select
     rb = h.RawBackend()
     rb.answer = port_answer(rb)
     lb = None
@@ -434,19 +448,7 @@ def park(env):
             stay = waiters[2:]
             for s in held:
                 s.close()
-            served, bufs, waiting = 0, {s: b"" for s in stay}, list(stay)
-            round_end = time.time() + 20
-            while waiting and time.time() < round_end:
-                ready, _, _ = select.select(waiting, [], [], 0.5)
-                for s in ready:
-                    try:
-                        b = s.recv(65536)
-                    except OSError:
-                        b = b""
-                    bufs[s] += b
-                    if not b:
-                        served += status_of(bufs[s]) == 200
-                        waiting.remove(s)
+            served, _, waiting = collect_answers(stay)
             check(served == 4, "round %d: %d of the 4 clients that stayed were answered (%d still "
                   "waiting; limits %s)" % (rounds, served, len(waiting), lb.stats()["limits"]))
             for s in stay:
