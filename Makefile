@@ -24,7 +24,7 @@ TEST_ARGS ?=
 PREFIX ?= /usr/local
 DESTDIR ?=
 DEMO_ARGS ?=
-FORMAT_DIRS = include src tools bench tests examples fuzz
+FORMAT_DIRS = include src tools bench tests lb fuzz
 
 export BUILDTYPE TEST_ARGS
 

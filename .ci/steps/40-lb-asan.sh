@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 scripts/deps.sh libevent-dev nginx-light curl python3 chromium
 dir=build-lb-asan
 if [ ! -f "$dir/build.ninja" ]; then
-    # The library and examples/lb only: examples/lb/meson.build registers the balancer's tests
+    # The library and lb only: lb/meson.build registers the balancer's tests
     # (suite lb) itself, also with -Dtests=false.
     meson setup "$dir" --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
         -Durcu_lgpl=false -Dtests=false -Dbench=false -Dtools=false -Dfuzz=false
