@@ -171,7 +171,7 @@ static void relay_body(struct proxy *p)
 }
 
 /* The retry: chring_acquire_skip places the key again with bounded loads, passing over the
- * backend that failed (docs/design.md §12), so the retry lands on the first member clockwise that
+ * backend that failed (docs/design.md §3), so the retry lands on the first member clockwise that
  * is below its capacity, and the bound holds for it like for any request.  The new lease is taken
  * before the first is released, so the skipped member cannot be retired (and its address reused)
  * while it is compared. */
