@@ -108,6 +108,11 @@ CHRING_API unsigned chring_version_number(void);
 /* A short English description of a negative errno value returned by this library ("success"
  * for 0, "unknown error" for values it never returns).  Returns static storage; any thread. */
 CHRING_API const char *chring_strerror(int err);
+/* The symbolic name of a negative errno value returned by this library, without the sign:
+ * "EINVAL" for -EINVAL, "OK" for 0, "UNKNOWN" for values it never returns (libuv's
+ * uv_err_name; the names and chring_strerror's texts come from one list).  Returns static
+ * storage, never NULL; any thread. */
+CHRING_API const char *chring_err_name(int err);
 
 /* ---------------------------------------------------------------------------------------------
  * Allocator

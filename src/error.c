@@ -1,4 +1,4 @@
-/* Error names from the one list in errors.h, and the version.
+/* Error texts and names from the one list in errors.h, and the version.
  * SPDX-License-Identifier: MIT */
 #include "internal.h"
 #include "errors.h"
@@ -12,6 +12,18 @@ const char *chring_strerror(int err)
         CHRING_ERRORS(CHRING_ERROR_CASE)
 #undef CHRING_ERROR_CASE
     default: return "unknown error";
+    }
+}
+
+const char *chring_err_name(int err)
+{
+    switch (err) {
+    case 0: return "OK";
+#define CHRING_ERROR_NAME(name, text) \
+    case -name: return #name;
+        CHRING_ERRORS(CHRING_ERROR_NAME)
+#undef CHRING_ERROR_NAME
+    default: return "UNKNOWN";
     }
 }
 

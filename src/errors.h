@@ -1,6 +1,6 @@
-/* Every error the library returns, in one list: chring_strerror (error.c) and its test are
- * generated from it.  X(errno name, description); 0 is success.  Include-only list, no
- * dependencies, so tests may include it.
+/* Every error the library returns, in one list: chring_strerror and chring_err_name (error.c)
+ * and their test are generated from it.  X(errno name, description); 0 is success.
+ * Include-only list, no dependencies, so tests may include it.
  * SPDX-License-Identifier: MIT */
 #ifndef CHRING_ERRORS_H
 #define CHRING_ERRORS_H

@@ -116,7 +116,7 @@ double chring__clamp_balance(double c)
 static uint64_t ceil_to_u64(double x)
 {
     x = ceil(x);
-    if (!(x < 18446744073709551616.0))
+    if (!(x < CHRING_TWO_POW_64))
         return UINT64_MAX;
     return (uint64_t)x;
 }

@@ -18,8 +18,8 @@
  * reached 1 is cleared by the first acquire that notices (a compare-and-swap of its generation,
  * so a newer ramp is never cleared).  A reader concurrent with chring_set_ramp may combine an old
  * and a new parameter for that instant; the scale is clamped to [0, 1] either way. */
-#include "find.h"
 #include "member.h"
+#include "walk.h"
 
 #include <math.h>
 #include <time.h>

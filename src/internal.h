@@ -26,6 +26,10 @@
  * bucket's first point, which may be the end. */
 #define CHRING_SENTINELS 3
 
+/* 2^64 as a double (exact): the ring's circumference, by which arcs become fractions, and the
+ * first value too large for a uint64_t. */
+#define CHRING_TWO_POW_64 18446744073709551616.0
+
 /* Validity words: set at creation, poisoned just before the memory is freed. */
 #define CHRING_MEMBER_MAGIC UINT64_C(0x6368726d656d6272) /* "chrmembr" */
 #define CHRING_SNAP_MAGIC UINT64_C(0x636872736e617073)   /* "chrsnaps" */
@@ -86,8 +90,6 @@ struct chring_prof {
     uint32_t ring_size_min, ring_size_max; /* envoy only */
 };
 
-/* Where a ring keeps the block of its last destroyed snapshot for the next publish
- * (snap_block.c).  Exchanged atomically: destroyed snapshots come from any thread. */
 /* The spare-block cache (snap_block.c): blocks of destroyed snapshots, kept for the next
  * publishes.  takes counts the publishes that asked for a block (the writer's; read by any). */
 #define CHRING_SPARES 3
@@ -234,10 +236,10 @@ struct chring_profile_desc {
      * before the collision rule (may be 0).  Callers check CHRING_POINTS_MAX. */
     uint64_t (*points)(const struct chring_prof *p, uint32_t weight, size_t members,
                        uint64_t total_weight);
-    /* Writes the positions (profile width, unshifted) of the member's points [0, count). */
+    /* Writes the positions (profile width, unshifted) of the member's points [0, count): a pure
+     * function of the name (the count comes from points() or counts()). */
     void (*positions)(const struct chring_prof *p, const char *name, size_t name_len,
-                      uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
-                      uint64_t *out);
+                      uint64_t count, uint64_t *out);
 };
 
 /* Validates a configuration's profile fields and fills *out.  Returns 0 or -EINVAL. */

@@ -26,6 +26,7 @@
  */
 #include "find.h"
 #include "member.h"
+#include "walk.h"
 
 #include <math.h>
 

@@ -6,6 +6,7 @@
  * suffice once the snapshot pointer itself was read with a dependency-ordered load. */
 #include "find.h"
 #include "member.h"
+#include "walk.h"
 
 #ifdef CHRING_TSAN
 char chring__tsan_grace_token;

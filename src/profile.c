@@ -131,10 +131,8 @@ static int name_check_haproxy(const char *name, size_t len)
 
 /* Labels "<name>#<i>" hashed with the profile's key hash (murmur32, xxh3, custom). */
 static void positions_label(const struct chring_prof *p, const char *name, size_t name_len,
-                            uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
-                            uint64_t *out)
+                            uint64_t count, uint64_t *out)
 {
-    (void)weight, (void)members, (void)total_weight;
     char label[CHRING_NAME_MAX + 16];
     memcpy(label, name, name_len);
     label[name_len] = '#';
@@ -146,10 +144,9 @@ static void positions_label(const struct chring_prof *p, const char *name, size_
 
 /* hash64: FNV-1a is a running hash, so "<name>#" is hashed once and continued with each index. */
 static void positions_hash64(const struct chring_prof *p, const char *name, size_t name_len,
-                             uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
-                             uint64_t *out)
+                             uint64_t count, uint64_t *out)
 {
-    (void)p, (void)weight, (void)members, (void)total_weight;
+    (void)p;
     char digits[10];
     uint64_t prefix = chring__fnv64_run(CHRING_FNV64_OFFSET, (const unsigned char *)name, name_len);
     prefix = chring__fnv64_run(prefix, (const unsigned char *)"#", 1);
@@ -160,10 +157,9 @@ static void positions_hash64(const struct chring_prof *p, const char *name, size
 }
 
 static void positions_fnv32(const struct chring_prof *p, const char *name, size_t name_len,
-                            uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
-                            uint64_t *out)
+                            uint64_t count, uint64_t *out)
 {
-    (void)p, (void)weight, (void)members, (void)total_weight;
+    (void)p;
     char digits[10];
     uint32_t prefix = chring__fnv32_run(CHRING_FNV32_OFFSET, (const unsigned char *)name, name_len);
     prefix = chring__fnv32_run(prefix, (const unsigned char *)"#", 1);
@@ -175,10 +171,9 @@ static void positions_fnv32(const struct chring_prof *p, const char *name, size_
 
 /* fnv16: point 0 is the bare name, point i >= 1 is "<i>-<name>" (the virtual-nodes lesson). */
 static void positions_fnv16(const struct chring_prof *p, const char *name, size_t name_len,
-                            uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
-                            uint64_t *out)
+                            uint64_t count, uint64_t *out)
 {
-    (void)p, (void)weight, (void)members, (void)total_weight;
+    (void)p;
     char label[CHRING_NAME_MAX + 16];
     for (uint64_t i = 0; i < count; i++) {
         size_t len = 0;
@@ -205,36 +200,32 @@ static void widen_u32(uint64_t *out, uint64_t n)
 }
 
 static void positions_ketama(const struct chring_prof *p, const char *name, size_t name_len,
-                             uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
-                             uint64_t *out)
+                             uint64_t count, uint64_t *out)
 {
-    (void)p, (void)weight, (void)members, (void)total_weight;
+    (void)p;
     chring__ketama_points(name, name_len, (uint32_t)(count / 4), (uint32_t *)(void *)out);
     widen_u32(out, count);
 }
 
 static void positions_nginx(const struct chring_prof *p, const char *name, size_t name_len,
-                            uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
-                            uint64_t *out)
+                            uint64_t count, uint64_t *out)
 {
-    (void)p, (void)weight, (void)members, (void)total_weight;
+    (void)p;
     chring__nginx_points(name, name_len, (uint32_t)count, (uint32_t *)(void *)out);
     widen_u32(out, count);
 }
 
 static void positions_haproxy(const struct chring_prof *p, const char *name, size_t name_len,
-                              uint32_t weight, size_t members, uint64_t total_weight,
                               uint64_t count, uint64_t *out)
 {
-    (void)p, (void)weight, (void)members, (void)total_weight;
+    (void)p;
     chring__haproxy_positions(name, name_len, count, out);
 }
 
 static void positions_envoy(const struct chring_prof *p, const char *name, size_t name_len,
-                            uint32_t weight, size_t members, uint64_t total_weight, uint64_t count,
-                            uint64_t *out)
+                            uint64_t count, uint64_t *out)
 {
-    (void)p, (void)weight, (void)members, (void)total_weight;
+    (void)p;
     chring__envoy_positions(name, name_len, count, out);
 }
 

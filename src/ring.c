@@ -70,18 +70,9 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     unsigned shards = shard_count();
     r->shards = chring__alloc_aligned(shards * sizeof *r->shards);
     chring_snap_t *s = chring__alloc(sizeof *s);
-    if (r->shards == NULL || s == NULL) {
-        chring__free(s);
-        chring__free_aligned(r->shards);
-        chring__free_aligned(r);
-        return -ENOMEM;
-    }
-    if (pthread_mutex_init(&r->lock, NULL) != 0) {
-        chring__free(s);
-        chring__free_aligned(r->shards);
-        chring__free_aligned(r);
-        return -ENOMEM;
-    }
+    err = -ENOMEM;
+    if (r->shards == NULL || s == NULL || pthread_mutex_init(&r->lock, NULL) != 0)
+        goto fail; /* the lock is initialised only once both allocations succeeded */
     memset(r->shards, 0, shards * sizeof *r->shards);
     r->shard_mask = shards - 1;
     r->cfg = *cfg;
@@ -99,13 +90,16 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     err = chring__fork_track(r);
     if (err != 0) {
         pthread_mutex_destroy(&r->lock);
-        chring__free(s);
-        chring__free_aligned(r->shards);
-        chring__free_aligned(r);
-        return err;
+        goto fail;
     }
     *out = r;
     return 0;
+
+fail:
+    chring__free(s);
+    chring__free_aligned(r->shards);
+    chring__free_aligned(r);
+    return err;
 }
 
 static void snap_rcu_done(struct rcu_head *head)

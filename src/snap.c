@@ -131,7 +131,7 @@ double chring_member_share(const chring_snap_t *s, const chring_member_t *m)
             continue;
         bool full;
         uint64_t arc = arc_before(s, i, &full);
-        share += full ? 1.0 : (double)arc / 18446744073709551616.0;
+        share += full ? 1.0 : (double)arc / CHRING_TWO_POW_64;
     }
     return share;
 }
@@ -191,7 +191,7 @@ double chring_snap_moved(const chring_snap_t *a, const chring_snap_t *b)
         moved_lo += len;
         moved_hi += moved_lo < before;
     }
-    return (double)moved_hi + (double)moved_lo / 18446744073709551616.0;
+    return (double)moved_hi + (double)moved_lo / CHRING_TWO_POW_64;
 }
 
 /* ---- diagnostics -------------------------------------------------------------------------- */

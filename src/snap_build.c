@@ -46,8 +46,7 @@ static uint64_t points_of(const chring_snap_t *s, const uint32_t *counts, size_t
 static void positions_of(const chring_snap_t *s, size_t j, uint64_t count, uint64_t *out)
 {
     const chring_member_t *m = s->members[j];
-    s->prof.desc->positions(&s->prof, m->name, m->name_len, s->weights[j], s->nmembers,
-                            s->total_weight, count, out);
+    s->prof.desc->positions(&s->prof, m->name, m->name_len, count, out);
 }
 
 /* Every member's points, in name order, shifted; returns how many. */

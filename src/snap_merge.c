@@ -15,7 +15,6 @@
  *   5. index:    shifted from prev's, or rebuilt when much changed.
  *
  * Measured at 1000 x 160 in bench/ (chring-bench-publish; docs/bench.md). */
-#include "find.h"
 #include "member.h"
 
 struct merge {
@@ -112,8 +111,8 @@ static void generate(struct merge *g, chring_snap_t *s)
             continue;
         }
         uint64_t count = points_of(g, j);
-        g->prof->desc->positions(g->prof, g->members[j]->name, g->members[j]->name_len,
-                                 g->weights[j], g->nmembers, g->total_weight, count, g->fpos + at);
+        g->prof->desc->positions(g->prof, g->members[j]->name, g->members[j]->name_len, count,
+                                 g->fpos + at);
         for (uint64_t i = 0; i < count; i++) {
             g->fpos[at + i] <<= g->prof->shift;
             g->fowner[at + i] = slot;
@@ -245,8 +244,8 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
     generate(&g, s);
     list_dropped(&g);
     weave(&g, s);
-    if (s->nbuckets == prev->nbuckets &&
-        chring__index_slots(s) == chring__index_slots(prev) && g.fresh + g.gone < npoints / 4) {
+    if (s->nbuckets == prev->nbuckets && chring__index_slots(s) == chring__index_slots(prev) &&
+        g.fresh + g.gone < npoints / 4) {
         chring__index_shift(s, prev, g.fpos, g.fresh, g.removed, g.ndropped);
         fix_index(s, g.fpos, g.fresh);
         fix_index(s, g.removed, g.ndropped);

@@ -64,3 +64,28 @@ Test(errors, strerror_of_positive_or_huge_values_is_safe)
     cr_assert_not_null(chring_strerror(-(1 << 30)), "huge negative");
     cr_assert_not_null(chring_strerror(-2147483647 - 1), "INT_MIN");
 }
+
+#define AS_NAME(name, text) #name,
+static const char *const listed_name[] = {CHRING_ERRORS(AS_NAME)};
+
+Test(errors, err_name_is_each_listed_errno_s_own_name)
+{
+    cr_assert_str_eq(chring_err_name(0), "OK", "as documented in the header");
+    for (size_t i = 0; i < NLISTED; i++) {
+        const char *name = chring_err_name(listed[i]);
+        cr_assert_not_null(name, "err_name(%d)", listed[i]);
+        cr_assert_str_eq(name, listed_name[i], "err_name(%d) is its name in the list", listed[i]);
+        for (size_t j = 0; j < i; j++)
+            cr_assert_str_neq(name, chring_err_name(listed[j]), "%d and %d share a name", listed[i],
+                              listed[j]);
+    }
+    cr_assert_str_eq(chring_err_name(-EINVAL), "EINVAL", "spelt as errno.h spells it");
+    cr_assert_str_eq(chring_err_name(-E2BIG), "E2BIG", "spelt as errno.h spells it");
+}
+
+Test(errors, err_name_of_values_the_library_never_returns_is_unknown)
+{
+    const int others[] = {-EEXIST, -EAGAIN, EINVAL, 1 << 30, -2147483647 - 1};
+    for (size_t k = 0; k < sizeof others / sizeof others[0]; k++)
+        cr_assert_str_eq(chring_err_name(others[k]), "UNKNOWN", "err_name(%d)", others[k]);
+}
