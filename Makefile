@@ -1,21 +1,27 @@
 # chring: the README's commands.  The build itself is meson + ninja; this file only drives it.
 #
-#   make build    install the missing build packages (scripts/deps.sh --group build), build
-#                 the library and tools (the tests are configured off unless -Dtests=true)
+#   make deps     install the missing Debian packages (scripts/deps.sh): every group, or only
+#                 DEPS_GROUPS (e.g. make deps DEPS_GROUPS=build); the one target besides test,
+#                 demo and bench that installs anything
+#   make build    build the library and tools (the tests are configured off unless
+#                 -Dtests=true); installs no package: run make deps first on a new machine
 #   make test     install every missing package, build (release) with the tests, run every
 #                 test suite, end with "N passed, N failed"
-#   make demo     install, build, run the demo (bench/demo/chring-demo)
-#   make bench    install, build, run the benchmark harness (meson test --benchmark)
+#   make demo     install the build and bench packages, build, run the demo (bench/demo/chring-demo)
+#   make bench    install the build and bench packages, build, run the benchmark harness
+#                 (meson test --benchmark)
 #   make fuzz     run fuzz/run.sh
 #   make install  build, then meson install into PREFIX (default /usr/local, set on every
 #                 install: a build directory keeps no earlier prefix) under DESTDIR (relative
-#                 to the directory make runs in); needs only the build packages
+#                 to the directory make runs in); installs no package, needs only the build ones
 #   make format   clang-format -i over the C sources
 #   make clean    remove the build directory
 #
 # Variables: BUILD (build directory, default build), BUILDTYPE (default release), MESON_ARGS
 # (extra meson options, e.g. MESON_ARGS=-Durcu_lgpl=false), TEST_ARGS (extra `meson test`
-# arguments, e.g. TEST_ARGS="--suite unit"), PREFIX, DESTDIR (docs/install.md).
+# arguments, e.g. TEST_ARGS="--suite unit"), PREFIX, DESTDIR (docs/install.md), DEPS_GROUPS
+# (make deps: build, test, bench, examples; default all).  How to add a target, a test or a CI
+# step: CONTRIBUTING.md.
 
 BUILD ?= build
 BUILDTYPE ?= release
@@ -24,6 +30,7 @@ TEST_ARGS ?=
 PREFIX ?= /usr/local
 DESTDIR ?=
 DEMO_ARGS ?=
+DEPS_GROUPS ?=
 FORMAT_DIRS = include src tools bench tests lb fuzz
 
 export BUILDTYPE TEST_ARGS
@@ -33,12 +40,12 @@ export BUILDTYPE TEST_ARGS
 all: build
 
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh $(if $(DEPS_GROUPS),--group $(DEPS_GROUPS))
 
-# The library and the tools need only the build group; the tests (Criterion) are off unless
-# MESON_ARGS turns them on.  A build directory that `make test` configured keeps its tests.
+# The library and the tools need only the build group (make deps DEPS_GROUPS=build); the tests
+# (Criterion) are off unless MESON_ARGS turns them on.  A build directory that `make test`
+# configured keeps its tests.  Installs nothing: meson names a missing package if there is one.
 build:
-	@scripts/deps.sh --group build
 	@scripts/build.sh $(BUILD) $(if $(findstring -Dtests=,$(MESON_ARGS)),,$(if $(wildcard $(BUILD)/build.ninja),,-Dtests=false)) $(MESON_ARGS)
 
 build-bench:

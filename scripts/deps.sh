@@ -12,8 +12,8 @@
 # CHRING_SKIP_DEPS=1 skips the whole check (for machines that provide the libraries otherwise).
 set -euo pipefail
 
-# build: what building and installing the library and the chring tool needs (make build,
-#   make install); nothing else.
+# build: what building and installing the library and the chring tool needs (make build and
+#   make install need it and install nothing: make deps DEPS_GROUPS=build); nothing else.
 # test: what the test suites need beyond build: Criterion, g++ (header test), clang and its
 #   runtimes (sanitizers, fuzzing), cmake (the CMake consumer test), python3, the real components
 #   the tests start (nginx, curl, wrk, headless Chromium, etcd, varnish; nginx-dev for the nginx

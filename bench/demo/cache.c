@@ -86,7 +86,7 @@ static void lru_init(lru_t *c, uint32_t capacity)
     c->prev = malloc(capacity * sizeof *c->prev);
     c->next = malloc(capacity * sizeof *c->next);
     if (!c->node_of || !c->key || !c->prev || !c->next)
-        die("out of memory", ENOMEM);
+        demo_die("out of memory", ENOMEM);
 }
 
 static void lru_clear(lru_t *c)
@@ -197,7 +197,7 @@ static void alias_init(void)
     uint32_t *small = malloc(nkeys * sizeof *small), *large = malloc(nkeys * sizeof *large);
     double *scaled = malloc(nkeys * sizeof *scaled);
     if (!alias || !small || !large || !scaled)
-        die("out of memory", ENOMEM);
+        demo_die("out of memory", ENOMEM);
     size_t ns = 0, nl = 0;
     for (unsigned i = 0; i < nkeys; i++) {
         scaled[i] = prob[i] * nkeys;
@@ -224,9 +224,9 @@ static void alias_init(void)
 
 static unsigned zipf_draw(uint64_t *s)
 {
-    uint64_t x = rnd(s);
+    uint64_t x = demo_rnd(s);
     unsigned column = (unsigned)((x >> 32) * nkeys >> 32);
-    double u = (double)(rnd(s) >> 11) * 0x1p-53;
+    double u = (double)(demo_rnd(s) >> 11) * 0x1p-53;
     return u < alias[column].keep ? column : alias[column].other;
 }
 
@@ -239,7 +239,7 @@ static void sync_members(chring_t *r, unsigned n, int skip)
             ch[len++] = (chring_change_t){backends[i].name, 1, &backends[i]};
     int rc = chring_sync(r, ch, len);
     if (rc < 0)
-        die("chring_sync", rc);
+        demo_die("chring_sync", rc);
 }
 
 static int *owners_with(unsigned n, int skip)
@@ -247,11 +247,11 @@ static int *owners_with(unsigned n, int skip)
     chring_t *r;
     int rc = chring_new(&r, NULL);
     if (rc < 0)
-        die("chring_new", rc);
+        demo_die("chring_new", rc);
     sync_members(r, n, skip);
     int *own = malloc(nkeys * sizeof *own);
     if (!own)
-        die("out of memory", ENOMEM);
+        demo_die("out of memory", ENOMEM);
     const chring_snap_t *s = chring_snap_enter(r);
     for (unsigned k = 0; k < nkeys; k++)
         own[k] = ((const backend_t *)chring_member_udata(chring_snap_lookup(s, keys[k], KEY_LEN)))
@@ -268,7 +268,7 @@ static void tier_init(const cache_opts_t *o)
     cdf = malloc(nkeys * sizeof *cdf);
     prob = malloc(nkeys * sizeof *prob);
     if (!keys || !cdf || !prob)
-        die("out of memory", ENOMEM);
+        demo_die("out of memory", ENOMEM);
     double h = 0, acc = 0;
     for (unsigned i = 0; i < nkeys; i++)
         h += 1.0 / pow((double)(i + 1), o->zipf);
@@ -350,12 +350,12 @@ typedef struct tier_run {
 static void route(tier_run_t *t, window_stats_t *ws)
 {
     uint32_t k = zipf_draw(&t->seed);
-    slot_t *s = &t->slots[rnd(&t->seed) % SLOTS];
+    slot_t *s = &t->slots[demo_rnd(&t->seed) % SLOTS];
     if (s->busy)
         chring_release(t->ring, &s->lease);
     int rc = chring_acquire(t->ring, keys[k], KEY_LEN, &s->lease);
     if (rc < 0)
-        die("chring_acquire", rc);
+        demo_die("chring_acquire", rc);
     s->busy = true;
     s->key = k;
     const backend_t *b = chring_member_udata(s->lease.member);
@@ -392,7 +392,7 @@ static double joiner_scale(chring_t *r)
 static void check(int rc, const char *what)
 {
     if (rc < 0)
-        die(what, rc);
+        demo_die(what, rc);
 }
 
 /* The warm-up: WARM windows, and at least enough requests for the misses to replace every
@@ -721,7 +721,7 @@ static FILE *open_out(const cache_opts_t *o, const char *name, char *path, size_
     snprintf(path, cap, "%s/%s", o->out_dir, name);
     FILE *f = fopen(path, "w");
     if (!f)
-        die(path, errno);
+        demo_die(path, errno);
     return f;
 }
 
@@ -743,7 +743,7 @@ static void write_csv(const cache_opts_t *o, char *path, size_t cap)
         }
     }
     if (fclose(f) != 0)
-        die(path, errno);
+        demo_die(path, errno);
 }
 
 /* The gnuplot script, data inline: the joins on the left, the flaps on the right; hit ratio of
@@ -873,7 +873,7 @@ static void write_gp(const cache_opts_t *o, char *path, size_t cap, char *png, s
                "backend-04 served'\n");
     fprintf(f, "unset multiplot\n");
     if (fclose(f) != 0)
-        die(path, errno);
+        demo_die(path, errno);
 }
 
 static void write_files(const cache_opts_t *o)
@@ -898,7 +898,7 @@ static void write_files(const cache_opts_t *o)
         printf("gnuplot failed: no picture (the script is %s)\n", gp_path);
 }
 
-void cache_tier_run(const cache_opts_t *o)
+void demo_cache_tier_run(const cache_opts_t *o)
 {
     tier_init(o);
     double share = 0;

@@ -60,20 +60,20 @@ static unsigned nkeys = 10000;
 static double zipf_s = 1.0;
 static bool plot = true;
 
-void die(const char *what, int err)
+void demo_die(const char *what, int err)
 {
     fprintf(stderr, "chring-demo: %s: %s\n", what, err < 0 ? chring_strerror(err) : strerror(err));
     exit(1);
 }
 
-uint64_t now_ns(void)
+uint64_t demo_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void sleep_ms(unsigned ms)
+void demo_sleep_ms(unsigned ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -93,7 +93,7 @@ static void zipf_init(void)
     zipf_p = malloc(nkeys * sizeof *zipf_p);
     keys = malloc(nkeys * sizeof *keys);
     if (!zipf_cdf || !zipf_p || !keys)
-        die("out of memory", ENOMEM);
+        demo_die("out of memory", ENOMEM);
     double h = 0;
     for (unsigned i = 0; i < nkeys; i++)
         h += 1.0 / pow((double)(i + 1), zipf_s);
@@ -110,7 +110,7 @@ static void zipf_init(void)
 
 static inline unsigned zipf_draw(uint64_t *s)
 {
-    double u = (double)(rnd(s) >> 11) * 0x1p-53;
+    double u = (double)(demo_rnd(s) >> 11) * 0x1p-53;
     unsigned lo = 0, hi = nkeys - 1;
     while (lo < hi) {
         unsigned mid = (lo + hi) / 2;
@@ -165,7 +165,7 @@ static void apply_phase(chring_t *r, int p)
         rc = chring_set_weight(r, backends[0].name, 3);
     }
     if (rc < 0)
-        die("membership change", rc);
+        demo_die("membership change", rc);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -213,21 +213,21 @@ static void *worker_main(void *arg)
     while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
         int phase = atomic_load_explicit(&cur_phase, memory_order_relaxed);
         const char *key = keys[zipf_draw(&w->seed)];
-        slot_t *s = &w->slots[rnd(&w->seed) % QUEUE];
+        slot_t *s = &w->slots[demo_rnd(&w->seed) % QUEUE];
         if (s->busy)
             finish(w, s);
         const chring_member_t *m;
         if (w->bounded) {
             int rc = chring_acquire(w->ring, key, KEY_LEN, &s->lease);
             if (rc < 0)
-                die("chring_acquire", rc);
+                demo_die("chring_acquire", rc);
             m = s->lease.member;
         } else {
             const chring_snap_t *snap = chring_snap_enter(w->ring);
             m = chring_snap_lookup(snap, key, KEY_LEN);
             chring_snap_exit(w->ring, snap);
             if (!m)
-                die("chring_snap_lookup", -ENOENT);
+                demo_die("chring_snap_lookup", -ENOENT);
         }
         /* The udata (our backend) lives as long as the program; the index is all we keep. */
         s->member = ((const backend_t *)chring_member_udata(m))->index;
@@ -298,7 +298,7 @@ static void owners_of(const chring_snap_t *s, owners_t *o)
     o->ring = malloc(nkeys * sizeof *o->ring);
     o->mod = malloc(nkeys * sizeof *o->mod);
     if (!o->ring || !o->mod)
-        die("out of memory", ENOMEM);
+        demo_die("out of memory", ENOMEM);
     const char *names[MAX_MEMBERS];
     int pool[MAX_MEMBERS * 4];
     size_t n = chring_snap_len(s), slots = 0;
@@ -374,7 +374,7 @@ static void run_pass(int mode)
     chring_t *r;
     int rc = chring_new(&r, &cfg);
     if (rc < 0)
-        die("chring_new", rc);
+        demo_die("chring_new", rc);
     apply_phase(r, 0);
 
     atomic_store(&stop, 0);
@@ -388,9 +388,9 @@ static void run_pass(int mode)
         w->bounded = mode == 0;
         w->ring = r;
         if ((rc = pthread_create(&w->tid, NULL, worker_main, w)) != 0)
-            die("pthread_create", rc);
+            demo_die("pthread_create", rc);
     }
-    sleep_ms(phase_ms / 5 + 20); /* warm-up: fill the workers' queues */
+    demo_sleep_ms(phase_ms / 5 + 20); /* warm-up: fill the workers' queues */
 
     const chring_snap_t *prev = NULL;
     for (int p = 0; p < NPHASES; p++) {
@@ -412,25 +412,25 @@ static void run_pass(int mode)
         chring_stats_t st0, st1;
         chring_member_stats_t ms0[MAX_MEMBERS];
         if (p > 0)
-            sleep_ms(phase_ms / 10 + 5);
+            demo_sleep_ms(phase_ms / 10 + 5);
         chring_stats(r, &st0);
         for (size_t i = 0; i < chring_snap_len(cur); i++) {
             const chring_member_t *m = chring_snap_member(cur, i);
             chring_member_stats(m, &ms0[((const backend_t *)chring_member_udata(m))->index]);
         }
-        uint64_t t0 = now_ns();
+        uint64_t t0 = demo_now_ns();
         atomic_store(&cur_phase, p + 1);
         double inflight_sum = 0;
         unsigned samples = 0;
-        while (now_ns() - t0 < (uint64_t)phase_ms * 1000000u) {
-            sleep_ms(5);
+        while (demo_now_ns() - t0 < (uint64_t)phase_ms * 1000000u) {
+            demo_sleep_ms(5);
             uint64_t total = 0;
             for (int i = 0; i < MAX_MEMBERS; i++)
                 total += atomic_load_explicit(&inflight[i].n, memory_order_relaxed);
             inflight_sum += (double)total;
             samples++;
         }
-        pr->seconds = (double)(now_ns() - t0) / 1e9;
+        pr->seconds = (double)(demo_now_ns() - t0) / 1e9;
         pr->mean_inflight = samples ? inflight_sum / samples : 0;
         chring_stats(r, &st1);
         pr->acquires = st1.acquires - st0.acquires;
@@ -557,7 +557,7 @@ static FILE *open_out(const char *name, char *path, size_t cap)
     snprintf(path, cap, "%s/%s", out_dir, name);
     FILE *f = fopen(path, "w");
     if (!f)
-        die(path, errno);
+        demo_die(path, errno);
     return f;
 }
 
@@ -581,7 +581,7 @@ static void write_files(void)
         }
     }
     if (fclose(f) != 0)
-        die(csv_path, errno);
+        demo_die(csv_path, errno);
 
     /* A gnuplot script with the data inline: one panel per phase, per member the peak load with
      * bounded loads on and off as bars, the capacity as a marker. */
@@ -629,7 +629,7 @@ static void write_files(void)
     }
     fprintf(f, "unset multiplot\n");
     if (fclose(f) != 0)
-        die(gp_path, errno);
+        demo_die(gp_path, errno);
 
     printf("\nwrote %s and %s\n", csv_path, gp_path);
     if (!plot)
@@ -732,7 +732,7 @@ int main(int argc, char **argv)
     }
     if (!run_loads) {
         printf("chring-demo (chring %s): the cache tier only\n", chring_version());
-        cache_tier_run(&cache);
+        demo_cache_tier_run(&cache);
         return 0;
     }
     zipf_init();
@@ -760,6 +760,6 @@ int main(int argc, char **argv)
     free(zipf_p);
     free(keys);
     if (run_cache)
-        cache_tier_run(&cache);
+        demo_cache_tier_run(&cache);
     return 0;
 }

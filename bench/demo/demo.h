@@ -1,4 +1,5 @@
-/* chring-demo: what demo.c (the load phases) and cache.c (the cache tier) share.
+/* chring-demo: what demo.c (the load phases) and cache.c (the cache tier) share, each name
+ * prefixed demo_ (everything else in the two files is static).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -9,13 +10,13 @@
 #include <stdint.h>
 
 /* Prints "chring-demo: what: error" (err < 0: a chring error, else an errno) and exits 1. */
-void die(const char *what, int err);
+void demo_die(const char *what, int err);
 /* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t now_ns(void);
-void sleep_ms(unsigned ms);
+uint64_t demo_now_ns(void);
+void demo_sleep_ms(unsigned ms);
 
 /* xorshift64*: a fast generator, one per stream. */
-static inline uint64_t rnd(uint64_t *s)
+static inline uint64_t demo_rnd(uint64_t *s)
 {
     uint64_t x = *s;
     x ^= x >> 12;
@@ -37,6 +38,6 @@ typedef struct cache_opts {
 } cache_opts_t;
 
 /* Runs the cache-tier scenarios, prints their windows and cold misses, writes the files. */
-void cache_tier_run(const cache_opts_t *o);
+void demo_cache_tier_run(const cache_opts_t *o);
 
 #endif

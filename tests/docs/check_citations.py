@@ -38,7 +38,7 @@ PATH_ROOTS = ['src', 'include', 'tools', 'tests', 'bench', 'lb', 'nginx', 'fuzz'
               'scripts', 'packaging', 'examples', '.ci']
 
 SECTION_REF = re.compile(
-    r'(?<![\w/.-])((?:docs/)?[a-z_-]+\.md)(?:\]\([^)]*\))?'
+    r'(?<![\w/.-])((?:docs/)?[a-z_-]+\.md)`?(?:\]\([^)]*\))?'
     r'((?:(?:\s*,\s*|\s+and\s+|\s*[-–]\s*|\s+)§\d+(?:\.\d+)*)+)')
 SECTION_NUM = re.compile(r'§(\d+(?:\.\d+)*)')
 BARE_SECTION = re.compile(r'(?<![\w.])§(\d+(?:\.\d+)*)')
@@ -197,7 +197,8 @@ def self_test():
             'scripts/deps.sh': 'DEPS="nginx-dev"\n',
             'tests/meson.build': "test('cli-' + n, x)\nforeach n : ['alpha']\ntest('pkg-one', y)\n",
             'src/a.c': ('/* docs/design.md §1, §1.1 and §7; src/a.c, src/gone.c; tests/<x>.c;\n'
-                        ' * `cli-alpha`, `pkg-one`, `nginx-dev`, `cli-beta`. */\n'),
+                        ' * `cli-alpha`, `pkg-one`, `nginx-dev`, `cli-beta`; `docs/design.md` §9.\n'
+                        ' * [docs/design.md](docs/design.md) §1–§1.1. */\n'),
         }
         for rel, text in files.items():
             os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
@@ -207,11 +208,12 @@ def self_test():
         want = ['docs/design.md:7: docs/design.md has no §2',
                 'src/a.c:1: docs/design.md has no §7',
                 'src/a.c:1: src/gone.c: no such file or folder',
+                'src/a.c:2: docs/design.md has no §9',
                 'src/a.c:2: `cli-beta`: no meson test of that name']
         if dead != want:
             print('self-test: found\n  %s\nwanted\n  %s' % ('\n  '.join(dead), '\n  '.join(want)))
             return 1
-    print('self-test: the four planted dead citations found, nothing else')
+    print('self-test: the five planted dead citations found, nothing else')
     return 0
 
 
