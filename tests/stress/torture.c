@@ -650,13 +650,10 @@ static void make_key(uint64_t *s, unsigned char *key, size_t *len)
     }
 }
 
-static void reader_churn_step(thread_t *t)
+/* The read section of a churn step: every lookup of one key checked against the others.
+ * Returns the version of the snapshot it read. */
+static uint64_t churn_read(thread_t *t, const unsigned char *key, size_t len, uint64_t r)
 {
-    unsigned char key[64];
-    size_t len;
-    uint64_t r = rnd(&t->seed);
-    make_key(&t->seed, key, &len);
-
     const chring_snap_t *s = chring_snap_enter(ring);
     check_snap(s, "read section");
     uint64_t version = chring_snap_version(s);
@@ -729,8 +726,83 @@ static void reader_churn_step(thread_t *t)
         t->nested++;
     }
     chring_snap_exit(ring, s);
+    return version;
+}
 
-    /* Leases: acquire one about every second step, keep up to K_CHURN outstanding. */
+/* A lease on a member of a held snapshot, chosen by the caller: the member may have left the ring
+ * long ago, the lease must still keep it alive. */
+static int lease_held_member(thread_t *t, held_lease_t *h, uint64_t r)
+{
+    const chring_snap_t *hs = t->held_snap;
+    const chring_member_t *m = chring_snap_member(hs, (size_t)(r >> 40) % chring_snap_len(hs));
+    int rc = chring_acquire_member(ring, hs, m, &h->lease);
+    CHECK(rc == 0, "chring_acquire_member on a held snapshot: %s", chring_strerror(rc));
+    CHECK(h->lease.member == m, "chring_acquire_member leased another member");
+    t->acquire_members++;
+    /* The same member on the current snapshot: -ENOENT if it has left meanwhile. */
+    const chring_snap_t *cur = chring_snap_enter(ring);
+    if (chring_snap_find(cur, chring_member_name(m)) != m) {
+        chring_lease_t none = {NULL, 0};
+        int rc2 = chring_acquire_member(ring, cur, m, &none);
+        CHECK(rc2 == -ENOENT && none.member == NULL,
+              "chring_acquire_member of a member not in the snapshot returned %d", rc2);
+        t->acquire_member_enoent++;
+    }
+    chring_snap_exit(ring, cur);
+    return rc;
+}
+
+/* A retry on the key's second replica, chosen in a read section. */
+static int lease_replica(thread_t *t, held_lease_t *h, const unsigned char *key, size_t len)
+{
+    const chring_snap_t *cur = chring_snap_enter(ring);
+    const chring_member_t *rep[2];
+    size_t k = chring_snap_lookup_n(cur, key, len, rep, 2);
+    CHECK(k == 2, "lookup_n(2) returned %zu", k);
+    int rc = chring_acquire_member(ring, cur, rep[1], &h->lease);
+    CHECK(rc == 0, "chring_acquire_member on a replica: %s", chring_strerror(rc));
+    CHECK(h->lease.member == rep[1], "chring_acquire_member leased another member");
+    chring_snap_exit(ring, cur);
+    t->acquire_members++;
+    return rc;
+}
+
+/* A retry after a failed try: the member just got is passed over (how 3: the key's owner too,
+ * which may be another member, or one removed meanwhile: it then matches nothing); the first
+ * lease is released, the retry's is kept. */
+static int lease_retry(thread_t *t, held_lease_t *h, const unsigned char *key, size_t len,
+                       unsigned how)
+{
+    chring_lease_t first;
+    int rc = chring_acquire(ring, key, len, &first);
+    CHECK(rc == 0, "chring_acquire (before a retry): %s", chring_strerror(rc));
+    check_member(first.member, "lease before a retry");
+    const chring_member_t *skip[2] = {first.member, NULL};
+    size_t nskip = 1;
+    if (how == 3) {
+        const chring_snap_t *cur = chring_snap_enter(ring);
+        skip[nskip++] = chring_snap_lookup(cur, key, len);
+        chring_snap_exit(ring, cur);
+    }
+    rc = chring_acquire_skip(ring, key, len, skip, nskip, &h->lease);
+    CHECK(rc == 0, "chring_acquire_skip over %zu of at least %d members: %s", nskip, MIN_MEMBERS,
+          chring_strerror(rc));
+    for (size_t i = 0; i < nskip; i++)
+        CHECK(h->lease.member != skip[i],
+              "chring_acquire_skip chose %.40s, which it was told to skip",
+              chring_member_name(h->lease.member));
+    chring_release(ring, &first);
+    t->acquires++; /* the first try; the retry is counted below */
+    t->releases++;
+    t->retries++;
+    return rc;
+}
+
+/* Leases: acquire one about every second step, keep up to K_CHURN outstanding; version is the
+ * snapshot's the step read. */
+static void churn_lease(thread_t *t, const unsigned char *key, size_t len, uint64_t r,
+                        uint64_t version)
+{
     if ((r >> 32) % 2 == 0) {
         if (t->count >= K_CHURN)
             lease_release_oldest(t, (r >> 34) % 8 == 0);
@@ -738,62 +810,11 @@ static void reader_churn_step(thread_t *t)
         unsigned how = (unsigned)((r >> 36) % 16);
         int rc;
         if (how == 0 && t->held_snap) {
-            /* A lease on a member of a held snapshot, chosen by the caller: the member may have
-             * left the ring long ago, the lease must still keep it alive. */
-            const chring_snap_t *hs = t->held_snap;
-            const chring_member_t *m =
-                chring_snap_member(hs, (size_t)(r >> 40) % chring_snap_len(hs));
-            rc = chring_acquire_member(ring, hs, m, &h->lease);
-            CHECK(rc == 0, "chring_acquire_member on a held snapshot: %s", chring_strerror(rc));
-            CHECK(h->lease.member == m, "chring_acquire_member leased another member");
-            t->acquire_members++;
-            /* The same member on the current snapshot: -ENOENT if it has left meanwhile. */
-            const chring_snap_t *cur = chring_snap_enter(ring);
-            if (chring_snap_find(cur, chring_member_name(m)) != m) {
-                chring_lease_t none = {NULL, 0};
-                int rc2 = chring_acquire_member(ring, cur, m, &none);
-                CHECK(rc2 == -ENOENT && none.member == NULL,
-                      "chring_acquire_member of a member not in the snapshot returned %d", rc2);
-                t->acquire_member_enoent++;
-            }
-            chring_snap_exit(ring, cur);
+            rc = lease_held_member(t, h, r);
         } else if (how == 1) {
-            /* A retry on the key's second replica, chosen in a read section. */
-            const chring_snap_t *cur = chring_snap_enter(ring);
-            const chring_member_t *rep[2];
-            size_t k = chring_snap_lookup_n(cur, key, len, rep, 2);
-            CHECK(k == 2, "lookup_n(2) returned %zu", k);
-            rc = chring_acquire_member(ring, cur, rep[1], &h->lease);
-            CHECK(rc == 0, "chring_acquire_member on a replica: %s", chring_strerror(rc));
-            CHECK(h->lease.member == rep[1], "chring_acquire_member leased another member");
-            chring_snap_exit(ring, cur);
-            t->acquire_members++;
+            rc = lease_replica(t, h, key, len);
         } else if (how == 2 || how == 3) {
-            /* A retry after a failed try: the member just got is passed over (how 3: the key's
-             * owner too, which may be another member, or one removed meanwhile: it then matches
-             * nothing); the first lease is released, the retry's is kept. */
-            chring_lease_t first;
-            rc = chring_acquire(ring, key, len, &first);
-            CHECK(rc == 0, "chring_acquire (before a retry): %s", chring_strerror(rc));
-            check_member(first.member, "lease before a retry");
-            const chring_member_t *skip[2] = {first.member, NULL};
-            size_t nskip = 1;
-            if (how == 3) {
-                const chring_snap_t *cur = chring_snap_enter(ring);
-                skip[nskip++] = chring_snap_lookup(cur, key, len);
-                chring_snap_exit(ring, cur);
-            }
-            rc = chring_acquire_skip(ring, key, len, skip, nskip, &h->lease);
-            CHECK(rc == 0, "chring_acquire_skip over %zu of at least %d members: %s", nskip,
-                  MIN_MEMBERS, chring_strerror(rc));
-            for (size_t i = 0; i < nskip; i++)
-                CHECK(h->lease.member != skip[i],
-                      "chring_acquire_skip chose %.40s, which it was told to skip",
-                      chring_member_name(h->lease.member));
-            chring_release(ring, &first);
-            t->acquires++; /* the first try; the retry is counted below */
-            t->releases++;
-            t->retries++;
+            rc = lease_retry(t, h, key, len, how);
         } else {
             rc = chring_acquire(ring, key, len, &h->lease);
             CHECK(rc == 0, "chring_acquire: %s", chring_strerror(rc));
@@ -803,8 +824,11 @@ static void reader_churn_step(thread_t *t)
         t->count++;
         t->acquires++;
     }
+}
 
-    /* Held snapshots: kept for a few dozen steps, used outside any read section, then put. */
+/* Held snapshots: kept for a few dozen steps, used outside any read section, then put. */
+static void churn_held(thread_t *t, const unsigned char *key, size_t len, uint64_t r)
+{
     if ((r >> 40) % 32 == 0) {
         if (t->held_snap) {
             const chring_snap_t *hs = t->held_snap;
@@ -828,6 +852,20 @@ static void reader_churn_step(thread_t *t)
             t->holds++;
         }
     }
+}
+
+/* A reader's step in a churn epoch: one key looked up every way in a read section, then perhaps
+ * a lease, a held snapshot, a lookup in a section of its own. */
+static void reader_churn_step(thread_t *t)
+{
+    unsigned char key[64];
+    size_t len;
+    uint64_t r = rnd(&t->seed);
+    make_key(&t->seed, key, &len);
+
+    uint64_t version = churn_read(t, key, len, r);
+    churn_lease(t, key, len, r, version);
+    churn_held(t, key, len, r);
 
     if ((r >> 48) % 128 == 0) {
         char buf[CHRING_NAME_MAX + 1];
@@ -1318,6 +1356,187 @@ static void w_remove(unsigned i)
     expected_publishes++;
 }
 
+/* A re-weight: chring_set_weight, or chring_add of the member with another weight. */
+static void writer_reweight(uint64_t r)
+{
+    unsigned i = pick(true);
+    uint32_t w = other_weight(slots[i].weight);
+    int rc = (r >> 8) % 2 ? chring_set_weight(ring, slots[i].name, w)
+                          : chring_add(ring, slots[i].name, w, &dummy_udata);
+    CHECK(rc == 0, "re-weight %.40s: %s", slots[i].name, chring_strerror(rc));
+    dummy_expected += (r >> 8) % 2 ? 0 : 1;
+    slots[i].weight = w;
+    expected_publishes++;
+    w_weights++;
+    writer_verify("re-weight");
+}
+
+/* A batch of 2..5 changes on distinct names (adds, removes, re-weights): one publish. */
+static void writer_batch(uint64_t r)
+{
+    chring_change_t ch[5];
+    unsigned idx[5];
+    bool used[NSLOTS] = {false};
+    unsigned n = 2 + (unsigned)((r >> 8) % 4), k = 0;
+    unsigned members_after = present_count;
+    for (unsigned tries = 0; k < n && tries < 50; tries++) {
+        unsigned i = (unsigned)(rnd(&writer_seed) % NSLOTS);
+        if (used[i])
+            continue;
+        used[i] = true;
+        uint64_t c = rnd(&writer_seed);
+        idx[k] = i;
+        if (!slots[i].present) {
+            ch[k++] = (chring_change_t){slots[i].name, 1 + (uint32_t)(c % MAX_WEIGHT), NULL};
+            members_after++;
+        } else if (c % 2 && members_after > MIN_MEMBERS) {
+            ch[k++] = (chring_change_t){slots[i].name, 0, NULL};
+            members_after--;
+        } else {
+            ch[k++] = (chring_change_t){slots[i].name, other_weight(slots[i].weight), &dummy_udata};
+        }
+    }
+    if (k == 0)
+        return;
+    /* New members get their udata; removed ones are marked before the call. */
+    for (unsigned j = 0; j < k; j++) {
+        unsigned i = idx[j];
+        if (!slots[i].present)
+            ch[j].udata = writer_new_udata(i);
+        else if (ch[j].weight == 0)
+            atomic_store(&slots[i].udata->state, ST_REMOVING);
+    }
+    int rc = chring_update(ring, ch, k);
+    CHECK(rc == 0, "chring_update of %u changes: %s", k, chring_strerror(rc));
+    dummy_expected += count_dummies(ch, k);
+    for (unsigned j = 0; j < k; j++) {
+        unsigned i = idx[j];
+        if (!slots[i].present) {
+            slots[i].present = true;
+            slots[i].udata = ch[j].udata;
+            slots[i].weight = ch[j].weight;
+            present_count++;
+        } else if (ch[j].weight == 0) {
+            slots[i].present = false;
+            slots[i].udata = NULL;
+            present_count--;
+        } else {
+            slots[i].weight = ch[j].weight;
+        }
+    }
+    expected_publishes++;
+    w_updates++;
+    writer_verify("chring_update");
+}
+
+/* chring_sync to a new random set, fed in a shuffled order. */
+static void writer_sync(void)
+{
+    chring_change_t ch[NSLOTS];
+    unsigned idx[NSLOTS];
+    bool keep[NSLOTS];
+    unsigned k = 0;
+    for (unsigned i = 0; i < NSLOTS; i++)
+        keep[i] = rnd(&writer_seed) % 10 < 6;
+    unsigned n = 0;
+    for (unsigned i = 0; i < NSLOTS; i++)
+        n += keep[i];
+    for (unsigned i = 0; n < MIN_MEMBERS; i = (i + 1) % NSLOTS)
+        if (!keep[i])
+            keep[i] = true, n++;
+    bool changed = false;
+    for (unsigned i = 0; i < NSLOTS; i++) {
+        if (!keep[i]) {
+            if (slots[i].present) {
+                atomic_store(&slots[i].udata->state, ST_REMOVING);
+                changed = true;
+            }
+            continue;
+        }
+        uint32_t w = slots[i].present && rnd(&writer_seed) % 2
+                         ? slots[i].weight
+                         : 1 + (uint32_t)(rnd(&writer_seed) % MAX_WEIGHT);
+        udata_t *u = slots[i].present ? &dummy_udata : writer_new_udata(i);
+        if (!slots[i].present || w != slots[i].weight)
+            changed = true;
+        idx[k] = i;
+        ch[k++] = (chring_change_t){slots[i].name, w, u};
+    }
+    /* Feed them in a shuffled order: the result must not depend on it. */
+    for (unsigned j = k; j > 1; j--) {
+        unsigned x = (unsigned)(rnd(&writer_seed) % j);
+        chring_change_t tmp = ch[j - 1];
+        ch[j - 1] = ch[x];
+        ch[x] = tmp;
+        unsigned ti = idx[j - 1];
+        idx[j - 1] = idx[x];
+        idx[x] = ti;
+    }
+    int rc = chring_sync(ring, ch, k);
+    CHECK(rc == 0, "chring_sync of %u members: %s", k, chring_strerror(rc));
+    dummy_expected += count_dummies(ch, k);
+    present_count = 0;
+    for (unsigned i = 0; i < NSLOTS; i++) {
+        if (!keep[i]) {
+            slots[i].present = false;
+            slots[i].udata = NULL;
+        }
+    }
+    for (unsigned j = 0; j < k; j++) {
+        unsigned i = idx[j];
+        if (!slots[i].present) {
+            slots[i].present = true;
+            slots[i].udata = ch[j].udata;
+        }
+        slots[i].weight = ch[j].weight;
+        present_count++;
+    }
+    if (changed)
+        expected_publishes++;
+    w_syncs++;
+    writer_verify("chring_sync");
+}
+
+/* Calls that change nothing publish nothing. */
+static void writer_noops(void)
+{
+    unsigned i = pick(true);
+    int rc = chring_add(ring, slots[i].name, slots[i].weight, &dummy_udata);
+    CHECK(rc == 0, "chring_add of an existing member, same weight: %s", chring_strerror(rc));
+    dummy_expected++;
+    rc = chring_set_weight(ring, slots[i].name, slots[i].weight);
+    CHECK(rc == 0, "chring_set_weight to the same weight: %s", chring_strerror(rc));
+    chring_change_t same = {slots[i].name, slots[i].weight, &dummy_udata};
+    rc = chring_update(ring, &same, 1);
+    CHECK(rc == 0, "chring_update that changes nothing: %s", chring_strerror(rc));
+    dummy_expected++;
+    w_noops++;
+    writer_verify("calls that change nothing");
+}
+
+/* Calls that fail publish nothing and take no udata. */
+static void writer_failing(void)
+{
+    unsigned absent = present_count < NSLOTS ? pick(false) : NSLOTS;
+    if (absent < NSLOTS) {
+        int rc = chring_remove(ring, slots[absent].name);
+        CHECK(rc == -ENOENT, "chring_remove of a non-member returned %d", rc);
+        chring_change_t bad[2] = {{slots[absent].name, 1, &dummy_udata},
+                                  {slots[absent].name, 2, &dummy_udata}};
+        rc = chring_update(ring, bad, 2);
+        CHECK(rc == -EINVAL, "chring_update with a name twice returned %d", rc);
+    }
+    unsigned i = pick(true);
+    chring_change_t bad2[2] = {{slots[i].name, other_weight(slots[i].weight), &dummy_udata},
+                               {"", 1, &dummy_udata}};
+    int rc = chring_update(ring, bad2, 2);
+    CHECK(rc == -EINVAL, "chring_update with an empty name returned %d", rc);
+    rc = chring_sync(ring, bad2, 2);
+    CHECK(rc == -EINVAL, "chring_sync with an empty name returned %d", rc);
+    w_failed++;
+    writer_verify("failing calls");
+}
+
 static void writer_step(void)
 {
     uint64_t r = rnd(&writer_seed);
@@ -1335,16 +1554,7 @@ static void writer_step(void)
             writer_verify("remove");
         }
     } else if (op < 55) { /* re-weight (set_weight, or add with another weight) */
-        unsigned i = pick(true);
-        uint32_t w = other_weight(slots[i].weight);
-        int rc = (r >> 8) % 2 ? chring_set_weight(ring, slots[i].name, w)
-                              : chring_add(ring, slots[i].name, w, &dummy_udata);
-        CHECK(rc == 0, "re-weight %.40s: %s", slots[i].name, chring_strerror(rc));
-        dummy_expected += (r >> 8) % 2 ? 0 : 1;
-        slots[i].weight = w;
-        expected_publishes++;
-        w_weights++;
-        writer_verify("re-weight");
+        writer_reweight(r);
     } else if (op < 65) { /* remove and re-add the same name: a NEW member */
         if (present_count > MIN_MEMBERS) {
             unsigned i = pick(true);
@@ -1354,156 +1564,13 @@ static void writer_step(void)
             writer_verify("re-add");
         }
     } else if (op < 80) { /* a batch of 2..5 changes on distinct names, one publish */
-        chring_change_t ch[5];
-        unsigned idx[5];
-        bool used[NSLOTS] = {false};
-        unsigned n = 2 + (unsigned)((r >> 8) % 4), k = 0;
-        unsigned members_after = present_count;
-        for (unsigned tries = 0; k < n && tries < 50; tries++) {
-            unsigned i = (unsigned)(rnd(&writer_seed) % NSLOTS);
-            if (used[i])
-                continue;
-            used[i] = true;
-            uint64_t c = rnd(&writer_seed);
-            idx[k] = i;
-            if (!slots[i].present) {
-                ch[k++] = (chring_change_t){slots[i].name, 1 + (uint32_t)(c % MAX_WEIGHT), NULL};
-                members_after++;
-            } else if (c % 2 && members_after > MIN_MEMBERS) {
-                ch[k++] = (chring_change_t){slots[i].name, 0, NULL};
-                members_after--;
-            } else {
-                ch[k++] =
-                    (chring_change_t){slots[i].name, other_weight(slots[i].weight), &dummy_udata};
-            }
-        }
-        if (k == 0)
-            return;
-        /* New members get their udata; removed ones are marked before the call. */
-        for (unsigned j = 0; j < k; j++) {
-            unsigned i = idx[j];
-            if (!slots[i].present)
-                ch[j].udata = writer_new_udata(i);
-            else if (ch[j].weight == 0)
-                atomic_store(&slots[i].udata->state, ST_REMOVING);
-        }
-        int rc = chring_update(ring, ch, k);
-        CHECK(rc == 0, "chring_update of %u changes: %s", k, chring_strerror(rc));
-        dummy_expected += count_dummies(ch, k);
-        for (unsigned j = 0; j < k; j++) {
-            unsigned i = idx[j];
-            if (!slots[i].present) {
-                slots[i].present = true;
-                slots[i].udata = ch[j].udata;
-                slots[i].weight = ch[j].weight;
-                present_count++;
-            } else if (ch[j].weight == 0) {
-                slots[i].present = false;
-                slots[i].udata = NULL;
-                present_count--;
-            } else {
-                slots[i].weight = ch[j].weight;
-            }
-        }
-        expected_publishes++;
-        w_updates++;
-        writer_verify("chring_update");
+        writer_batch(r);
     } else if (op < 88) { /* sync to a new random set */
-        chring_change_t ch[NSLOTS];
-        unsigned idx[NSLOTS];
-        bool keep[NSLOTS];
-        unsigned k = 0;
-        for (unsigned i = 0; i < NSLOTS; i++)
-            keep[i] = rnd(&writer_seed) % 10 < 6;
-        unsigned n = 0;
-        for (unsigned i = 0; i < NSLOTS; i++)
-            n += keep[i];
-        for (unsigned i = 0; n < MIN_MEMBERS; i = (i + 1) % NSLOTS)
-            if (!keep[i])
-                keep[i] = true, n++;
-        bool changed = false;
-        for (unsigned i = 0; i < NSLOTS; i++) {
-            if (!keep[i]) {
-                if (slots[i].present) {
-                    atomic_store(&slots[i].udata->state, ST_REMOVING);
-                    changed = true;
-                }
-                continue;
-            }
-            uint32_t w = slots[i].present && rnd(&writer_seed) % 2
-                             ? slots[i].weight
-                             : 1 + (uint32_t)(rnd(&writer_seed) % MAX_WEIGHT);
-            udata_t *u = slots[i].present ? &dummy_udata : writer_new_udata(i);
-            if (!slots[i].present || w != slots[i].weight)
-                changed = true;
-            idx[k] = i;
-            ch[k++] = (chring_change_t){slots[i].name, w, u};
-        }
-        /* Feed them in a shuffled order: the result must not depend on it. */
-        for (unsigned j = k; j > 1; j--) {
-            unsigned x = (unsigned)(rnd(&writer_seed) % j);
-            chring_change_t tmp = ch[j - 1];
-            ch[j - 1] = ch[x];
-            ch[x] = tmp;
-            unsigned ti = idx[j - 1];
-            idx[j - 1] = idx[x];
-            idx[x] = ti;
-        }
-        int rc = chring_sync(ring, ch, k);
-        CHECK(rc == 0, "chring_sync of %u members: %s", k, chring_strerror(rc));
-        dummy_expected += count_dummies(ch, k);
-        present_count = 0;
-        for (unsigned i = 0; i < NSLOTS; i++) {
-            if (!keep[i]) {
-                slots[i].present = false;
-                slots[i].udata = NULL;
-            }
-        }
-        for (unsigned j = 0; j < k; j++) {
-            unsigned i = idx[j];
-            if (!slots[i].present) {
-                slots[i].present = true;
-                slots[i].udata = ch[j].udata;
-            }
-            slots[i].weight = ch[j].weight;
-            present_count++;
-        }
-        if (changed)
-            expected_publishes++;
-        w_syncs++;
-        writer_verify("chring_sync");
+        writer_sync();
     } else if (op < 94) { /* calls that change nothing publish nothing */
-        unsigned i = pick(true);
-        int rc = chring_add(ring, slots[i].name, slots[i].weight, &dummy_udata);
-        CHECK(rc == 0, "chring_add of an existing member, same weight: %s", chring_strerror(rc));
-        dummy_expected++;
-        rc = chring_set_weight(ring, slots[i].name, slots[i].weight);
-        CHECK(rc == 0, "chring_set_weight to the same weight: %s", chring_strerror(rc));
-        chring_change_t same = {slots[i].name, slots[i].weight, &dummy_udata};
-        rc = chring_update(ring, &same, 1);
-        CHECK(rc == 0, "chring_update that changes nothing: %s", chring_strerror(rc));
-        dummy_expected++;
-        w_noops++;
-        writer_verify("calls that change nothing");
+        writer_noops();
     } else { /* calls that fail publish nothing and take no udata */
-        unsigned absent = present_count < NSLOTS ? pick(false) : NSLOTS;
-        if (absent < NSLOTS) {
-            int rc = chring_remove(ring, slots[absent].name);
-            CHECK(rc == -ENOENT, "chring_remove of a non-member returned %d", rc);
-            chring_change_t bad[2] = {{slots[absent].name, 1, &dummy_udata},
-                                      {slots[absent].name, 2, &dummy_udata}};
-            rc = chring_update(ring, bad, 2);
-            CHECK(rc == -EINVAL, "chring_update with a name twice returned %d", rc);
-        }
-        unsigned i = pick(true);
-        chring_change_t bad2[2] = {{slots[i].name, other_weight(slots[i].weight), &dummy_udata},
-                                   {"", 1, &dummy_udata}};
-        int rc = chring_update(ring, bad2, 2);
-        CHECK(rc == -EINVAL, "chring_update with an empty name returned %d", rc);
-        rc = chring_sync(ring, bad2, 2);
-        CHECK(rc == -EINVAL, "chring_sync with an empty name returned %d", rc);
-        w_failed++;
-        writer_verify("failing calls");
+        writer_failing();
     }
 }
 
