@@ -17,9 +17,8 @@
  *   task state  per director and task (VRT_priv_task with the director as id): the key, the
  *               lease and the backend it chose.  Its fini releases the lease, so a lease ends
  *               with its task: also on errors, aborted fetches and vcl.discard.
- *   retry table Varnish ends a backend task's PRIV_TASK at each `return (retry)`, so the
- *               members a fetch tried are kept by fetch xid in a small table of slots (a slot
- *               lost to a colliding xid only loses the skip, never a lease).
+ *               A retried fetch (`return (retry)`) keeps its task, so the state also
+ *               lists the members the fetch's earlier attempts used.
  *
  * Health: at each placement the owning director reads its backends' probes (VRT_Healthy) and
  * mirrors a change into chring_set_down, with a ramp (slow_start) for a backend that comes back.
@@ -43,8 +42,6 @@
 
 /* The most members a fetch's retries remember. */
 #define TRIED_MAX 8
-/* Slots of the retry table (a power of two). */
-#define RETRY_SLOTS 1024
 
 /* ---- the registry ------------------------------------------------------------------------- */
 
@@ -64,21 +61,6 @@ struct ring_entry {
 static pthread_mutex_t registry_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct ring_entry *registry;
 static uint64_t next_gen = 1; /* under registry_mtx */
-
-struct retry_slot {
-    pthread_mutex_t mtx;
-    uint64_t xid;
-    unsigned n;
-    const chring_member_t *tried[TRIED_MAX];
-};
-static struct retry_slot retry_table[RETRY_SLOTS];
-static pthread_once_t retry_once = PTHREAD_ONCE_INIT;
-
-static void retry_init(void)
-{
-    for (size_t i = 0; i < RETRY_SLOTS; i++)
-        pthread_mutex_init(&retry_table[i].mtx, NULL);
-}
 
 /* ---- the director ------------------------------------------------------------------------- */
 
@@ -109,7 +91,9 @@ struct task_state {
     int held;
     chring_lease_t lease;
     VCL_BACKEND be;
-    uint64_t xid; /* backend tasks: the fetch's xid, for the retry table */
+    VCL_INT attempt; /* backend tasks: bereq.retries when the lease was taken */
+    unsigned ntried;  /* members the fetch's earlier attempts used */
+    const chring_member_t *tried[TRIED_MAX];
 };
 
 static struct ring_entry *entry_get(VRT_CTX, const char *name, chring_profile_t profile,
@@ -244,41 +228,13 @@ static void sync_health(VRT_CTX, struct vmod_chring_director *d)
 
 /* ---- task state --------------------------------------------------------------------------- */
 
-static void retry_record(uint64_t xid, const chring_member_t *m)
-{
-    struct retry_slot *s = &retry_table[xid & (RETRY_SLOTS - 1)];
-    pthread_mutex_lock(&s->mtx);
-    if (s->xid != xid) {
-        s->xid = xid;
-        s->n = 0;
-    }
-    if (s->n < TRIED_MAX)
-        s->tried[s->n++] = m;
-    pthread_mutex_unlock(&s->mtx);
-}
-
-static unsigned retry_tried(uint64_t xid, const chring_member_t **out)
-{
-    struct retry_slot *s = &retry_table[xid & (RETRY_SLOTS - 1)];
-    unsigned n = 0;
-    pthread_mutex_lock(&s->mtx);
-    if (s->xid == xid) {
-        n = s->n;
-        memcpy(out, s->tried, n * sizeof *out);
-    }
-    pthread_mutex_unlock(&s->mtx);
-    return n;
-}
-
-/* PRIV_TASK fini: the task ended (or a backend fetch is retried): the lease goes back. */
+/* PRIV_TASK fini: the task ended (delivered, failed or aborted): the lease goes back. */
 static void task_fini(VRT_CTX, void *p)
 {
     struct task_state *t = p;
     (void)ctx;
     if (t == NULL || t->magic != CHRING_TASK_MAGIC || !t->held)
         return;
-    if (t->xid != 0)
-        retry_record(t->xid, t->lease.member);
     chring_release(t->d->entry->ring, &t->lease);
     t->held = 0;
 }
@@ -309,12 +265,6 @@ static struct task_state *task_get(VRT_CTX, struct vmod_chring_director *d)
         p->methods = task_methods;
     }
     return p->priv;
-}
-
-static uint64_t fetch_xid(VRT_CTX)
-{
-    const char *x = VRT_r_bereq_xid(ctx);
-    return x == NULL ? 0 : strtoull(x, NULL, 10);
 }
 
 /* Places the task's key with bounded loads, skipping `tried`, and members this director has no
@@ -348,8 +298,18 @@ static VCL_BACKEND place(VRT_CTX, struct vmod_chring_director *d, struct task_st
 
 /* ---- the director's methods --------------------------------------------------------------- */
 
+/* The lease of an earlier attempt of this fetch goes back, its member listed as tried. */
+static void end_attempt(struct vmod_chring_director *d, struct task_state *t)
+{
+    if (t->ntried < TRIED_MAX)
+        t->tried[t->ntried++] = t->lease.member;
+    chring_release(d->entry->ring, &t->lease);
+    t->held = 0;
+}
+
 /* Resolve, on the backend side: the key `.backend()` stored in this task, placed once per
- * fetch attempt; a retried fetch skips the members its earlier attempts used. */
+ * fetch attempt; a retried fetch (bereq.retries grew) skips the members its earlier attempts
+ * used. */
 static VCL_BACKEND v_matchproto_(vdi_resolve_f) chring_resolve(VRT_CTX, VCL_BACKEND dir)
 {
     struct vmod_chring_director *d;
@@ -361,14 +321,15 @@ static VCL_BACKEND v_matchproto_(vdi_resolve_f) chring_resolve(VRT_CTX, VCL_BACK
     struct task_state *t = task_get(ctx, d);
     if (t == NULL || t->key == NULL)
         return NULL;
-    if (t->held)
+    VCL_INT attempt = VRT_r_bereq_retries(ctx);
+    if (t->held && t->attempt == attempt)
         return t->be;
+    if (t->held)
+        end_attempt(d, t);
+    t->attempt = attempt;
     const chring_member_t *tried[TRIED_MAX];
-    unsigned ntried = 0;
-    t->xid = fetch_xid(ctx);
-    if (VRT_r_bereq_retries(ctx) > 0 && t->xid != 0)
-        ntried = retry_tried(t->xid, tried);
-    return place(ctx, d, t, tried, ntried);
+    memcpy(tried, t->tried, t->ntried * sizeof *tried);
+    return place(ctx, d, t, tried, t->ntried);
 }
 
 static VCL_BOOL v_matchproto_(vdi_healthy_f)
@@ -416,7 +377,6 @@ VCL_VOID vmod_director__init(VRT_CTX, struct vmod_chring_director **dp, const ch
     CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
     AN(dp);
     AZ(*dp);
-    pthread_once(&retry_once, retry_init);
     chring_profile_t prof;
     if (profile == NULL || chring_profile_parse(profile, &prof) < 0 ||
         prof == CHRING_PROFILE_CUSTOM) {
@@ -525,11 +485,10 @@ VCL_BACKEND vmod_director_backend(VRT_CTX, struct vmod_chring_director *d, VCL_S
     if (key == NULL)
         key = "";
     if (ctx->method & VCL_MET_TASK_B) {
-        /* Backend side: placed when the fetch resolves the director (chring_resolve). */
-        if (t->held) {
-            chring_release(d->entry->ring, &t->lease);
-            t->held = 0;
-        }
+        /* Backend side: placed when the fetch resolves the director (chring_resolve); a new
+         * attempt's call ends the previous attempt's lease. */
+        if (t->held && t->attempt != VRT_r_bereq_retries(ctx))
+            end_attempt(d, t);
         t->key = key;
         t->key_len = strlen(key);
         return d->dir;
