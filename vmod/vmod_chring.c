@@ -569,6 +569,24 @@ VCL_INT vmod_director_load(VRT_CTX, struct vmod_chring_director *d, VCL_BACKEND 
     return load;
 }
 
+VCL_REAL vmod_director_scale(VRT_CTX, struct vmod_chring_director *d, VCL_BACKEND be)
+{
+    CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+    CHECK_OBJ_NOTNULL(d, CHRING_DIRECTOR_MAGIC);
+    const struct backend_ref *b = NULL;
+    for (size_t i = 0; i < d->n; i++)
+        if (d->backends[i].be == be)
+            b = &d->backends[i];
+    if (b == NULL)
+        return -1;
+    chring_t *ring = d->entry->ring;
+    const chring_snap_t *s = chring_snap_enter(ring);
+    const chring_member_t *m = chring_snap_find(s, b->name);
+    VCL_REAL scale = m == NULL ? -1 : chring_member_scale(m);
+    chring_snap_exit(ring, s);
+    return scale;
+}
+
 VCL_INT vmod_director_leases(VRT_CTX, struct vmod_chring_director *d)
 {
     CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
