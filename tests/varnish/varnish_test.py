@@ -12,6 +12,7 @@ directors.shard in the same varnishd.
 """
 import http.client
 import os
+import shutil
 import signal
 import socket
 import socketserver
@@ -230,6 +231,7 @@ class Varnish:
                 self.proc.kill()
                 self.proc.wait(timeout=30)
         self.out.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def get(port, path, headers=None, conn=None):
@@ -570,8 +572,10 @@ def reload_vcl(bs, names, slow="0s"):
     init = '  new ring = chring.director(profile = "hash64", slow_start = %s);\n' % slow
     init += "".join("  ring.add_backend(%s);\n" % n for n in names)
     extra = ('  if (req.url ~ "^/_scale/") { return (synth(200, "scale")); }\n')
-    scale = ('  if (resp.reason == "scale") {\n'
-             '    set resp.http.x-scale = ring.scale(b4);\n    return (deliver);\n  }')
+    scale = ""
+    if any(b.name == "b4" for b in bs):
+        scale = ('  if (resp.reason == "scale") {\n'
+                 '    set resp.http.x-scale = ring.scale(b4);\n    return (deliver);\n  }')
     text = header(vcl_backends(bs), init, recv_extra=extra, synth_extra=scale)
     return text
 
