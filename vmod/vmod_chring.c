@@ -270,9 +270,13 @@ static struct task_state *task_get(VRT_CTX, struct vmod_chring_director *d)
 /* Places the task's key with bounded loads, skipping `tried`, and members this director has no
  * backend for (a newer VCL's).  Returns the backend, or NULL when no member is left. */
 static VCL_BACKEND place(VRT_CTX, struct vmod_chring_director *d, struct task_state *t,
-                         const chring_member_t **tried, unsigned ntried)
+                         const chring_member_t *const *skip, unsigned nskip)
 {
     chring_t *ring = d->entry->ring;
+    const chring_member_t *tried[TRIED_MAX];
+    unsigned ntried = nskip < TRIED_MAX ? nskip : TRIED_MAX;
+    if (ntried > 0)
+        memcpy(tried, skip, ntried * sizeof *tried);
     claim(ctx, d);
     sync_health(ctx, d);
     for (;;) {
@@ -327,9 +331,7 @@ static VCL_BACKEND v_matchproto_(vdi_resolve_f) chring_resolve(VRT_CTX, VCL_BACK
     if (t->held)
         end_attempt(d, t);
     t->attempt = attempt;
-    const chring_member_t *tried[TRIED_MAX];
-    memcpy(tried, t->tried, t->ntried * sizeof *tried);
-    return place(ctx, d, t, tried, t->ntried);
+    return place(ctx, d, t, t->tried, t->ntried);
 }
 
 static VCL_BOOL v_matchproto_(vdi_healthy_f)
