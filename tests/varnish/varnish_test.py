@@ -27,6 +27,9 @@ VARNISHD = os.environ.get("CHRING_VARNISHD", "/usr/sbin/varnishd")
 VMOD = os.environ.get("CHRING_VMOD", "libvmod_chring.so")
 TOOL = os.environ.get("CHRING_TOOL", "chring")
 COMPAT_DATA = os.environ.get("COMPAT_DATA", "")
+# A sanitizer build of the VMOD (.ci/steps/45-varnish-asan.sh): the runtime to preload into
+# varnishd, whose reports go to the work folder and fail the case.
+PRELOAD = os.environ.get("CHRING_VARNISH_PRELOAD", "")
 
 
 class TestFailure(Exception):
@@ -168,12 +171,19 @@ class Varnish:
         self.nvcl = 0
         path = self.write_vcl(vcl)
         self.out = open(os.path.join(self.dir, "varnishd.log"), "w")
+        env = dict(os.environ)
+        if PRELOAD:
+            env["LD_PRELOAD"] = PRELOAD
+            env["ASAN_OPTIONS"] = ("detect_leaks=0:abort_on_error=1:log_path=%s/asan"
+                                   % self.dir)
+            env["UBSAN_OPTIONS"] = ("print_stacktrace=1:halt_on_error=1:log_path=%s/ubsan"
+                                    % self.dir)
         self.proc = subprocess.Popen(
             [VARNISHD, "-F", "-j", "none", "-n", self.dir + "/n", "-a", "127.0.0.1:%d" % self.port,
              "-T", "127.0.0.1:%d" % self.admin, "-f", path, "-s", "malloc,32m",
              "-p", "vcc_err_unref=off", "-p", "thread_pool_min=50", "-p", "vsl_space=1M",
              "-p", "vcc_allow_inline_c=off"],
-            stdout=self.out, stderr=subprocess.STDOUT)
+            stdout=self.out, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             check(self.proc.poll() is None, "varnishd exited: %s" % self.logtail())
@@ -231,7 +241,13 @@ class Varnish:
                 self.proc.kill()
                 self.proc.wait(timeout=30)
         self.out.close()
+        reports = [f for f in os.listdir(self.dir) if f.startswith(("asan.", "ubsan."))]
+        text = ""
+        for f in reports:
+            with open(os.path.join(self.dir, f), errors="replace") as fh:
+                text += fh.read()[:4000]
         shutil.rmtree(self.dir, ignore_errors=True)
+        check(not text, "sanitizer report from varnishd:\n" + text)
 
 
 def get(port, path, headers=None, conn=None):
