@@ -734,6 +734,36 @@ def case_reloads_memory():
     with_setup(["b1", "b2", "b3"], run)
 
 
+def case_unload():
+    """A VCL without chring replaces the last one with it and the old one is discarded (the
+    VMOD's last user gone), twice; a VCL importing it again places as the tool, and the cache
+    process survives throughout."""
+    def run(bs):
+        names = ["b1", "b2", "b3"]
+        v = Varnish(reload_vcl(bs, names))
+        try:
+            check(get(v.port, KEYS[0])[0] == 200, "first request")
+            plain = ('vcl 4.1;\n%s\nsub vcl_recv { set req.backend_hint = b1; return (pass); }\n'
+                     % vcl_backends(bs))
+            prev = v.reload(plain, discard_old="boot")
+            for i in range(3):
+                check(get(v.port, KEYS[i])[0] == 200, "request without chring")
+            prev = v.reload(reload_vcl(bs, names), discard_old=prev)
+            got = owners_through(v, KEYS[:50])
+            want = tool_owners("hash64", 160, [(n, 1) for n in names], KEYS[:50])
+            check(got == want, "after the VMOD came back: not as the tool")
+            prev = v.reload(plain, discard_old=prev)
+            check(get(v.port, KEYS[0])[0] == 200, "request after the second unload")
+            check(v.proc.poll() is None and v.child_pid() is not None, "varnishd lost its child")
+            rc, out = v.adm("status")
+            check(rc == 0 and "running" in out, "child not running: %s" % out)
+            log("unload: the last chring VCL discarded twice, chring imported again, placement "
+                "as the tool")
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
+
 CASES = {
     "placement": case_placement,
     "parity": case_parity,
@@ -742,6 +772,7 @@ CASES = {
     "retry": case_retry,
     "reload": case_reload,
     "reloads-memory": case_reloads_memory,
+    "unload": case_unload,
 }
 
 
