@@ -92,7 +92,7 @@ struct task_state {
     chring_lease_t lease;
     VCL_BACKEND be;
     VCL_INT attempt; /* backend tasks: bereq.retries when the lease was taken */
-    unsigned ntried;  /* members the fetch's earlier attempts used */
+    unsigned ntried; /* members the fetch's earlier attempts used */
     const chring_member_t *tried[TRIED_MAX];
 };
 
@@ -190,8 +190,8 @@ static void claim(VRT_CTX, struct vmod_chring_director *d)
             return;
         }
         for (size_t i = 0; i < d->n; i++)
-            members[i] = (chring_change_t){.name = d->backends[i].name,
-                                           .weight = d->backends[i].weight};
+            members[i] =
+                (chring_change_t){.name = d->backends[i].name, .weight = d->backends[i].weight};
         int rc = chring_sync(e->ring, members, d->n);
         free(members);
         if (rc < 0) {
@@ -280,9 +280,9 @@ static VCL_BACKEND place(VRT_CTX, struct vmod_chring_director *d, struct task_st
     claim(ctx, d);
     sync_health(ctx, d);
     for (;;) {
-        int rc = ntried == 0 ? chring_acquire(ring, t->key, t->key_len, &t->lease)
-                             : chring_acquire_skip(ring, t->key, t->key_len, tried, ntried,
-                                                   &t->lease);
+        int rc = ntried == 0
+                     ? chring_acquire(ring, t->key, t->key_len, &t->lease)
+                     : chring_acquire_skip(ring, t->key, t->key_len, tried, ntried, &t->lease);
         if (rc < 0)
             return NULL;
         const struct backend_ref *b = find_backend(d, chring_member_name(t->lease.member));
@@ -507,8 +507,7 @@ VCL_BACKEND vmod_director_backend(VRT_CTX, struct vmod_chring_director *d, VCL_S
 }
 
 /* The owner of key (health applied) under a read section, or NULL. */
-static const struct backend_ref *owner_of(VRT_CTX, struct vmod_chring_director *d,
-                                          VCL_STRING key)
+static const struct backend_ref *owner_of(VRT_CTX, struct vmod_chring_director *d, VCL_STRING key)
 {
     chring_t *ring = d->entry->ring;
     claim(ctx, d);

@@ -56,8 +56,8 @@ static void golden_load(const char *file, struct golden *g)
             continue;
         if (strncmp(line, "#member\t", 8) == 0) {
             cr_assert(g->members < MAX_MEMBERS);
-            cr_assert(sscanf(line + 8, "%31s %u", g->member[g->members],
-                             &g->weight[g->members]) == 2);
+            cr_assert(sscanf(line + 8, "%31s %u", g->member[g->members], &g->weight[g->members]) ==
+                      2);
             g->members++;
             continue;
         }
