@@ -511,15 +511,21 @@ def wait_health(v, name, state):
 
 
 def case_sick():
-    """A backend its probe marks sick: only its keys move, and they come back."""
+    """A backend its probe marks sick: only its keys move, and they come back; it warms up
+    again (slow start) while the others stay at full scale."""
     def run(bs):
         init = """
-  new ring = chring.director(profile = "hash64");
+  new ring = chring.director(profile = "hash64", slow_start = 120s);
   ring.add_backend(b1);
   ring.add_backend(b2);
   ring.add_backend(b3);
   ring.add_backend(b4);"""
-        v = Varnish(header(vcl_backends(bs, probe=True), init))
+        extra = '  if (req.url ~ "^/_scale/") { return (synth(200, "scale")); }\n'
+        scale = ('  if (resp.reason == "scale") {\n'
+                 '    set resp.http.x-scale = ring.scale(b2);\n'
+                 '    set resp.http.x-scale-b1 = ring.scale(b1);\n    return (deliver);\n  }')
+        v = Varnish(header(vcl_backends(bs, probe=True), init, recv_extra=extra,
+                           synth_extra=scale))
         try:
             members = [(b.name, 1) for b in bs]
             for b in bs:
@@ -540,10 +546,14 @@ def case_sick():
             after = owners_through(v, KEYS)
             check(after == before, "b2 healthy again: %d keys not back"
                   % sum(1 for k in KEYS if after[k] != before[k]))
+            st, h, _ = get(v.port, "/_scale/")
+            check(0 < float(h["x-scale"]) < 0.5 and float(h["x-scale-b1"]) == 1.0,
+                  "after recovery b2 should warm up, b1 not: scales %s, %s"
+                  % (h["x-scale"], h["x-scale-b1"]))
             n, stats = leases(v)
             check(n == 0, "leases at rest: %d" % n)
-            log("sick: b2 sick moved its %d keys only, healthy again got them back; %s"
-                % (len(moved), stats))
+            log("sick: b2 sick moved its %d keys only, healthy again got them back and warms "
+                "up (scale %s); %s" % (len(moved), h["x-scale"], stats))
         finally:
             v.stop()
     with_setup(["b1", "b2", "b3", "b4"], run)
