@@ -68,7 +68,8 @@ struct backend_ref {
     char *name; /* the member name: ident or the backend's VCL name */
     VCL_BACKEND be;
     uint32_t weight;
-    int health; /* last state mirrored into the ring: 1 up, 0 down, -1 not yet; atomic */
+    int health; /* last state mirrored into the ring: 1 up, 0 down, -1 not yet; written under
+                   the entry's claim_mtx, read without it */
 };
 
 struct vmod_chring_director {
@@ -206,7 +207,10 @@ static void claim(VRT_CTX, struct vmod_chring_director *d)
 
 /* Mirrors the probes of the owning director's backends into the ring: a backend Varnish finds
  * sick is down for chring (its keys walk on clockwise), and one that comes back ramps up over
- * slow_start.  One thread wins each transition (the exchange), the others see it done. */
+ * slow_start.  A change is applied under the entry's mutex together with the state it records,
+ * so the ring and b->health never disagree for long: a thread that applies an observation older
+ * than another's leaves b->health saying so, and the next placement sees the difference and
+ * applies the probe's state again. */
 static void sync_health(VRT_CTX, struct vmod_chring_director *d)
 {
     struct ring_entry *e = d->entry;
@@ -215,14 +219,18 @@ static void sync_health(VRT_CTX, struct vmod_chring_director *d)
     for (size_t i = 0; i < d->n; i++) {
         struct backend_ref *b = &d->backends[i];
         int now = VRT_Healthy(ctx, b->be, NULL) ? 1 : 0;
+        /* Relaxed: a stale read only costs a look under the mutex. */
         if (__atomic_load_n(&b->health, __ATOMIC_RELAXED) == now)
             continue;
-        int was = __atomic_exchange_n(&b->health, now, __ATOMIC_ACQ_REL);
-        if (was == now)
-            continue;
-        (void)chring_set_down(e->ring, b->name, !now);
-        if (now && was == 0 && e->slow_start_ms > 0)
-            (void)chring_set_ramp(e->ring, b->name, 0.1, 1.0, e->slow_start_ms);
+        pthread_mutex_lock(&e->claim_mtx);
+        int was = b->health;
+        if (was != now) {
+            (void)chring_set_down(e->ring, b->name, !now);
+            if (now && was == 0 && e->slow_start_ms > 0)
+                (void)chring_set_ramp(e->ring, b->name, 0.1, 1.0, e->slow_start_ms);
+            __atomic_store_n(&b->health, now, __ATOMIC_RELAXED);
+        }
+        pthread_mutex_unlock(&e->claim_mtx);
     }
 }
 
