@@ -440,6 +440,18 @@ def case_parity():
             want = tool_owners("varnish", 67, [("s1", 1), ("s2", 2), ("s3", 1), ("s4", 3)], keys)
             bad = [k for k in keys if ours[k] != want[k]]
             check(not bad, "%d URLs differ from the tool" % len(bad))
+            # A sick backend: both directors walk on clockwise from where Varnish starts.
+            rc, out = v.adm("backend.set_health", "s2", "sick")
+            check(rc == 0, "backend.set_health: %s" % out)
+            ours_sick = owners_through(v, keys)
+            theirs_sick = owners_through(v, keys, headers={"x-dir": "shard"})
+            bad = [k for k in keys if ours_sick[k] != theirs_sick[k]]
+            check(not bad, "s2 sick: %d of %d URLs differ from directors.shard, e.g. %s"
+                  % (len(bad), len(keys), [(k, ours_sick[k], theirs_sick[k]) for k in bad[:3]]))
+            check(all(ours_sick[k] == ours[k] for k in keys if ours[k] != "s2"),
+                  "s2 sick moved keys of other backends")
+            rc, out = v.adm("backend.set_health", "s2", "auto")
+            check(rc == 0, "backend.set_health: %s" % out)
             # Varnish's own directors_c00005.vtc: s1, s2, s3, replicas 25, by URL.
             vec = []
             with open(os.path.join(COMPAT_DATA, "varnish_c00005.tsv")) as f:
@@ -452,7 +464,7 @@ def case_parity():
             bad = [(u, got[u], w) for u, w in vec if got[u] != w]
             check(not bad, "directors_c00005 vectors: %s" % bad)
             log("parity: %d URLs as directors.shard (4 backends, weights 1,2,1,3, replicas 67), "
-                "and the 3 URLs of directors_c00005.vtc" % len(keys))
+                "also with s2 sick, and the 3 URLs of directors_c00005.vtc" % len(keys))
         finally:
             v.stop()
     with_setup(["s1", "s2", "s3", "s4"], run)
