@@ -94,6 +94,7 @@ class Backend:
         self.fail = False
         self.gate = gate
         self.lock = threading.Lock()
+        self.release = threading.Event()  # /hold/ paths wait for it (bounded)
         self.inflight = 0
         self.peak = 0
         self.requests = 0
@@ -137,6 +138,12 @@ class Backend:
                 self.peak = max(self.peak, self.inflight)
             if self.gate is not None:
                 self.gate.enter()
+            if path.startswith("/hold/"):
+                self.release.wait(30)
+            if path.startswith("/drop/"):
+                with self.lock:
+                    self.inflight -= 1
+                return False  # closed without an answer: a fetch error
             if self.fail and path.startswith("/fail/"):
                 status = "503 Unavailable"
         body = self.name.encode()
@@ -721,6 +728,77 @@ def case_reload():
     with_setup(["b1", "b2", "b3", "b4"], run)
 
 
+def wait_leases_zero(v):
+    """Leases go back when tasks end, which varnishd does after the client's answer: a bounded
+    wait for the state, not a timing assertion."""
+    deadline = time.monotonic() + 30
+    while True:
+        n, stats = leases(v)
+        if n == 0 or time.monotonic() > deadline:
+            return n, stats
+        time.sleep(0.1)
+
+
+def case_errors():
+    """Leases go back on fetch errors and aborted requests, client side and backend side."""
+    def run(bs):
+        init = """
+  new ring = chring.director(profile = "hash64");
+  ring.add_backend(b1);
+  ring.add_backend(b2);
+  ring.add_backend(b3);
+  new late = chring.director(profile = "hash64");
+  late.add_backend(b1);
+  late.add_backend(b2);
+  late.add_backend(b3);"""
+        extra = '  if (req.http.x-dir == "late") { return (pass); }\n'
+        v = Varnish(header(vcl_backends(bs), init, recv_extra=extra).replace(
+            "sub vcl_deliver {", """sub vcl_backend_fetch {
+  if (bereq.http.x-dir == "late") { set bereq.backend = late.backend(key = bereq.url); }
+}
+sub vcl_deliver {""", 1).replace(
+            '    set resp.http.x-leases = ring.leases();',
+            '    set resp.http.x-leases = ring.leases() + late.leases();'))
+        try:
+            for hdr in ({}, {"x-dir": "late"}):
+                # Fetch errors: every backend closes without an answer.
+                for i in range(12):
+                    st, _, _ = get(v.port, "/drop/%d" % i, headers=hdr)
+                    check(st == 503, "/drop/%d: status %d" % (i, st))
+                n, stats = wait_leases_zero(v)
+                check(n == 0, "after fetch errors (%s): leases %d (%s)" % (hdr, n, stats))
+                # Aborted requests: 12 clients go away while their fetches are held.
+                for b in bs:
+                    b.release.clear()
+                socks = []
+                for i in range(12):
+                    c = socket.create_connection(("127.0.0.1", v.port), timeout=30)
+                    extra_hdr = "".join("%s: %s\r\n" % kv for kv in hdr.items())
+                    c.sendall(("GET /hold/%d HTTP/1.1\r\nHost: x\r\n%s\r\n"
+                               % (i, extra_hdr)).encode())
+                    socks.append(c)
+                deadline = time.monotonic() + 30
+                while sum(b.inflight for b in bs) < 12 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                check(sum(b.inflight for b in bs) == 12, "the held fetches did not all arrive")
+                n, _ = leases(v)
+                check(n == 12, "12 requests in flight: leases %d" % n)
+                for c in socks:
+                    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+                    c.close()  # a reset: the clients are gone
+                for b in bs:
+                    b.release.set()
+                n, stats = wait_leases_zero(v)
+                check(n == 0, "after aborted requests (%s): leases %d (%s)" % (hdr, n, stats))
+            log("errors: leases back to 0 after 12 fetch errors and 12 aborted requests, "
+                "placed client side and backend side")
+        finally:
+            for b in bs:
+                b.release.set()
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
+
 def rss_kb(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -795,6 +873,7 @@ CASES = {
     "reload": case_reload,
     "reloads-memory": case_reloads_memory,
     "unload": case_unload,
+    "errors": case_errors,
 }
 
 
