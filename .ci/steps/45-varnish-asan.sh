@@ -3,8 +3,8 @@
 # the library built with the sanitizers, their runtime preloaded into varnishd (which is not),
 # and the tests/varnish cases run against it (placement, parity, hot key across threads, a sick
 # backend, retries, fetch errors and aborted requests, a reload under traffic with the old VCL
-# discarded).  Any sanitizer report
-# from varnishd fails the case that saw it (tests/varnish/varnish_test.py, CHRING_VARNISH_PRELOAD).
+# discarded).  Any sanitizer report from varnishd fails the case that saw it
+# (tests/varnish/varnish_test.py, CHRING_VARNISH_PRELOAD).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/deps.sh varnish libvarnishapi-dev python3
