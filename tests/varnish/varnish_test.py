@@ -333,8 +333,10 @@ sub vcl_synth {
 }
 sub vcl_deliver {
   set resp.http.x-member = %s.member(req.url);
+  set resp.http.x-lookup = %s.lookup(req.url);
+  set resp.http.x-spilled = %s.spilled();
 }
-""" % (body_init, recv_extra, recv, fetch, ring, ring, synth_extra, ring)
+""" % (body_init, recv_extra, recv, fetch, ring, ring, synth_extra, ring, ring, ring)
 
 
 def header(backends_text, init, **kw):
@@ -402,6 +404,14 @@ def case_placement():
             st, h, _ = get(v.port, KEYS[7])
             check(h["x-member"] == want[KEYS[7]], ".member(): %s, tool %s"
                   % (h["x-member"], want[KEYS[7]]))
+            # One connection: each request's task (and lease) ends before the next is read.
+            vcl_name = {"b1": "b1", "b2": "b2", "cache-3": "b3"}
+            conn = http.client.HTTPConnection("127.0.0.1", v.port, timeout=30)
+            for k in KEYS[:40]:
+                st, h, _ = get(v.port, k, conn=conn)
+                check(h["x-lookup"] == vcl_name[want[k]] and h["x-spilled"] == "false",
+                      "%s: .lookup() %s .spilled() %s, tool %s"
+                      % (k, h["x-lookup"], h["x-spilled"], want[k]))
             want = tool_owners("xxh3", 40, [("b1", 1), ("b2", 1), ("b3", 1)], KEYS)
             got = owners_through(v, KEYS, headers={"x-dir": "fast"})
             bad = [k for k in KEYS if got[k] != want[k]]
@@ -501,6 +511,13 @@ def case_hotkey():
             per = {}
             for _, h, _ in res:
                 per[h["x-backend"]] = per.get(h["x-backend"], 0) + 1
+            owner = res[0][1]["x-member"]
+            spilled = sum(1 for _, h, _ in res if h["x-spilled"] == "true")
+            check(spilled == clients - per.get(owner, 0),
+                  ".spilled() said true %d times, %d went past the owner %s"
+                  % (spilled, clients - per.get(owner, 0), owner))
+            check(all((h["x-spilled"] == "true") == (h["x-backend"] != owner) for _, h, _ in res),
+                  ".spilled() disagrees with where a request went")
             cap = -(-int(1.25 * clients * 100) // (3 * 100))  # ceil(c * K / n) = 10
             peaks = {b.name: b.peak for b in bs}
             check(max(peaks.values()) <= cap, "a backend above its capacity %d: %s" % (cap, peaks))
