@@ -280,3 +280,58 @@ Test(compat_varnish, a_down_backend_passes_its_keys_on_clockwise)
     chring_snap_exit(r, s);
     chring_free(&r);
 }
+
+/* The owner by a binary search over the points, as Varnish's shard_lookup() finds it (first
+ * point at or above h; above the top, the last point; two points, point 1). */
+static const chring_member_t *reference_owner(const chring_snap_t *s, uint32_t h)
+{
+    size_t n = chring_snap_points(s), lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t pos;
+        cr_assert_eq(chring_snap_point(s, mid, &pos, NULL), 0);
+        if (pos < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t i = n == 2 ? 1 : lo == n ? n - 1 : lo;
+    const chring_member_t *m;
+    cr_assert_eq(chring_snap_point(s, i, NULL, &m), 0);
+    return m;
+}
+
+/* A ring of more than 2^19 points, where the index may name owners in empty buckets for other
+ * profiles: keys above the top point still go to the last point. */
+Test(compat_varnish, a_large_ring_keeps_the_top_rule, .timeout = 60)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.profile = CHRING_PROFILE_VARNISH;
+    cfg.vnodes = 11000;
+    chring_t *r = NULL;
+    cr_assert_eq(chring_new(&r, &cfg), 0);
+    chring_change_t members[50];
+    char names[50][16];
+    for (int j = 0; j < 50; j++) {
+        snprintf(names[j], sizeof names[j], "be-%d", j);
+        members[j] = (chring_change_t){.name = names[j], .weight = 1};
+    }
+    cr_assert_eq(chring_sync(r, members, 50), 0);
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_assert_gt(chring_snap_points(s), (size_t)1 << 19);
+    uint64_t hi;
+    const chring_member_t *last, *first;
+    ring_ends(s, &first, &last, &(uint64_t){0}, &hi);
+    for (uint64_t h = hi; h <= UINT32_MAX; h += (UINT32_MAX - hi) / 64 + 1)
+        cr_assert_eq(chring_snap_lookup_hash(s, h), last, "above the top: %llx",
+                     (unsigned long long)h);
+    cr_assert_eq(chring_snap_lookup_hash(s, UINT32_MAX), last);
+    uint32_t x = 12345;
+    for (int k = 0; k < 20000; k++) {
+        x = x * 1664525u + 1013904223u;
+        cr_assert_eq(chring_snap_lookup_hash(s, x), reference_owner(s, x), "h %08x", x);
+    }
+    chring_snap_exit(r, s);
+    chring_free(&r);
+}
