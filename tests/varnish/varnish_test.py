@@ -364,9 +364,9 @@ def owners_through(v, keys, headers=None):
 KEYS = ["/obj/%d" % i for i in range(300)]
 
 
-def with_setup(names, fn, probe=False, gate=None):
+def with_setup(names, fn, gate=None):
+    """Runs fn with backends of these names, stopped afterwards."""
     backends = [Backend(n, gate) for n in names]
-    v = None
     try:
         return fn(backends)
     finally:

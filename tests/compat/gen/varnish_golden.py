@@ -31,8 +31,7 @@ def parse(text):
         if name not in backends:
             backends.append(name)
         weights[name] = int(float(w)) if w else 1
-    for rm in re.finditer(r"remove_backend\((s\d+)\)", text):
-        pass  # c00006 removes s3 and adds it back at the same index
+    # c00006 removes s3 and adds it back: it keeps its place (host index 2) in the list above.
     for b in backends:
         out.append("#member\t%s\t%d" % (b, weights[b]))
     for pm in re.finditer(r"hashcircle.*? (\d+)\. = \.point = \*?\s*([0-9a-f]+), host = *(\d+)\.", text):
