@@ -199,11 +199,20 @@ typedef enum {
      * use), taken in name order; point i of a member is XXH64("<name>_<i>", seed 0); the point
      * counts come from the normalised weights and config.ring_size_min / ring_size_max by
      * running sums, so they depend on the whole membership.  Key hash: XXH64(key, seed 0). */
-    CHRING_PROFILE_ENVOY
+    CHRING_PROFILE_ENVOY,
+    /* Varnish 7.1 `directors.shard()`; 32-bit; vnodes is its `replicas` (Varnish's default is
+     * 67), vnodes * weight points per backend.  Member names are the backends' identities (the
+     * VCL name unless `ident` is given); replica j sits at the little-endian u32 of the last 4
+     * bytes of SHA-256(name followed by j in decimal).  Key hash: the same of the key bytes
+     * (`by = URL`: the key is the URL).  A key above the highest point starts at the last point
+     * (not the first), and on a ring of exactly two points every key starts at point 1, as
+     * Varnish's shard_lookup() does; walks go on clockwise from there.  For `by = KEY` or
+     * `by = BLOB`, pass Varnish's 32-bit key to chring_snap_lookup_hash. */
+    CHRING_PROFILE_VARNISH
 } chring_profile_t;
 
 /* The number of profiles: every chring_profile_t value is below it. */
-#define CHRING_PROFILE_COUNT (CHRING_PROFILE_ENVOY + 1)
+#define CHRING_PROFILE_COUNT (CHRING_PROFILE_VARNISH + 1)
 
 /* A custom hash: returns a value of the configured width (higher bits are ignored).  Must be a
  * pure function, safe to call from any thread at once. */

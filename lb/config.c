@@ -30,7 +30,7 @@ static void usage(FILE *f)
         "  --key path|header:NAME|query:NAME   routing key (default path)\n"
         "  --key-prefix N            route by the key's first N bytes\n"
         "  --profile NAME            hash64 (default), xxh3, murmur32, fnv32, fnv16, ketama, "
-        "nginx\n"
+        "nginx, varnish\n"
         "  --vnodes N                points per unit of weight (default 160)\n"
         "  --balance C               bounded-load factor c (default 1.25)\n"
         "  --backend-timeout SECS    connect/read timeout towards backends (default 3)\n"

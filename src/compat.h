@@ -1,6 +1,6 @@
 /* Point and key hashing of the compatibility profiles (docs/design.md §2.1): ketama and nginx
- * (compat.c), haproxy (compat_haproxy.c) and envoy (compat_envoy.c).  Internal to the library;
- * pure functions, any thread. */
+ * (compat.c), haproxy (compat_haproxy.c), envoy (compat_envoy.c) and varnish
+ * (compat_varnish.c).  Internal to the library; pure functions, any thread. */
 #ifndef CHRING_COMPAT_H
 #define CHRING_COMPAT_H
 
@@ -54,5 +54,11 @@ uint64_t chring__envoy_points_bound(uint32_t ring_min, uint32_t ring_max, uint32
 void chring__envoy_positions(const char *name, size_t len, uint64_t count, uint64_t *out);
 /* envoy: a key's position, XXH64(key, seed 0). */
 uint64_t chring__envoy_hash(const void *key, size_t len);
+
+/* varnish: a key's position, the little-endian u32 of the last 4 bytes of SHA-256(key). */
+uint32_t chring__varnish_hash(const void *key, size_t len);
+/* varnish: replica j (j < count) of the backend whose identity is `ident` at
+ * chring__varnish_hash(ident followed by j in decimal). */
+void chring__varnish_points(const char *ident, size_t len, uint64_t count, uint64_t *out);
 
 #endif

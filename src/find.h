@@ -64,13 +64,30 @@ static inline size_t chring__nearest(const chring_snap_t *s, uint64_t h64, size_
     return h64 - s->pos[before] <= s->pos[i] - h64 ? before : i;
 }
 
-/* The point a lookup and every walk start from: chring__find's, moved to the nearest point when
- * the profile says so (docs/design.md §2.1).  The default profile never reads the descriptor. */
+/* The varnish rule (Varnish's shard_lookup()): of point i, chring__find's answer, the last
+ * point when the key is above every point (chring__find wrapped to 0), and point 1 on a ring of
+ * two points whatever the key.  A ring of one point answers 0 either way. */
+static inline size_t chring__varnish_start(const chring_snap_t *s, uint64_t h64, size_t i)
+{
+    if (s->npoints == 2)
+        return 1;
+    if (i == 0 && s->npoints > 0 && h64 > s->pos[s->npoints - 1])
+        return s->npoints - 1;
+    return i;
+}
+
+/* The point a lookup and every walk start from: chring__find's, moved to the nearest point or
+ * by the varnish rule when the profile says so (docs/design.md §2.1).  The default profile
+ * never reads the descriptor. */
 static inline size_t chring__start(const chring_snap_t *s, uint64_t h64)
 {
     size_t i = chring__find(s, h64);
-    if (CHRING_UNLIKELY(s->prof.id != CHRING_PROFILE_HASH64 && s->prof.desc->nearest))
-        i = chring__nearest(s, h64, i);
+    if (CHRING_UNLIKELY(s->prof.id != CHRING_PROFILE_HASH64)) {
+        if (s->prof.desc->nearest)
+            i = chring__nearest(s, h64, i);
+        else if (s->prof.desc->varnish_start)
+            i = chring__varnish_start(s, h64, i);
+    }
     return i;
 }
 

@@ -224,6 +224,10 @@ struct chring_profile_desc {
      * true, the nearest point on either side, ties to the point before (haproxy).  Walks go on
      * clockwise from the point chosen (find.h, chring__start). */
     bool nearest;
+    /* Lookup rule of Varnish's shard director (varnish): a key above the highest point starts at
+     * the last point instead of wrapping to the first, and on a ring of exactly two points every
+     * key starts at point 1.  Walks go on clockwise from there. */
+    bool varnish_start;
     /* Optional: checks a member name for this profile, 0 or -EINVAL; NULL accepts every name. */
     int (*name_check)(const char *name, size_t len);
     /* Optional, for a profile whose point counts depend on the other members' weights and on

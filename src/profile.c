@@ -69,6 +69,12 @@ static uint64_t hash_envoy(const struct chring_prof *p, const void *key, size_t 
     return chring__envoy_hash(key, len);
 }
 
+static uint64_t hash_varnish(const struct chring_prof *p, const void *key, size_t len)
+{
+    (void)p;
+    return chring__varnish_hash(key, len);
+}
+
 static uint64_t hash_custom(const struct chring_prof *p, const void *key, size_t len)
 {
     return p->hash(key, len, p->hash_ctx) & width_mask(p->bits);
@@ -229,6 +235,14 @@ static void positions_envoy(const struct chring_prof *p, const char *name, size_
     chring__envoy_positions(name, name_len, count, out);
 }
 
+static void positions_varnish(const struct chring_prof *p, const char *name, size_t name_len,
+                              uint32_t weight, size_t members, uint64_t total_weight,
+                              uint64_t count, uint64_t *out)
+{
+    (void)p, (void)weight, (void)members, (void)total_weight;
+    chring__varnish_points(name, name_len, count, out);
+}
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 const struct chring_profile_desc chring__profiles[CHRING_PROFILE_COUNT] = {
@@ -325,6 +339,18 @@ const struct chring_profile_desc chring__profiles[CHRING_PROFILE_COUNT] = {
                               .hash = hash_envoy,
                               .points = points_envoy,
                               .positions = positions_envoy},
+    /* Varnish's shard director: vnodes is its `replicas`, vnodes * weight points per backend,
+     * each a pure function of (name, index), so a publish may merge.  Keys above the top point
+     * start at the last point; a two-point ring starts every key at point 1. */
+    [CHRING_PROFILE_VARNISH] = {.name = "varnish",
+                                .bits = 32,
+                                .uses_vnodes = true,
+                                .mergeable = true,
+                                .collide = CHRING_COLLIDE_KEEP_ALL,
+                                .varnish_start = true,
+                                .hash = hash_varnish,
+                                .points = points_vnodes,
+                                .positions = positions_varnish},
 };
 
 static const struct chring_profile_desc *profile_desc(chring_profile_t id)

@@ -78,11 +78,13 @@ size_t chring__index_buckets(size_t n, unsigned width, size_t prev_buckets)
  * misses; on smaller rings the branch on an entry kind set for a third to a half of the buckets
  * costs more than the loads it saves (measured with one-owner flags at 1000 x 160: 20 % slower
  * in throughput).  Also: the profile's owner must be the first point at or after a key (not
- * haproxy's nearest point), and every point index and slot must leave the kind bit free. */
+ * haproxy's nearest point nor varnish's last point for keys above the top), and every point
+ * index and slot must leave the kind bit free. */
 bool chring__index_slots(const chring_snap_t *s)
 {
-    return !s->prof.desc->nearest && s->npoints > ((size_t)1 << 19) &&
-           s->npoints < CHRING_INDEX_POINT && s->nslots < CHRING_INDEX_POINT;
+    return !s->prof.desc->nearest && !s->prof.desc->varnish_start &&
+           s->npoints > ((size_t)1 << 19) && s->npoints < CHRING_INDEX_POINT &&
+           s->nslots < CHRING_INDEX_POINT;
 }
 
 /* An empty bucket b whose first point after it is point `first` of bucket nb (nbuckets if

@@ -21,7 +21,7 @@
 static const char usage_head[] =
     "usage: chring [--profile P=hash64] [--vnodes N] [--balance C] [FILE...]\n"
     "Reads commands from FILEs or stdin (-), one per line; answers each on stdout.\n"
-    "  --profile P  hash64 murmur32 fnv32 fnv16 xxh3 ketama nginx haproxy envoy\n"
+    "  --profile P  murmur32 fnv32 fnv16 xxh3 ketama nginx haproxy envoy varnish\n"
     "  --vnodes N   points per unit of weight (default 160; ketama, nginx ignore it)\n"
     "  --balance C  bounded-load factor of BOUNDED and ACQUIRE (default 1.25)\n"
     "Commands (any case; blank lines and # comments are ignored)         answer\n";

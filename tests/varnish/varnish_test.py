@@ -1,0 +1,911 @@
+#!/usr/bin/env python3
+"""Tests of vmod_chring with the real varnishd of the system (docs/varnish.md).
+
+    varnish_test.py CASE        run one case (see CASES at the end)
+
+Each case starts one varnishd (the stock binary, the VMOD imported from the build folder) in
+the foreground with its own work folder and ports on 127.0.0.1, and Python backends in threads
+of this process; varnishd is stopped by its PID when the case ends, also on failure.  Every loop
+and every wait is bounded; no assertion is about time.  Expected owners come from the chring
+command-line tool (tools/chring, same library), and for the varnish profile from Varnish's own
+directors.shard in the same varnishd.
+"""
+import http.client
+import os
+import shutil
+import signal
+import socket
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+VARNISHD = os.environ.get("CHRING_VARNISHD", "/usr/sbin/varnishd")
+VMOD = os.environ.get("CHRING_VMOD", "libvmod_chring.so")
+TOOL = os.environ.get("CHRING_TOOL", "chring")
+COMPAT_DATA = os.environ.get("COMPAT_DATA", "")
+# A sanitizer build of the VMOD (.ci/steps/45-varnish-asan.sh): the runtime to preload into
+# varnishd, whose reports go to the work folder and fail the case.
+PRELOAD = os.environ.get("CHRING_VARNISH_PRELOAD", "")
+
+
+class TestFailure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+# ------------------------------------------------------------------------------------------------
+# Backends: threads of this process.  Each answers "X-Backend: <name>" in one write with
+# TCP_NODELAY; /health answers 200 or 503 (its probe); paths starting /fail/ answer 503 while
+# `fail` is set.  A shared gate can hold requests until enough are in flight across all backends
+# (the hot-key case), bounded by a deadline so nothing waits forever.
+# ------------------------------------------------------------------------------------------------
+
+
+class Gate:
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.want = 0  # 0: no gate
+        self.inflight = 0
+        self.peak = 0
+        self.want_reached = False
+
+    def enter(self):
+        with self.cond:
+            self.inflight += 1
+            self.peak = max(self.peak, self.inflight)
+            self.cond.notify_all()
+            if self.want:
+                deadline = time.monotonic() + 20
+                while (self.inflight < self.want and not self.want_reached
+                       and time.monotonic() < deadline):
+                    self.cond.wait(0.5)
+                if self.inflight >= self.want:
+                    self.want_reached = True
+
+    def leave(self):
+        with self.cond:
+            self.inflight -= 1
+
+
+class Backend:
+    def __init__(self, name, gate=None):
+        self.name = name
+        self.healthy = True
+        self.fail = False
+        self.gate = gate
+        self.lock = threading.Lock()
+        self.release = threading.Event()  # /hold/ paths wait for it (bounded)
+        self.inflight = 0
+        self.peak = 0
+        self.requests = 0
+        backend = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                sock = self.request
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                buf = b""
+                while True:
+                    while b"\r\n\r\n" not in buf:
+                        try:
+                            data = sock.recv(65536)
+                        except OSError:
+                            return
+                        if not data:
+                            return
+                        buf += data
+                    head, buf = buf.split(b"\r\n\r\n", 1)
+                    path = head.split(b"\r\n", 1)[0].split(b" ")[1].decode()
+                    if not backend.answer(sock, path):
+                        return
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, sock, path):
+        status = "200 OK"
+        if path == "/health":
+            status = "200 OK" if self.healthy else "503 Unavailable"
+        else:
+            with self.lock:
+                self.requests += 1
+                self.inflight += 1
+                self.peak = max(self.peak, self.inflight)
+            if self.gate is not None:
+                self.gate.enter()
+            if path.startswith("/hold/"):
+                self.release.wait(30)
+            if path.startswith("/drop/"):
+                with self.lock:
+                    self.inflight -= 1
+                return False  # closed without an answer: a fetch error
+            if self.fail and path.startswith("/fail/"):
+                status = "503 Unavailable"
+        body = self.name.encode()
+        msg = ("HTTP/1.1 %s\r\nContent-Length: %d\r\nX-Backend: %s\r\n\r\n"
+               % (status, len(body), self.name)).encode() + body
+        if path != "/health":
+            with self.lock:
+                self.inflight -= 1
+            if self.gate is not None:
+                self.gate.leave()
+        try:
+            sock.sendall(msg)  # one write (Nagle and delayed ACKs)
+        except OSError:
+            return False
+        return path != "/health"  # a probe waits for the close
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# ------------------------------------------------------------------------------------------------
+# varnishd
+# ------------------------------------------------------------------------------------------------
+
+
+class Varnish:
+    def __init__(self, vcl):
+        self.dir = tempfile.mkdtemp(prefix="chring-varnish-")
+        self.port = free_port()
+        self.admin = free_port()
+        self.nvcl = 0
+        path = self.write_vcl(vcl)
+        self.out = open(os.path.join(self.dir, "varnishd.log"), "w")
+        env = dict(os.environ)
+        if PRELOAD:
+            env["LD_PRELOAD"] = PRELOAD
+            env["ASAN_OPTIONS"] = ("detect_leaks=0:abort_on_error=1:log_path=%s/asan"
+                                   % self.dir)
+            env["UBSAN_OPTIONS"] = ("print_stacktrace=1:halt_on_error=1:log_path=%s/ubsan"
+                                    % self.dir)
+        self.proc = subprocess.Popen(
+            [VARNISHD, "-F", "-j", "none", "-n", self.dir + "/n", "-a", "127.0.0.1:%d" % self.port,
+             "-T", "127.0.0.1:%d" % self.admin, "-f", path, "-s", "malloc,32m",
+             "-p", "vcc_err_unref=off", "-p", "thread_pool_min=50", "-p", "vsl_space=1M",
+             "-p", "vcc_allow_inline_c=off"],
+            stdout=self.out, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            check(self.proc.poll() is None, "varnishd exited: %s" % self.logtail())
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise TestFailure("varnishd did not listen: %s" % self.logtail())
+
+    def logtail(self):
+        self.out.flush()
+        with open(os.path.join(self.dir, "varnishd.log")) as f:
+            return f.read()[-3000:]
+
+    def write_vcl(self, vcl):
+        self.nvcl += 1
+        path = os.path.join(self.dir, "v%d.vcl" % self.nvcl)
+        with open(path, "w") as f:
+            f.write(vcl)
+        return path
+
+    def adm(self, *args):
+        r = subprocess.run(["varnishadm", "-n", self.dir + "/n", "-t", "30"] + list(args),
+                           capture_output=True, text=True, timeout=60)
+        return r.returncode, r.stdout + r.stderr
+
+    def reload(self, vcl, discard_old=None):
+        """vcl.load + vcl.use of a new VCL; returns its name."""
+        path = self.write_vcl(vcl)
+        name = "v%d" % self.nvcl
+        rc, out = self.adm("vcl.load", name, path)
+        check(rc == 0, "vcl.load: %s" % out)
+        rc, out = self.adm("vcl.use", name)
+        check(rc == 0, "vcl.use: %s" % out)
+        if discard_old:
+            rc, out = self.adm("vcl.discard", discard_old)
+            check(rc == 0, "vcl.discard %s: %s" % (discard_old, out))
+        return name
+
+    def child_pid(self):
+        try:
+            with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
+                kids = f.read().split()
+            return int(kids[0]) if kids else None
+        except OSError:
+            return None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self.out.close()
+        reports = [f for f in os.listdir(self.dir) if f.startswith(("asan.", "ubsan."))]
+        text = ""
+        for f in reports:
+            with open(os.path.join(self.dir, f), errors="replace") as fh:
+                text += fh.read()[:4000]
+        shutil.rmtree(self.dir, ignore_errors=True)
+        check(not text, "sanitizer report from varnishd:\n" + text)
+
+
+def get(port, path, headers=None, conn=None):
+    c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("GET", path, headers=headers or {})
+    r = c.getresponse()
+    body = r.read()
+    hdrs = {k.lower(): v for k, v in r.getheaders()}
+    if conn is None:
+        c.close()
+    return r.status, hdrs, body
+
+
+def tool_owners(profile, vnodes, members, keys, down=()):
+    """Owners from the chring tool: members is a list of (name, weight)."""
+    lines = ["ADD " + " ".join(n for n, _ in members)]
+    for n, w in members:
+        if w != 1:
+            lines.append("WEIGHT %s %d" % (n, w))
+    if down:
+        lines.append("DOWN " + " ".join(down))
+    lines += ["LOOKUP " + k for k in keys]
+    r = subprocess.run([TOOL, "--profile", profile, "--vnodes", str(vnodes)],
+                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "chring tool: %s" % r.stderr)
+    out = r.stdout.split("\n")
+    skip = 1 + sum(1 for _, w in members if w != 1) + (1 if down else 0)
+    return dict(zip(keys, out[skip:skip + len(keys)]))
+
+
+# ------------------------------------------------------------------------------------------------
+# VCL
+# ------------------------------------------------------------------------------------------------
+
+
+def vcl_backends(backends, probe=False):
+    out = []
+    for b in backends:
+        p = ""
+        if probe:
+            p = ('\n  .probe = { .url = "/health"; .interval = 0.1s; .timeout = 2s; '
+                 '.window = 2; .threshold = 1; .initial = 2; }')
+        out.append('backend %s { .host = "127.0.0.1"; .port = "%d";%s }' % (b.name, b.port, p))
+    return "\n".join(out)
+
+
+def vcl_common(body_init, recv_extra="", backend_side=False, ring="ring", synth_extra=""):
+    recv = ('  set req.backend_hint = %s.backend(key = req.url);\n' % ring) if not backend_side else ""
+    fetch = ""
+    if backend_side:
+        fetch = """
+sub vcl_backend_fetch {
+  set bereq.backend = %s.backend(key = bereq.url);
+}
+sub vcl_backend_response {
+  if (beresp.status == 503 && bereq.retries < 2) { return (retry); }
+  set beresp.http.x-retries = bereq.retries;
+}
+""" % ring
+    return """
+sub vcl_init {
+%s
+}
+sub vcl_recv {
+  if (req.url == "/_leases") { return (synth(200, "leases")); }
+%s%s  return (pass);
+}
+%s
+sub vcl_synth {
+  if (resp.reason == "leases") {
+    set resp.http.x-leases = %s.leases();
+    set resp.http.x-stats = %s.stats();
+    return (deliver);
+  }
+%s
+}
+sub vcl_deliver {
+  set resp.http.x-member = %s.member(req.url);
+  set resp.http.x-lookup = %s.lookup(req.url);
+  set resp.http.x-spilled = %s.spilled();
+}
+""" % (body_init, recv_extra, recv, fetch, ring, ring, synth_extra, ring, ring, ring)
+
+
+def header(backends_text, init, **kw):
+    return ('vcl 4.1;\nimport chring from "%s";\nimport directors;\n%s\n' % (VMOD, backends_text)
+            + vcl_common(init, **kw))
+
+
+def leases(v):
+    st, h, _ = get(v.port, "/_leases")
+    check(st == 200, "/_leases: %d" % st)
+    return int(h["x-leases"]), h.get("x-stats", "")
+
+
+def owners_through(v, keys, headers=None):
+    out = {}
+    conn = http.client.HTTPConnection("127.0.0.1", v.port, timeout=30)
+    for k in keys:
+        st, h, _ = get(v.port, k, headers=headers, conn=conn)
+        check(st == 200, "%s: status %d" % (k, st))
+        out[k] = h["x-backend"]
+    conn.close()
+    return out
+
+
+KEYS = ["/obj/%d" % i for i in range(300)]
+
+
+def with_setup(names, fn, gate=None):
+    """Runs fn with backends of these names, stopped afterwards."""
+    backends = [Backend(n, gate) for n in names]
+    try:
+        return fn(backends)
+    finally:
+        for b in backends:
+            b.stop()
+
+
+# ------------------------------------------------------------------------------------------------
+# Cases
+# ------------------------------------------------------------------------------------------------
+
+
+def case_placement():
+    """hash64 and xxh3 directors: every key's backend and .member() as the tool places it."""
+    def run(bs):
+        b1, b2, b3 = bs
+        init = """
+  new ring = chring.director(profile = "hash64", vnodes = 160, balance = 1.25);
+  ring.add_backend(b1);
+  ring.add_backend(b2, weight = 2);
+  ring.add_backend(b3, ident = "cache-3");
+  new fast = chring.director(profile = "xxh3", vnodes = 40);
+  fast.add_backend(b1);
+  fast.add_backend(b2);
+  fast.add_backend(b3);"""
+        extra = '  if (req.http.x-dir == "fast") { set req.backend_hint = fast.backend(key = req.url); return (pass); }\n'
+        v = Varnish(header(vcl_backends(bs), init, recv_extra=extra))
+        try:
+            names = {"b1": "b1", "b2": "b2", "b3": "cache-3"}
+            want = tool_owners("hash64", 160, [("b1", 1), ("b2", 2), ("cache-3", 1)], KEYS)
+            got = owners_through(v, KEYS)
+            bad = [k for k in KEYS if names[got[k]] != want[k]]
+            check(not bad, "hash64: %d of %d keys differ from the tool, e.g. %s"
+                  % (len(bad), len(KEYS), bad[:3]))
+            st, h, _ = get(v.port, KEYS[7])
+            check(h["x-member"] == want[KEYS[7]], ".member(): %s, tool %s"
+                  % (h["x-member"], want[KEYS[7]]))
+            # One connection: each request's task (and lease) ends before the next is read.
+            vcl_name = {"b1": "b1", "b2": "b2", "cache-3": "b3"}
+            conn = http.client.HTTPConnection("127.0.0.1", v.port, timeout=30)
+            for k in KEYS[:40]:
+                st, h, _ = get(v.port, k, conn=conn)
+                check(h["x-lookup"] == vcl_name[want[k]] and h["x-spilled"] == "false",
+                      "%s: .lookup() %s .spilled() %s, tool %s"
+                      % (k, h["x-lookup"], h["x-spilled"], want[k]))
+            want = tool_owners("xxh3", 40, [("b1", 1), ("b2", 1), ("b3", 1)], KEYS)
+            got = owners_through(v, KEYS, headers={"x-dir": "fast"})
+            bad = [k for k in KEYS if got[k] != want[k]]
+            check(not bad, "xxh3: %d keys differ from the tool" % len(bad))
+            n, stats = leases(v)
+            check(n == 0, "leases at rest: %d (%s)" % (n, stats))
+            log("placement: 300 keys x 2 directors as the tool; leases at rest 0;", stats)
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
+
+def case_parity():
+    """profile = "varnish" against directors.shard in the same varnishd, and Varnish's vtc URLs."""
+    def run(bs):
+        s1, s2, s3, s4 = bs
+        init = """
+  new ring = chring.director(profile = "varnish");
+  ring.add_backend(s1);
+  ring.add_backend(s2, weight = 2);
+  ring.add_backend(s3);
+  ring.add_backend(s4, weight = 3);
+  new shard = directors.shard();
+  shard.add_backend(s1);
+  shard.add_backend(s2, weight = 2);
+  shard.add_backend(s3);
+  shard.add_backend(s4, weight = 3);
+  shard.reconfigure();
+  new vtc = chring.director(profile = "varnish", vnodes = 25);
+  vtc.add_backend(s1);
+  vtc.add_backend(s2);
+  vtc.add_backend(s3);"""
+        extra = ('  if (req.http.x-dir == "shard") { set req.backend_hint = shard.backend(by = URL); return (pass); }\n'
+                 '  if (req.http.x-dir == "vtc") { set req.backend_hint = vtc.backend(key = req.url); return (pass); }\n')
+        v = Varnish(header(vcl_backends(bs), init, recv_extra=extra))
+        try:
+            keys = KEYS + ["/", "/index.html", "/a?b=c", "/%e2%82%ac"]
+            ours = owners_through(v, keys)
+            theirs = owners_through(v, keys, headers={"x-dir": "shard"})
+            bad = [k for k in keys if ours[k] != theirs[k]]
+            check(not bad, "%d of %d URLs differ from directors.shard, e.g. %s"
+                  % (len(bad), len(keys), [(k, ours[k], theirs[k]) for k in bad[:3]]))
+            want = tool_owners("varnish", 67, [("s1", 1), ("s2", 2), ("s3", 1), ("s4", 3)], keys)
+            bad = [k for k in keys if ours[k] != want[k]]
+            check(not bad, "%d URLs differ from the tool" % len(bad))
+            # A sick backend: both directors walk on clockwise from where Varnish starts.
+            rc, out = v.adm("backend.set_health", "s2", "sick")
+            check(rc == 0, "backend.set_health: %s" % out)
+            ours_sick = owners_through(v, keys)
+            theirs_sick = owners_through(v, keys, headers={"x-dir": "shard"})
+            bad = [k for k in keys if ours_sick[k] != theirs_sick[k]]
+            check(not bad, "s2 sick: %d of %d URLs differ from directors.shard, e.g. %s"
+                  % (len(bad), len(keys), [(k, ours_sick[k], theirs_sick[k]) for k in bad[:3]]))
+            check(all(ours_sick[k] == ours[k] for k in keys if ours[k] != "s2"),
+                  "s2 sick moved keys of other backends")
+            rc, out = v.adm("backend.set_health", "s2", "auto")
+            check(rc == 0, "backend.set_health: %s" % out)
+            # Varnish's own directors_c00005.vtc: s1, s2, s3, replicas 25, by URL.
+            vec = []
+            with open(os.path.join(COMPAT_DATA, "varnish_c00005.tsv")) as f:
+                for line in f:
+                    p = line.rstrip("\n").split("\t")
+                    if p[0] == "url":
+                        vec.append((p[1], p[2]))
+            check(len(vec) == 3, "c00005 vectors: %d" % len(vec))
+            got = owners_through(v, [u for u, _ in vec], headers={"x-dir": "vtc"})
+            bad = [(u, got[u], w) for u, w in vec if got[u] != w]
+            check(not bad, "directors_c00005 vectors: %s" % bad)
+            log("parity: %d URLs as directors.shard (4 backends, weights 1,2,1,3, replicas 67), "
+                "also with s2 sick, and the 3 URLs of directors_c00005.vtc" % len(keys))
+        finally:
+            v.stop()
+    with_setup(["s1", "s2", "s3", "s4"], run)
+
+
+def case_hotkey():
+    """24 concurrent clients on one key: it spills, no backend above its capacity."""
+    clients = 24
+    gate = Gate()
+
+    def run(bs):
+        init = """
+  new ring = chring.director(profile = "hash64", balance = 1.25);
+  ring.add_backend(b1);
+  ring.add_backend(b2);
+  ring.add_backend(b3);"""
+        v = Varnish(header(vcl_backends(bs), init))
+        try:
+            gate.want = clients
+            gate.want_reached = False
+            with ThreadPoolExecutor(clients) as ex:
+                res = list(ex.map(lambda i: get(v.port, "/hot"), range(clients)))
+            check(all(st == 200 for st, _, _ in res), "failed requests: %s"
+                  % [st for st, _, _ in res if st != 200])
+            check(gate.want_reached, "the %d requests were never all in flight at once (peak %d)"
+                  % (clients, gate.peak))
+            per = {}
+            for _, h, _ in res:
+                per[h["x-backend"]] = per.get(h["x-backend"], 0) + 1
+            owner = res[0][1]["x-member"]
+            spilled = sum(1 for _, h, _ in res if h["x-spilled"] == "true")
+            check(spilled == clients - per.get(owner, 0),
+                  ".spilled() said true %d times, %d went past the owner %s"
+                  % (spilled, clients - per.get(owner, 0), owner))
+            check(all((h["x-spilled"] == "true") == (h["x-backend"] != owner) for _, h, _ in res),
+                  ".spilled() disagrees with where a request went")
+            cap = -(-int(1.25 * clients * 100) // (3 * 100))  # ceil(c * K / n) = 10
+            peaks = {b.name: b.peak for b in bs}
+            check(max(peaks.values()) <= cap, "a backend above its capacity %d: %s" % (cap, peaks))
+            check(len(per) >= 3, "the hot key did not spill over the 3 backends: %s" % per)
+            gate.want = 0
+            n, stats = leases(v)
+            check(n == 0, "leases at rest: %d (%s)" % (n, stats))
+            log("hotkey: %d clients, per backend %s, peaks %s <= %d; %s" % (clients, per, peaks,
+                                                                           cap, stats))
+        finally:
+            gate.want = 0
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run, gate=gate)
+
+
+def wait_health(v, name, state):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rc, out = v.adm("backend.list", name)
+        for line in out.splitlines():
+            if ("." + name) in line.split()[0] if line.split() else False:
+                cols = line.split()
+                if state in cols[1:4]:
+                    return
+        time.sleep(0.1)
+    raise TestFailure("backend %s never became %s: %s" % (name, state, v.adm("backend.list")[1]))
+
+
+def case_sick():
+    """A backend its probe marks sick: only its keys move, and they come back; it warms up
+    again (slow start) while the others stay at full scale."""
+    def run(bs):
+        init = """
+  new ring = chring.director(profile = "hash64", slow_start = 120s);
+  ring.add_backend(b1);
+  ring.add_backend(b2);
+  ring.add_backend(b3);
+  ring.add_backend(b4);"""
+        extra = '  if (req.url ~ "^/_scale/") { return (synth(200, "scale")); }\n'
+        scale = ('  if (resp.reason == "scale") {\n'
+                 '    set resp.http.x-scale = ring.scale(b2);\n'
+                 '    set resp.http.x-scale-b1 = ring.scale(b1);\n    return (deliver);\n  }')
+        v = Varnish(header(vcl_backends(bs, probe=True), init, recv_extra=extra,
+                           synth_extra=scale))
+        try:
+            members = [(b.name, 1) for b in bs]
+            for b in bs:
+                wait_health(v, b.name, "healthy")
+            before = owners_through(v, KEYS)
+            check(before == tool_owners("hash64", 160, members, KEYS), "healthy: not as the tool")
+            bs[1].healthy = False
+            wait_health(v, "b2", "sick")
+            sick = owners_through(v, KEYS)
+            want = tool_owners("hash64", 160, members, KEYS, down=["b2"])
+            check(sick == want, "b2 sick: not as the tool with b2 down")
+            moved = [k for k in KEYS if sick[k] != before[k]]
+            check(moved and all(before[k] == "b2" for k in moved),
+                  "keys moved that b2 did not own")
+            check(all(sick[k] != "b2" for k in KEYS), "b2 still answers while sick")
+            bs[1].healthy = True
+            wait_health(v, "b2", "healthy")
+            after = owners_through(v, KEYS)
+            check(after == before, "b2 healthy again: %d keys not back"
+                  % sum(1 for k in KEYS if after[k] != before[k]))
+            st, h, _ = get(v.port, "/_scale/")
+            check(0 < float(h["x-scale"]) < 0.5 and float(h["x-scale-b1"]) == 1.0,
+                  "after recovery b2 should warm up, b1 not: scales %s, %s"
+                  % (h["x-scale"], h["x-scale-b1"]))
+            n, stats = leases(v)
+            check(n == 0, "leases at rest: %d" % n)
+            log("sick: b2 sick moved its %d keys only, healthy again got them back and warms "
+                "up (scale %s); %s" % (len(moved), h["x-scale"], stats))
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3", "b4"], run)
+
+
+def case_retry():
+    """return (retry) after a 503: the fetch asks again and skips the backend that failed."""
+    def run(bs):
+        init = """
+  new ring = chring.director(profile = "hash64");
+  ring.add_backend(b1);
+  ring.add_backend(b2);
+  ring.add_backend(b3);"""
+        v = Varnish(header(vcl_backends(bs), init, backend_side=True))
+        try:
+            keys = ["/fail/%d" % i for i in range(30)]
+            members = [(b.name, 1) for b in bs]
+            plain = tool_owners("hash64", 160, members, keys)
+            got = owners_through(v, keys)
+            check(got == plain, "backend-side placement not as the tool")
+            by_name = {b.name: b for b in bs}
+            for k in keys[:10]:
+                owner = plain[k]
+                by_name[owner].fail = True
+                st, h, _ = get(v.port, k)
+                by_name[owner].fail = False
+                want = tool_owners("hash64", 160, members, [k], down=[owner])[k]
+                check(st == 200, "%s: status %d after retry" % (k, st))
+                check(h["x-retries"] == "1", "%s: retries %s" % (k, h.get("x-retries")))
+                check(h["x-backend"] == want, "%s: retry went to %s, want %s (owner %s failed)"
+                      % (k, h["x-backend"], want, owner))
+            n, stats = leases(v)
+            check(n == 0, "leases at rest: %d (%s)" % (n, stats))
+            check("retries=10" in stats, "ring retries: %s" % stats)
+            log("retry: 10 fetches retried past their failed owner to the next member; %s" % stats)
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
+
+def reload_vcl(bs, names, slow="0s", old_label=None):
+    init = '  new ring = chring.director(profile = "hash64", slow_start = %s);\n' % slow
+    init += "".join("  ring.add_backend(%s);\n" % n for n in names)
+    extra = ('  if (req.url ~ "^/_scale/") { return (synth(200, "scale")); }\n')
+    if old_label:
+        # Requests marked x-old run on the older VCL: its director is older than the ring's
+        # membership (the stragglers of a reload).
+        extra += '  if (req.http.x-old) { return (vcl(%s)); }\n' % old_label
+    scale = ""
+    if any(b.name == "b4" for b in bs):
+        scale = ('  if (resp.reason == "scale") {\n'
+                 '    set resp.http.x-scale = ring.scale(b4);\n    return (deliver);\n  }')
+    text = header(vcl_backends(bs), init, recv_extra=extra, synth_extra=scale)
+    return text
+
+
+def case_reload():
+    """vcl.load + vcl.use under traffic: b4 joins, b3 leaves; no failed request; keys move
+    only to or from them; the joiner warms up (slow start); the old VCL discarded, leases 0."""
+    def run(bs):
+        v = Varnish(reload_vcl(bs, ["b1", "b2", "b3"], slow="120s"))
+        stop = threading.Event()
+        failures = []
+        count = [0]
+
+        def traffic():
+            conn = http.client.HTTPConnection("127.0.0.1", v.port, timeout=30)
+            i = 0
+            while not stop.is_set() and count[0] < 200000:
+                try:
+                    st, _, _ = get(v.port, KEYS[i % len(KEYS)], conn=conn)
+                    if st != 200:
+                        failures.append(st)
+                except Exception as e:  # noqa: BLE001 - every failure is recorded
+                    failures.append(repr(e))
+                    conn = http.client.HTTPConnection("127.0.0.1", v.port, timeout=30)
+                count[0] += 1
+                i += 1
+
+        try:
+            before = owners_through(v, KEYS)
+            threads = [threading.Thread(target=traffic) for _ in range(4)]
+            for t in threads:
+                t.start()
+            while count[0] < 400 and all(t.is_alive() for t in threads):
+                time.sleep(0.05)  # traffic is flowing before the reload
+            rc, out = v.adm("vcl.label", "previous", "boot")
+            check(rc == 0, "vcl.label: %s" % out)
+            v2 = v.reload(reload_vcl(bs, ["b1", "b2", "b4"], slow="120s", old_label="previous"))
+            seen = count[0]
+            while count[0] < seen + 400 and all(t.is_alive() for t in threads):
+                time.sleep(0.05)  # and after it, on the new VCL, before the old one goes
+            # The old VCL's director, on a ring that now has b4 and not b3: it never answers
+            # with b4 (it has no such backend) nor b3 (no longer a member).
+            old = owners_through(v, KEYS[:100], headers={"x-old": "1"})
+            check(all(old[k] in ("b1", "b2") for k in old),
+                  "the old VCL answered with %s" % sorted(set(old.values())))
+            v.reload(reload_vcl(bs, ["b1", "b2", "b4"], slow="120s"))
+            for name in (v2, "previous", "boot"):
+                rc, out = v.adm("vcl.discard", name)
+                check(rc == 0, "vcl.discard %s: %s" % (name, out))
+            seen = count[0]
+            while count[0] < seen + 200 and all(t.is_alive() for t in threads):
+                time.sleep(0.05)
+            stop.set()
+            for t in threads:
+                t.join(60)
+            # At rest (no request in flight), plain placement: a warming member with no load
+            # still admits one, so every key is on its owner.
+            after = owners_through(v, KEYS)
+            check(not failures, "%d failed requests during the reload: %s"
+                  % (len(failures), failures[:5]))
+            want = tool_owners("hash64", 160, [("b1", 1), ("b2", 1), ("b4", 1)], KEYS)
+            check(after == want, "after the reload: %d keys not as the tool"
+                  % sum(1 for k in KEYS if after[k] != want[k]))
+            moved = [k for k in KEYS if after[k] != before[k]]
+            check(all(before[k] == "b3" or after[k] == "b4" for k in moved),
+                  "a key moved between unchanged backends")
+            n, stats = leases(v)
+            check(n == 0, "leases at rest: %d (%s)" % (n, stats))
+            check("members=3" in stats, "members: %s" % stats)
+            # Slow start applies to the joiner: under 24 concurrent requests on one of b4's
+            # keys, b4 admits fewer than the others (scale 0.1 of its capacity).
+            st, h, _ = get(v.port, "/_scale/b4")
+            scale = float(h["x-scale"])
+            check(0 < scale < 0.5, "b4 is not warming up: scale %s" % scale)
+            hot = next(k for k in KEYS if want[k] == "b4")
+            gate = Gate()
+            for b in bs:
+                b.gate = gate
+            gate.want = 24
+            gate.want_reached = False
+            with ThreadPoolExecutor(24) as ex:
+                res = list(ex.map(lambda i: get(v.port, hot), range(24)))
+            gate.want = 0
+            for b in bs:
+                b.gate = None
+            check(all(st == 200 for st, _, _ in res), "hot key during warm-up failed")
+            per = {}
+            for _, h, _ in res:
+                per[h["x-backend"]] = per.get(h["x-backend"], 0) + 1
+            check(gate.want_reached, "the 24 requests were never all in flight")
+            # At scale 1 the owner b4 would take its full capacity (10), as many as any other;
+            # warming, it takes fewer than either unchanged member.
+            check(per.get("b4", 0) < min(per.get("b1", 0), per.get("b2", 0)),
+                  "the warming joiner b4 (scale %.3f) took %s of its hot key" % (scale, per))
+            log("reload: %d requests, none failed; %d keys moved, all from b3 or to b4; "
+                "warming b4 (scale %.3f) took %d of 24 on its hot key (%s); %s"
+                % (count[0], len(moved), scale, per.get("b4", 0), per, stats))
+        finally:
+            stop.set()
+            v.stop()
+    with_setup(["b1", "b2", "b3", "b4"], run)
+
+
+def wait_leases_zero(v):
+    """Leases go back when tasks end, which varnishd does after the client's answer: a bounded
+    wait for the state, not a timing assertion."""
+    deadline = time.monotonic() + 30
+    while True:
+        n, stats = leases(v)
+        if n == 0 or time.monotonic() > deadline:
+            return n, stats
+        time.sleep(0.1)
+
+
+def case_errors():
+    """Leases go back on fetch errors and aborted requests, client side and backend side."""
+    def run(bs):
+        init = """
+  new ring = chring.director(profile = "hash64");
+  ring.add_backend(b1);
+  ring.add_backend(b2);
+  ring.add_backend(b3);
+  new late = chring.director(profile = "hash64");
+  late.add_backend(b1);
+  late.add_backend(b2);
+  late.add_backend(b3);"""
+        extra = '  if (req.http.x-dir == "late") { return (pass); }\n'
+        v = Varnish(header(vcl_backends(bs), init, recv_extra=extra).replace(
+            "sub vcl_deliver {", """sub vcl_backend_fetch {
+  if (bereq.http.x-dir == "late") { set bereq.backend = late.backend(key = bereq.url); }
+}
+sub vcl_deliver {""", 1).replace(
+            '    set resp.http.x-leases = ring.leases();',
+            '    set resp.http.x-leases = ring.leases() + late.leases();'))
+        try:
+            for hdr in ({}, {"x-dir": "late"}):
+                # Fetch errors: every backend closes without an answer.
+                for i in range(12):
+                    st, _, _ = get(v.port, "/drop/%d" % i, headers=hdr)
+                    check(st == 503, "/drop/%d: status %d" % (i, st))
+                n, stats = wait_leases_zero(v)
+                check(n == 0, "after fetch errors (%s): leases %d (%s)" % (hdr, n, stats))
+                # Aborted requests: 12 clients go away while their fetches are held.
+                for b in bs:
+                    b.release.clear()
+                socks = []
+                for i in range(12):
+                    c = socket.create_connection(("127.0.0.1", v.port), timeout=30)
+                    extra_hdr = "".join("%s: %s\r\n" % kv for kv in hdr.items())
+                    c.sendall(("GET /hold/%d HTTP/1.1\r\nHost: x\r\n%s\r\n"
+                               % (i, extra_hdr)).encode())
+                    socks.append(c)
+                deadline = time.monotonic() + 30
+                while sum(b.inflight for b in bs) < 12 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                check(sum(b.inflight for b in bs) == 12, "the held fetches did not all arrive")
+                n, _ = leases(v)
+                check(n == 12, "12 requests in flight: leases %d" % n)
+                for c in socks:
+                    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+                    c.close()  # a reset: the clients are gone
+                for b in bs:
+                    b.release.set()
+                n, stats = wait_leases_zero(v)
+                check(n == 0, "after aborted requests (%s): leases %d (%s)" % (hdr, n, stats))
+            log("errors: leases back to 0 after 12 fetch errors and 12 aborted requests, "
+                "placed client side and backend side")
+        finally:
+            for b in bs:
+                b.release.set()
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def case_reloads_memory():
+    """100 reloads (load, use, discard the previous) under leases: the child's memory is flat."""
+    def run(bs):
+        names = ["b1", "b2", "b3"]
+        v = Varnish(reload_vcl(bs, names))
+        try:
+            prev = "boot"
+            samples = []
+            for i in range(100):
+                members = names if i % 2 == 0 else names[:2]
+                prev = v.reload(reload_vcl(bs, members), discard_old=prev)
+                st, _, _ = get(v.port, KEYS[i])
+                check(st == 200, "request after reload %d: %d" % (i, st))
+                if i in (19, 99):
+                    time.sleep(1)  # let the discarded VCLs' cooldown finish before sampling
+                    samples.append(rss_kb(v.child_pid()))
+            n, stats = leases(v)
+            check(n == 0, "leases at rest: %d" % n)
+            growth = samples[1] - samples[0]
+            check(growth < 8192, "child RSS grew %d kB from reload 20 to 100" % growth)
+            log("reloads-memory: RSS after 20 reloads %d kB, after 100 %d kB (%+d kB); %s"
+                % (samples[0], samples[1], growth, stats))
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
+
+def case_unload():
+    """A VCL without chring replaces the last one with it and the old one is discarded (the
+    VMOD's last user gone), twice; a VCL importing it again places as the tool, and the cache
+    process survives throughout."""
+    def run(bs):
+        names = ["b1", "b2", "b3"]
+        v = Varnish(reload_vcl(bs, names))
+        try:
+            check(get(v.port, KEYS[0])[0] == 200, "first request")
+            plain = ('vcl 4.1;\n%s\nsub vcl_recv { set req.backend_hint = b1; return (pass); }\n'
+                     % vcl_backends(bs))
+            prev = v.reload(plain, discard_old="boot")
+            for i in range(3):
+                check(get(v.port, KEYS[i])[0] == 200, "request without chring")
+            prev = v.reload(reload_vcl(bs, names), discard_old=prev)
+            got = owners_through(v, KEYS[:50])
+            want = tool_owners("hash64", 160, [(n, 1) for n in names], KEYS[:50])
+            check(got == want, "after the VMOD came back: not as the tool")
+            prev = v.reload(plain, discard_old=prev)
+            check(get(v.port, KEYS[0])[0] == 200, "request after the second unload")
+            check(v.proc.poll() is None and v.child_pid() is not None, "varnishd lost its child")
+            rc, out = v.adm("status")
+            check(rc == 0 and "running" in out, "child not running: %s" % out)
+            log("unload: the last chring VCL discarded twice, chring imported again, placement "
+                "as the tool")
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
+
+CASES = {
+    "placement": case_placement,
+    "parity": case_parity,
+    "hotkey": case_hotkey,
+    "sick": case_sick,
+    "retry": case_retry,
+    "reload": case_reload,
+    "reloads-memory": case_reloads_memory,
+    "unload": case_unload,
+    "errors": case_errors,
+}
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        print("usage: varnish_test.py {%s}" % "|".join(CASES), file=sys.stderr)
+        return 2
+    try:
+        CASES[sys.argv[1]]()
+    except TestFailure as e:
+        log("FAIL:", e)
+        return 1
+    log("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
