@@ -236,10 +236,9 @@ static void positions_envoy(const struct chring_prof *p, const char *name, size_
 }
 
 static void positions_varnish(const struct chring_prof *p, const char *name, size_t name_len,
-                              uint32_t weight, size_t members, uint64_t total_weight,
                               uint64_t count, uint64_t *out)
 {
-    (void)p, (void)weight, (void)members, (void)total_weight;
+    (void)p;
     chring__varnish_points(name, name_len, count, out);
 }
 
