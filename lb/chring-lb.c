@@ -35,6 +35,7 @@ int main(int argc, char **argv)
     if (lb_config_parse(argc, argv) < 0)
         return 2;
     lb_limits_init();
+    lb_via_init();
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() < 0) {
         lb_log("evthread_use_pthreads failed");

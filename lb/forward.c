@@ -12,6 +12,63 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/queue.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Loop detection (docs/lb.md, "Security model"): every forwarded request carries a Via entry
+ * whose pseudonym is random per process, "chring-lb-" and 16 hex digits (RFC 9110 section
+ * 7.6.3).  A request that arrives with it has been through this instance already: a member
+ * that is the balancer itself, or a ring of balancers.  It is answered 508 instead of being
+ * forwarded again. */
+static char via_token[32];
+static size_t via_len;
+
+void lb_via_init(void)
+{
+    unsigned char rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t t = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40);
+        memcpy(rnd, &t, sizeof rnd);
+    }
+    int k = snprintf(via_token, sizeof via_token, "chring-lb-");
+    for (size_t i = 0; i < sizeof rnd; i++)
+        k += snprintf(via_token + k, sizeof via_token - (size_t)k, "%02x", rnd[i]);
+    via_len = (size_t)k;
+}
+
+const char *lb_via_token(void)
+{
+    return via_token;
+}
+
+/* True when v holds the token as a received-by pseudonym: preceded by a space (after the
+ * protocol) and followed by the end, a comma, a space or a tab. */
+static bool via_lists_us(const char *v)
+{
+    for (const char *p = strstr(v, via_token); p; p = strstr(p + 1, via_token)) {
+        char after = p[via_len];
+        bool starts = p == v || p[-1] == ' ' || p[-1] == '\t';
+        if (starts && (after == '\0' || after == ',' || after == ' ' || after == '\t'))
+            return true;
+    }
+    return false;
+}
+
+bool lb_via_loop(const struct evkeyvalq *headers)
+{
+    if (via_len == 0)
+        return false;
+    const struct evkeyval *h;
+    TAILQ_FOREACH(h, headers, next)
+    {
+        if (strcasecmp(h->key, "Via") == 0 && via_lists_us(h->value))
+            return true;
+    }
+    return false;
+}
 
 /* Copies the body without consuming it (a retry sends it again). */
 static int copy_body(struct evbuffer *dst, struct evbuffer *src)
@@ -94,6 +151,8 @@ int lb_forward_write(struct evbuffer *out, struct evhttp_request *req,
     if (!host)
         rc |= evbuffer_add_printf(out, "Host: %s\r\n", hosthdr) < 0;
     rc |= add_forwarded_for(out, in, cevcon) < 0;
+    /* After the client's own Via fields (copied above): the list stays in hop order. */
+    rc |= evbuffer_add_printf(out, "Via: 1.1 %s\r\n", via_token) < 0;
     struct evbuffer *body = evhttp_request_get_input_buffer(req);
     size_t blen = evbuffer_get_length(body);
     if (blen > 0 || cmd == EVHTTP_REQ_POST || cmd == EVHTTP_REQ_PUT || cmd == EVHTTP_REQ_PATCH)

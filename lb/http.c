@@ -203,3 +203,69 @@ void lb_send_text(struct evhttp_request *req, int code, const char *reason, cons
     if (b)
         evbuffer_free(b);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* the Host check of the stats endpoint                                                       */
+
+static bool host_is_loopback_literal(const char *name)
+{
+    unsigned char a[16];
+    if (inet_pton(AF_INET, name, a) == 1)
+        return a[0] == 127;
+    if (inet_pton(AF_INET6, name, a) == 1)
+        return memcmp(a, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\1", 16) == 0 ||
+               (memcmp(a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0 && a[12] == 127);
+    return false;
+}
+
+static bool host_is_literal(const char *name)
+{
+    unsigned char a[16];
+    return inet_pton(AF_INET, name, a) == 1 || inet_pton(AF_INET6, name, a) == 1;
+}
+
+static bool is_wildcard(const char *listen)
+{
+    return !*listen || strcmp(listen, "0.0.0.0") == 0 || strcmp(listen, "::") == 0 ||
+           strcmp(listen, "*") == 0;
+}
+
+bool lb_stats_host_allowed(const char *host, bool stats_listener)
+{
+    if (!host)
+        return true; /* HTTP/1.0 without Host: no browser sends that */
+    char name[256];
+    size_t n = strlen(host);
+    const char *end = host + n;
+    if (host[0] == '[') {
+        const char *close = strchr(host, ']');
+        if (!close || (close[1] != '\0' && close[1] != ':'))
+            return false;
+        end = close;
+        host++;
+    } else {
+        const char *colon = strrchr(host, ':');
+        if (colon && strchr(host, ':') != colon)
+            return false; /* an IPv6 address without brackets is not a Host */
+        if (colon)
+            end = colon;
+    }
+    size_t len = (size_t)(end - host);
+    if (len == 0 || len >= sizeof name)
+        return false;
+    memcpy(name, host, len);
+    name[len] = '\0';
+    if (name[len - 1] == '.') /* the absolute form of a name */
+        name[--len] = '\0';
+    if (strcasecmp(name, "localhost") == 0 ||
+        (len > 10 && strcasecmp(name + len - 10, ".localhost") == 0))
+        return true; /* RFC 6761 section 6.3: always loopback */
+    if (host_is_loopback_literal(name))
+        return true;
+    const char *listen = stats_listener ? lb_cfg.stats_host : lb_cfg.listen_host;
+    if (strcasecmp(name, listen) == 0)
+        return true;
+    /* A listener on every address is reached by any of them; a rebinding page always names
+     * the attacker's domain, never an address. */
+    return is_wildcard(listen) && host_is_literal(name);
+}

@@ -330,6 +330,11 @@ void lb_copy_headers(const struct evkeyvalq *src, struct evkeyvalq *dst, const c
 /* The same for the fields of an answer's head, Content-Length and Transfer-Encoding skipped too
  * (the caller adds the framing).  Returns 0 / -1 (out of memory). */
 int lb_copy_fields(const struct h1_head *h, struct evkeyvalq *dst);
+/* The Host check of /_chring/ (DNS rebinding): true for host (a Host value, NULL when the
+ * request had none) naming loopback (localhost, *.localhost, 127.0.0.0/8, ::1), the listener's
+ * configured address (--stats-listen when stats_listener, else --listen), or any address when
+ * that listener is a wildcard (0.0.0.0, ::). */
+bool lb_stats_host_allowed(const char *host, bool stats_listener);
 /* Answers req with a text/plain body (body plus a newline). */
 void lb_send_text(struct evhttp_request *req, int code, const char *reason, const char *body);
 
@@ -339,6 +344,12 @@ void lb_send_text(struct evhttp_request *req, int code, const char *reason, cons
  * (req keeps it for a retry).  Returns 0 / -1 (out of memory). */
 int lb_forward_write(struct evbuffer *out, struct evhttp_request *req,
                      struct evhttp_connection *cevcon, const char *hosthdr);
+/* Loop detection: lb_via_init draws this process's Via pseudonym (main, before the workers);
+ * lb_forward_write adds "Via: 1.1 <pseudonym>" to every forwarded request; lb_via_loop is true
+ * when a request's Via fields already list it (the answer is then 508 Loop Detected). */
+void lb_via_init(void);
+const char *lb_via_token(void);
+bool lb_via_loop(const struct evkeyvalq *headers);
 /* The origin-form target for the backend: req's target as sent, or path?query of an
  * absolute-form one, then *built holds the allocated string (else NULL) for the caller to free. */
 const char *lb_forward_target(struct evhttp_request *req, char **built);

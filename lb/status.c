@@ -313,6 +313,11 @@ void lb_status_route(struct worker *w, struct evhttp_request *req, const char *p
         lb_send_text(req, 403, "Forbidden", "not allowed (--stats-allow)");
         return;
     }
+    if (!lb_stats_host_allowed(evhttp_find_header(evhttp_request_get_input_headers(req), "Host"),
+                               w == NULL)) {
+        lb_send_text(req, 421, "Misdirected Request", "Host not allowed for /_chring/");
+        return;
+    }
     if (strcmp(path, "/_chring/stats") == 0)
         lb_stats_serve(w, req);
     else if (strcmp(path, "/_chring/") == 0)

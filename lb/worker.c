@@ -22,6 +22,8 @@ static void on_request(struct evhttp_request *req, void *arg)
     const char *path = pu ? evhttp_uri_get_path(pu) : NULL;
     if (path && strncmp(path, "/_chring/", 9) == 0)
         lb_status_route(w, req, path);
+    else if (lb_via_loop(evhttp_request_get_input_headers(req)))
+        lb_send_text(req, 508, "Loop Detected", "this request came through this balancer already");
     else if (path && strcmp(path, lb_refused_target) == 0)
         lb_send_overloaded(req, "buffered request bodies at their limit (--max-body-total)");
     else
