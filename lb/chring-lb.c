@@ -160,7 +160,7 @@ out_ring:
     lb_backends_free_all(); /* retired but not reaped: ours now */
 out_init:
     for (unsigned i = 0; i < lb_cfg.threads; i++) {
-        if (lb_workers[i].http)
+        if (lb_workers[i].listener)
             lb_worker_cleanup(&lb_workers[i]);
         lb_worker_free(&lb_workers[i]);
     }

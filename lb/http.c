@@ -193,17 +193,6 @@ out:
     return rc;
 }
 
-void lb_send_text(struct evhttp_request *req, int code, const char *reason, const char *body)
-{
-    struct evbuffer *b = evbuffer_new();
-    if (b)
-        evbuffer_add_printf(b, "%s\n", body);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
-    evhttp_send_reply(req, code, reason, b);
-    if (b)
-        evbuffer_free(b);
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* the Host check of the stats endpoint                                                       */
 

@@ -5,11 +5,11 @@
  * chring-lb is a multithreaded HTTP/1.1 reverse proxy that routes each request by a key on a
  * chring ring with bounded loads.
  *
- * Shape.  N worker threads, each with its own libevent event_base and evhttp server accepting on
- * its own SO_REUSEPORT listener (one shared listener when SO_REUSEPORT is unavailable).  A request
+ * Shape.  N worker threads, each with its own libevent event_base and HTTP/1.1 server (conn.c)
+ * accepting on its own SO_REUSEPORT listener (one shared listener when SO_REUSEPORT is unavailable).  A request
  * takes a lease with chring_acquire() on its key; the member's udata is a struct backend holding
- * the address and one idle-connection pool per worker (keep-alive evhttp_connection objects, used
- * only by their worker's thread).  The backend's answer is relayed as it arrives (header callback,
+ * the address and one idle-connection pool per worker (keep-alive bufferevents, used only by
+ * their worker's thread).  The backend's answer is relayed as it arrives (header callback,
  * then chunk callbacks); the lease is released when the answer has been relayed completely, or the
  * client has gone, or the backend failed.  A backend that refuses or times out before answering
  * is retried once, placed again with bounded loads over every member but the failed one
@@ -26,7 +26,7 @@
  *   log.c         the timestamped log line on standard error
  *   backend.c     backend objects, per-worker connection pools, retirement
  *   h1.c          strict HTTP/1.1 framing: message heads and bodies parsed from bytes
- *   guard.c       the request guard: client bytes checked and normalised before evhttp reads them
+ *   conn.c        the client side: chring-lb's own HTTP/1.1 server connections (conn.h)
  *   http.c        hop-by-hop headers (RFC 9110 section 7.6.1) and plain-text answers
  *   key.c         the routing key of a request
  *   forward.c     the backend request built from the client's request
@@ -48,6 +48,7 @@
 #ifndef CHRING_LB_H
 #define CHRING_LB_H
 
+#include "conn.h"
 #include "members.h"
 
 #include <chring.h>
@@ -92,6 +93,7 @@ struct lb_config {
     struct timeval client_timeout;
     size_t max_headers;
     size_t max_body;
+    uint64_t body_min_rate;  /* request body bytes per second a client must keep up */
     unsigned max_idle;       /* idle backend connections kept per backend per worker */
     size_t high_water;       /* client output bytes above which backend reads pause */
     int64_t fail_timeout_ms; /* after a failure, send the backend's keys to the next replica */
@@ -120,7 +122,7 @@ extern struct lb_config lb_cfg;
 int lb_config_parse(int argc, char **argv);
 
 /* ------------------------------------------------------------------------------------------ */
-/* strict HTTP/1.1 framing (h1.c) and the request guard (guard.c)                             */
+/* strict HTTP/1.1 framing (h1.c), both directions                                            */
 
 #define H1_MAX_FIELDS 512    /* field lines in one head; more: 400 / 502 */
 #define H1_MAX_LINE 4096     /* a chunk-size or trailer line */
@@ -197,9 +199,6 @@ void h1_body_init(struct h1_body *b, enum h1_framing framing, uint64_t length);
  * trailer). */
 int h1_body_step(struct h1_body *b, struct evbuffer *src, struct evbuffer *dst);
 
-/* evhttp's bufferevent callback (evhttp_set_bevcb; arg: the worker): every client connection
- * reads through the request guard, which passes evhttp only requests it checked, normalised. */
-struct bufferevent *lb_guard_bev(struct event_base *base, void *arg);
 
 /* ------------------------------------------------------------------------------------------ */
 /* logging (log.c)                                                                             */
@@ -281,12 +280,11 @@ void lb_pool_free_dead_cb(evutil_socket_t fd, short what, void *arg);
 /* ------------------------------------------------------------------------------------------ */
 /* workers (worker.c)                                                                          */
 
-struct guard;
 struct worker {
     unsigned id;
     pthread_t thread;
     struct event_base *base;
-    struct evhttp *http;
+    struct conn *conns; /* its client connections (conn.c) */
     struct event *stop_ev, *reap_ev, *free_ev;
     struct bconn *dead;              /* connections to free outside their own callbacks */
     struct evconnlistener *listener; /* the worker's client listener */
@@ -294,7 +292,7 @@ struct worker {
     struct event *backoff_ev;        /* accept backoff after EMFILE and friends */
     int backoff_ms;                  /* current backoff, 0: none */
     bool listener_off;               /* the listener is disabled (limit or backoff) */
-    struct guard *parked, *parked_tail; /* accepted over --max-conns, waiting for a slot (FIFO) */
+    struct conn *parked, *parked_tail; /* accepted over --max-conns, waiting for a slot (FIFO) */
     struct proxy *active;
     _Atomic uint64_t requests, proxied, retries, bad_gateway, aborts, client_gone, no_backend,
         stats_served, active_n, pauses;
@@ -308,6 +306,8 @@ extern chring_t *lb_ring;
 /* Opens a listening socket on --listen.  Returns the descriptor, -2 when reuseport was asked
  * for and SO_REUSEPORT is unavailable, -1 on another error (logged). */
 int lb_listen_socket(bool reuseport);
+/* The same on host:port. */
+int lb_listen_on(const char *host, uint16_t port, bool reuseport);
 /* Sets up worker id: event base, evhttp server, listener (its own, or a dup of shared_fd when
  * that is >= 0).  Returns 0 / -1; on failure lb_worker_free still cleans up. */
 int lb_worker_init(struct worker *w, unsigned id, int shared_fd);
@@ -322,7 +322,7 @@ void lb_worker_free(struct worker *w);
 /* requests: key.c, http.c, forward.c, proxy.c, stats.c                                        */
 
 /* The routing key of req (--key, --key-prefix): points into req, valid while req lives. */
-void lb_request_key(struct evhttp_request *req, const char **key, size_t *len);
+void lb_request_key(const struct lb_req *req, const char **key, size_t *len);
 
 /* Copies the end-to-end headers of src into dst, skipping the names in extra (NULL-terminated,
  * may be NULL) as well.  Linear in the size of src. */
@@ -335,35 +335,31 @@ int lb_copy_fields(const struct h1_head *h, struct evkeyvalq *dst);
  * configured address (--stats-listen when stats_listener, else --listen), or any address when
  * that listener is a wildcard (0.0.0.0, ::). */
 bool lb_stats_host_allowed(const char *host, bool stats_listener);
-/* Answers req with a text/plain body (body plus a newline). */
-void lb_send_text(struct evhttp_request *req, int code, const char *reason, const char *body);
 
-/* Writes the backend request for the client's request req on cevcon to out: request line
- * (HTTP/1.1, origin-form target), end-to-end headers, Host (hosthdr when the client sent none),
- * X-Forwarded-For (the client's list, then its address), Content-Length and a copy of the body
- * (req keeps it for a retry).  Returns 0 / -1 (out of memory). */
-int lb_forward_write(struct evbuffer *out, struct evhttp_request *req,
-                     struct evhttp_connection *cevcon, const char *hosthdr);
+/* Writes the backend request for the client's request req to out: request line (HTTP/1.1,
+ * origin-form target), end-to-end headers, Host (an absolute-form target's authority, else the
+ * client's Host, else hosthdr), X-Forwarded-For (the client's list, then its address), Via,
+ * Content-Length and the body (shared, not copied: req keeps it for a retry).  Returns 0 / -1
+ * (out of memory). */
+int lb_forward_write(struct evbuffer *out, const struct lb_req *req, const char *hosthdr);
 /* Loop detection: lb_via_init draws this process's Via pseudonym (main, before the workers);
  * lb_forward_write adds "Via: 1.1 <pseudonym>" to every forwarded request; lb_via_loop is true
  * when a request's Via fields already list it (the answer is then 508 Loop Detected). */
 void lb_via_init(void);
 const char *lb_via_token(void);
 bool lb_via_loop(const struct evkeyvalq *headers);
-/* The origin-form target for the backend: req's target as sent, or path?query of an
- * absolute-form one, then *built holds the allocated string (else NULL) for the caller to free. */
-const char *lb_forward_target(struct evhttp_request *req, char **built);
+
 
 /* Proxies req (not the stats endpoint) on worker w: leases a backend and starts the first
  * attempt, or answers 502/503. */
-void lb_proxy_start(struct worker *w, struct evhttp_request *req);
+void lb_proxy_start(struct worker *w, struct lb_req *req);
 /* Worker stopped, server freed: finishes every proxy left on w. */
 void lb_proxy_drop_all(struct worker *w);
 
 /* Answers GET (or HEAD) /_chring/stats with the ring's, every member's and the balancer's
  * statistics as JSON; any other method 405.  O(points + members) per request.  w may be NULL
  * (the stats listener on the main thread). */
-void lb_stats_serve(struct worker *w, struct evhttp_request *req);
+void lb_stats_serve(struct worker *w, struct lb_req *req);
 
 /* ------------------------------------------------------------------------------------------ */
 /* the stats listener and the status page (status.c)                                          */
@@ -373,7 +369,7 @@ int lb_stats_allow_parse(const char *list);
 /* A request to a /_chring/ path (path) on a worker (w) or on the stats listener (w NULL):
  * answered 404 on the main listener when --stats-listen is set, 403 for a peer outside
  * --stats-allow, else the JSON (stats) or the status page (/_chring/). */
-void lb_status_route(struct worker *w, struct evhttp_request *req, const char *path);
+void lb_status_route(struct worker *w, struct lb_req *req, const char *path);
 /* Opens --stats-listen on the main thread's event base.  Returns 0 (also without
  * --stats-listen) / -1 (logged). */
 int lb_status_start(struct event_base *base);
@@ -402,8 +398,6 @@ void lb_conn_close(void);
 /* A parked connection takes a free slot: false when none is.  w's thread. */
 bool lb_conn_admit(void);
 void lb_conn_unpark(void);
-/* Gives free slots to w's parked connections, oldest first (guard.c).  w's thread. */
-void lb_guard_admit(struct worker *w);
 /* Workers stopped: no more wake-ups between them. */
 void lb_limits_shutdown(void);
 /* A request enters the proxy: false above --max-requests (the caller answers 503). */
@@ -414,10 +408,8 @@ void lb_inflight_leave(void);
 bool lb_body_reserve(uint64_t n);
 void lb_body_charge(uint64_t n);
 void lb_body_release(uint64_t n);
-/* The request target of the guard's 503 stand-in (random per process, not guessable). */
-extern char lb_refused_target[48];
-/* Answers the 503 stand-in (Retry-After, the connection closed). */
-void lb_send_overloaded(struct evhttp_request *req, const char *why);
+/* Answers req 503 with Retry-After, the connection closed. */
+void lb_send_overloaded(struct lb_req *req, const char *why);
 
 /* ------------------------------------------------------------------------------------------ */
 /* membership (membership.c)                                                                   */

@@ -24,10 +24,10 @@
 
 struct proxy {
     struct worker *w;
-    struct evhttp_request *req;       /* the client's request */
-    struct evhttp_connection *cevcon; /* its connection */
-    struct bconn *bc;                 /* the backend connection of this attempt, or NULL */
-    struct backend *be;               /* the backend of this attempt */
+    struct lb_req *req;     /* the client's request (conn.c's), NULL once answered or gone */
+    struct bconn *bc;       /* the backend connection of this attempt, or NULL */
+    struct backend *be;     /* the backend of this attempt */
+    struct event *deadline; /* --backend-timeout: the answer's head by then */
     chring_lease_t lease;
     char *key;
     size_t keylen;
@@ -44,7 +44,6 @@ struct proxy {
     struct h1_head *head;      /* scratch for parsing answer heads */
     struct evbuffer *out;      /* body bytes on their way to the client */
     struct proxy *prev, *next; /* worker->active */
-    uint64_t body_charged;     /* request body bytes counted in --max-body-total */
 };
 
 static int proxy_start_attempt(struct proxy *p);
@@ -90,8 +89,9 @@ static void proxy_finish(struct proxy *p)
     proxy_drop_conn(p);
     chring_release(lb_ring, &p->lease);
     proxy_unlink(p);
-    lb_body_release(p->body_charged);
     lb_inflight_leave();
+    if (p->deadline)
+        event_free(p->deadline);
     if (p->out)
         evbuffer_free(p->out);
     free(p->head);
@@ -102,7 +102,6 @@ static void proxy_finish(struct proxy *p)
 /* Answers the client (before any byte of the answer went out) and finishes. */
 static void proxy_fail(struct proxy *p, int code, const char *reason, const char *body)
 {
-    evhttp_connection_set_closecb(p->cevcon, NULL, NULL);
     lb_send_text(p->req, code, reason, body);
     p->req = NULL;
     proxy_finish(p);
@@ -114,15 +113,11 @@ static void proxy_bad_gateway(struct proxy *p, const char *body)
     proxy_fail(p, 502, "Bad Gateway", body);
 }
 
-static void on_client_close(struct evhttp_connection *evcon, void *arg)
+/* The client went away (conn.c frees its request when this returns). */
+static void on_client_gone(void *arg)
 {
     struct proxy *p = arg;
-    evhttp_connection_set_closecb(evcon, NULL, NULL);
     ADD(p->w->client_gone, 1);
-    /* A request detached from its dying connection is ours to free; one still attached is freed
-     * by the connection. */
-    if (p->req && evhttp_request_get_connection(p->req) == NULL)
-        evhttp_request_free(p->req);
     p->req = NULL;
     proxy_finish(p);
 }
@@ -133,8 +128,7 @@ static void proxy_abort(struct proxy *p)
 {
     ADD(p->w->aborts, 1);
     proxy_drop_conn(p);
-    evhttp_connection_set_closecb(p->cevcon, NULL, NULL);
-    evhttp_connection_free(p->cevcon); /* frees p->req too */
+    lb_req_abort(p->req);
     p->req = NULL;
     proxy_finish(p);
 }
@@ -142,11 +136,10 @@ static void proxy_abort(struct proxy *p)
 /* ------------------------------------------------------------------------------------------ */
 /* the backend's answer, relayed as it arrives                                                 */
 
-/* The client connection's output buffer has been written out (evcon's write callback; set for
- * each chunk, replaced by evhttp_send_reply_end, gone with the connection). */
-static void on_client_drained(struct evhttp_connection *evcon, void *arg)
+/* The client connection's output buffer has been written out (conn.c calls it only while the
+ * request is being served). */
+static void on_client_drained(void *arg)
 {
-    (void)evcon;
     struct proxy *p = arg;
     if (p->paused && p->bc && p->bc->bev)
         bufferevent_enable(p->bc->bev, EV_READ);
@@ -161,9 +154,8 @@ static void relay_body(struct proxy *p)
     if (n == 0)
         return;
     ADD(p->be->bytes_out, n);
-    evhttp_send_reply_chunk_with_cb(p->req, p->out, on_client_drained, p);
-    struct bufferevent *cbev = evhttp_connection_get_bufferevent(p->cevcon);
-    if (p->bc && cbev && evbuffer_get_length(bufferevent_get_output(cbev)) > lb_cfg.high_water) {
+    lb_req_reply_chunk(p->req, p->out);
+    if (p->bc && p->bc->bev && lb_req_pending(p->req) > lb_cfg.high_water) {
         bufferevent_disable(p->bc->bev, EV_READ);
         p->paused = true;
         ADD(p->w->pauses, 1);
@@ -216,8 +208,7 @@ static void proxy_complete(struct proxy *p)
         lb_bconn_free(bc);
     lb_backend_mark(p->be, true);
     ADD(p->w->proxied, 1);
-    evhttp_connection_set_closecb(p->cevcon, NULL, NULL);
-    evhttp_send_reply_end(p->req);
+    lb_req_reply_end(p->req);
     p->req = NULL;
     proxy_finish(p);
 }
@@ -226,17 +217,12 @@ static void proxy_complete(struct proxy *p)
  * Returns 0 / -1 (out of memory). */
 static int relay_head(struct proxy *p, const struct h1_head *h)
 {
-    struct evkeyvalq *out = evhttp_request_get_output_headers(p->req);
-    if (lb_copy_fields(h, out) < 0)
+    if (lb_copy_fields(h, p->req->out) < 0)
         return -1;
-    if (h->has_length && h->framing != H1_CHUNKED) {
-        char len[24];
-        snprintf(len, sizeof len, "%llu", (unsigned long long)h->length);
-        evhttp_add_header(out, "Content-Length", len);
-    }
+    int64_t length = h->has_length && h->framing != H1_CHUNKED ? (int64_t)h->length : -1;
     char reason[256];
     snprintf(reason, sizeof reason, "%.*s", (int)h->rlen, h->reason);
-    evhttp_send_reply_start(p->req, h->status, reason[0] ? reason : NULL);
+    lb_req_reply_start(p->req, h->status, reason[0] ? reason : NULL, length);
     p->headers_sent = true;
     return 0;
 }
@@ -272,6 +258,10 @@ static void backend_input(struct proxy *p)
             }
             if (relay_head(p, h) < 0)
                 goto bad_answer;
+            /* The head is in: from now on the body may take its time, as long as it keeps
+             * coming (an idle timeout; reads pause while the client is slow). */
+            event_del(p->deadline);
+            bufferevent_set_timeouts(p->bc->bev, &lb_cfg.backend_timeout, &lb_cfg.backend_timeout);
             p->close_after = h->close;
             h1_body_init(&p->body, h->framing, h->length);
             evbuffer_drain(in, (size_t)end);
@@ -352,8 +342,11 @@ static int proxy_start_attempt(struct proxy *p)
         return -1;
     struct bufferevent *bev = p->bc->bev;
     bufferevent_setcb(bev, on_backend_read, NULL, on_backend_event, p);
-    bufferevent_set_timeouts(bev, &lb_cfg.backend_timeout, &lb_cfg.backend_timeout);
-    if (lb_forward_write(bufferevent_get_output(bev), p->req, p->cevcon, p->be->hosthdr) < 0 ||
+    /* --backend-timeout is a deadline for the answer's head, whatever comes before it (interim
+     * answers, a head trickled byte by byte), not an idle timeout. */
+    bufferevent_set_timeouts(bev, NULL, &lb_cfg.backend_timeout);
+    event_add(p->deadline, &lb_cfg.backend_timeout);
+    if (lb_forward_write(bufferevent_get_output(bev), p->req, p->be->hosthdr) < 0 ||
         bufferevent_enable(bev, EV_READ | EV_WRITE) < 0) {
         proxy_drop_conn(p);
         return -1;
@@ -361,13 +354,18 @@ static int proxy_start_attempt(struct proxy *p)
     return 0;
 }
 
-void lb_proxy_start(struct worker *w, struct evhttp_request *req)
+/* --backend-timeout passed before the answer's head was in. */
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
 {
-    struct evhttp_connection *cevcon = evhttp_request_get_connection(req);
-    if (!cevcon) { /* cannot happen in a server callback; be safe */
-        evhttp_request_free(req);
-        return;
-    }
+    (void)fd;
+    (void)what;
+    struct proxy *p = arg;
+    if (p->in_head && p->bc)
+        proxy_attempt_failed(p, "backend timed out");
+}
+
+void lb_proxy_start(struct worker *w, struct lb_req *req)
+{
     if (!lb_inflight_enter()) {
         lb_send_overloaded(req, "requests in flight at their limit (--max-requests)");
         return;
@@ -377,26 +375,26 @@ void lb_proxy_start(struct worker *w, struct evhttp_request *req)
     lb_request_key(req, &key, &keylen);
 
     struct proxy *p = calloc(1, sizeof *p);
-    if (!p || !(p->key = malloc(keylen + 1)) || !(p->out = evbuffer_new())) {
-        if (p)
+    if (!p || !(p->key = malloc(keylen + 1)) || !(p->out = evbuffer_new()) ||
+        !(p->deadline = evtimer_new(w->base, on_deadline, p))) {
+        if (p) {
             free(p->key);
+            if (p->out)
+                evbuffer_free(p->out);
+        }
         free(p);
         lb_inflight_leave();
         lb_send_text(req, 503, "Service Unavailable", "out of memory");
         return;
     }
-    /* The guard handed the body's reservation over with the request: it is ours until the proxy
-     * finished (the body is kept for a retry). */
-    p->body_charged = evbuffer_get_length(evhttp_request_get_input_buffer(req));
-    lb_body_charge(p->body_charged);
     memcpy(p->key, key, keylen);
     p->key[keylen] = '\0';
     p->keylen = keylen;
     p->w = w;
     p->req = req;
-    p->cevcon = cevcon;
-    p->head_req = evhttp_request_get_command(req) == EVHTTP_REQ_HEAD;
+    p->head_req = req->cmd == EVHTTP_REQ_HEAD;
     proxy_link(p);
+    lb_req_set_cbs(req, on_client_drained, on_client_gone, p);
 
     int rc = chring_acquire(lb_ring, p->key, p->keylen, &p->lease);
     if (rc != 0 && chring_len(lb_ring) > 0) { /* members, every one down (passive health) */
@@ -409,7 +407,6 @@ void lb_proxy_start(struct worker *w, struct evhttp_request *req)
         return;
     }
     p->be = chring_member_udata(p->lease.member);
-    evhttp_connection_set_closecb(cevcon, on_client_close, p);
     /* Passive health needs nothing here: a backend that failed less than --fail-timeout ago is
      * down in the ring (health.c), so chring_acquire placed the key on its next replica. */
     if (proxy_start_attempt(p) != 0) {
