@@ -351,7 +351,7 @@ def stats(env):
         s1 = status_of(request(lb.port, b"GET /_chring/stats HTTP/1.1\r\nHost: x\r\n\r\n"))
         s2 = status_of(request(lb.port, b"GET /_chring/ HTTP/1.1\r\nHost: x\r\n\r\n"))
         check(s1 == 404 and s2 == 404, "the main listener answered /_chring/: %s %s" % (s1, s2))
-        page = request(lb.stats_port, b"GET /_chring/ HTTP/1.1\r\nHost: x\r\n\r\n")
+        page = request(lb.stats_port, b"GET /_chring/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         check(status_of(page) == 200 and b"<svg" in page and b"text/html" in page, "status page: %r" % page[:200])
         check(b"http://" not in page.split(b"\r\n\r\n", 1)[1].replace(b"http://www.w3.org/", b""),
               "the status page refers to an external asset")
