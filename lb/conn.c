@@ -284,7 +284,7 @@ static bool authority_ok(const char *a, size_t n)
 }
 
 /* Builds the request from the parsed head h.  Returns 0, or the status to refuse it with. */
-static int req_build(struct conn *c, struct h1_head *h, struct req **out)
+static int req_build(struct conn *c, struct h1_head *h, bool body_here, struct req **out)
 {
     bool known;
     enum evhttp_cmd_type cmd = method_cmd(h->method, h->mlen, &known);
@@ -381,8 +381,7 @@ static int req_build(struct conn *c, struct h1_head *h, struct req **out)
         return 417;
     }
     r->keep_alive = h->minor >= 1 ? !close : keep && !close;
-    if (expect_continue && h->minor >= 1 && h->framing != H1_NONE &&
-        evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
+    if (expect_continue && h->minor >= 1 && h->framing != H1_NONE && !body_here)
         evbuffer_add_printf(bufferevent_get_output(c->bev), "HTTP/1.1 100 Continue\r\n\r\n");
     *out = r;
     return 0;
@@ -471,8 +470,9 @@ static void conn_read(struct conn *c)
             struct req *r = NULL;
             if (rc == 0) {
                 /* the 100 Continue goes out only if no body byte is there yet */
-                evbuffer_drain(in, (size_t)end);
-                rc = req_build(c, h, &r);
+                bool body_here = evbuffer_get_length(in) > (size_t)end;
+                rc = req_build(c, h, body_here, &r);
+                evbuffer_drain(in, (size_t)end); /* after: h points into these bytes */
             }
             if (rc != 0) {
                 refuse(c, rc, NULL);
