@@ -18,35 +18,46 @@ static const char *const hop_by_hop[] = {
     "Trailer",    "Transfer-Encoding", "Upgrade",          NULL,
 };
 
-/* The names a message's Connection fields list, in a small open-addressing set, so that
- * checking every field against them costs O(1) each: header work stays linear whatever the
- * number of fields and tokens. */
-struct tokens {
-    const char **name;
-    size_t *len;
-    size_t cap; /* a power of two, at least twice the tokens */
+/* The names a message's Connection fields list, sorted (case-insensitively), so that checking
+ * every field against them costs O(log tokens) each whatever the tokens are: header work stays
+ * O(n log n) in the size of the head.  (A hash table would be O(1) on average but quadratic for
+ * tokens an attacker picks to collide.) */
+struct token {
+    const char *name;
+    size_t len;
 };
 
-static uint64_t token_hash(const char *s, size_t n)
+struct tokens {
+    struct token *v;
+    size_t n;
+};
+
+static int token_cmp(const char *a, size_t al, const char *b, size_t bl)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        h = (h ^ (c >= 'A' && c <= 'Z' ? c + 32 : c)) * 1099511628211ULL;
-    }
-    return h;
+    int c = strncasecmp(a, b, al < bl ? al : bl);
+    return c ? c : al < bl ? -1 : al > bl ? 1 : 0;
+}
+
+static int token_qsort_cmp(const void *x, const void *y)
+{
+    const struct token *a = x, *b = y;
+    return token_cmp(a->name, a->len, b->name, b->len);
 }
 
 static bool tokens_has(const struct tokens *t, const char *s, size_t n)
 {
-    if (t->cap == 0)
-        return false;
-    for (size_t i = token_hash(s, n) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
-        if (!t->name[i])
-            return false;
-        if (t->len[i] == n && strncasecmp(t->name[i], s, n) == 0)
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = token_cmp(s, n, t->v[mid].name, t->v[mid].len);
+        if (c == 0)
             return true;
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
+    return false;
 }
 
 static void tokens_add_list(struct tokens *t, const char *v)
@@ -58,50 +69,35 @@ static void tokens_add_list(struct tokens *t, const char *v)
         const char *s = p;
         while (*p && *p != ',' && *p != ' ' && *p != '\t')
             p++;
-        size_t n = (size_t)(p - s);
-        if (n == 0 || tokens_has(t, s, n))
-            continue;
-        size_t i = token_hash(s, n) & (t->cap - 1);
-        while (t->name[i])
-            i = (i + 1) & (t->cap - 1);
-        t->name[i] = s;
-        t->len[i] = n;
+        if (p > s)
+            t->v[t->n++] = (struct token){s, (size_t)(p - s)};
     }
 }
 
-/* Sizes and fills t from the Connection values (each NUL-terminated).  Returns 0 / -1. */
+/* Fills t from the Connection values (each NUL-terminated).  Returns 0 / -1. */
 static int tokens_build(struct tokens *t, const char *const *values, size_t nvalues)
 {
     size_t count = 0;
     for (size_t i = 0; i < nvalues; i++)
         for (const char *p = values[i]; *p; p++)
-            count += *p == ',';
+            count += *p == ',' || *p == ' ' || *p == '\t';
     count += nvalues;
-    t->cap = 0;
-    t->name = NULL;
-    t->len = NULL;
+    t->n = 0;
+    t->v = NULL;
     if (nvalues == 0)
         return 0;
-    size_t cap = 8;
-    while (cap < 2 * count)
-        cap *= 2;
-    t->name = calloc(cap, sizeof *t->name);
-    t->len = calloc(cap, sizeof *t->len);
-    if (!t->name || !t->len) {
-        free(t->name);
-        free(t->len);
+    t->v = calloc(count, sizeof *t->v);
+    if (!t->v)
         return -1;
-    }
-    t->cap = cap;
     for (size_t i = 0; i < nvalues; i++)
         tokens_add_list(t, values[i]);
+    qsort(t->v, t->n, sizeof *t->v, token_qsort_cmp);
     return 0;
 }
 
 static void tokens_free(struct tokens *t)
 {
-    free(t->name);
-    free(t->len);
+    free(t->v);
 }
 
 /* True when name is listed in extra (NULL-terminated, may be NULL), case-insensitively. */
@@ -133,7 +129,7 @@ void lb_copy_headers(const struct evkeyvalq *src, struct evkeyvalq *dst, const c
     struct tokens t;
     /* Out of memory: every end-to-end header is still copied, Connection-listed ones too. */
     if (tokens_build(&t, values, k) < 0)
-        t.cap = 0;
+        t.n = 0;
     TAILQ_FOREACH(h, src, next)
     {
         size_t n = strlen(h->key);
