@@ -81,8 +81,9 @@ struct conn {
     size_t scanned;       /* h1_find_head_end's memory */
     struct h1_head *head; /* scratch, allocated once */
     struct h1_body body;
-    struct req *req;    /* being read (BODY) or served (BUSY) */
-    int64_t started_ms; /* the head's first byte, then the body's start */
+    struct req *req;          /* being read (BODY) or served (BUSY) */
+    struct evbuffer *scratch; /* body bytes on their way into the request */
+    int64_t started_ms;       /* the head's first byte, then the body's start */
     char peer[INET6_ADDRSTRLEN];
     bool counted;                       /* holds a --max-conns slot */
     bool parked;                        /* waits for one: not read */
@@ -201,6 +202,8 @@ static void conn_free(struct conn *c)
         event_free(c->later);
     if (c->bev)
         bufferevent_free(c->bev);
+    if (c->scratch)
+        evbuffer_free(c->scratch);
     free(c->head);
     bool counted = c->counted, parked = c->parked;
     if (parked)
@@ -408,6 +411,28 @@ static int64_t body_deadline(const struct conn *c)
     return c->started_ms + tv_ms(&lb_cfg.client_timeout) + extra;
 }
 
+/* Appends the bytes of from to body by copying them into full chains.  Moving the socket's
+ * chains instead would keep each read (at most 4 KiB in libevent) in a chain of 8 KiB: the
+ * body would cost twice what --max-body-total counts. */
+static void body_keep(struct evbuffer *body, struct evbuffer *from)
+{
+    for (;;) {
+        struct evbuffer_iovec v[16];
+        int n = evbuffer_peek(from, -1, NULL, v, 16);
+        if (n <= 0)
+            return;
+        size_t done = 0;
+        for (int i = 0; i < n && i < 16; i++) {
+            if (evbuffer_add(body, v[i].iov_base, v[i].iov_len) < 0)
+                break;
+            done += v[i].iov_len;
+        }
+        evbuffer_drain(from, done);
+        if (n <= 16 || done == 0)
+            return;
+    }
+}
+
 static void dispatch(struct conn *c)
 {
     struct req *r = c->req;
@@ -490,7 +515,8 @@ static void conn_read(struct conn *c)
         }
         if (c->state == C_BODY) {
             struct req *r = c->req;
-            int rc = h1_body_step(&c->body, in, r->pub.body);
+            int rc = h1_body_step(&c->body, in, c->scratch);
+            body_keep(r->pub.body, c->scratch);
             if (rc < 0) {
                 refuse(c, 400, "malformed chunked body");
                 return;
@@ -770,8 +796,9 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
         c->deadline = evtimer_new(base, on_deadline, c);
         c->later = event_new(base, -1, 0, on_later, c);
+        c->scratch = evbuffer_new();
     }
-    if (!c || !c->bev || !c->deadline || !c->later) {
+    if (!c || !c->bev || !c->deadline || !c->later || !c->scratch) {
         if (!c || !c->bev)
             evutil_closesocket(fd);
         if (c) {
@@ -781,6 +808,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 event_free(c->deadline);
             if (c->later)
                 event_free(c->later);
+            if (c->scratch)
+                evbuffer_free(c->scratch);
             free(c);
         }
         return;
