@@ -51,7 +51,8 @@ enum conn_state {
     C_HEAD,
     C_BODY,
     C_BUSY,
-    C_CLOSING
+    C_CLOSING,
+    C_LINGER
 };
 
 /* A request and what its answer needs; the public part first. */
@@ -86,6 +87,7 @@ struct conn {
     int64_t started_ms;       /* the head's first byte, then the body's start */
     char peer[INET6_ADDRSTRLEN];
     bool counted;                       /* holds a --max-conns slot */
+    bool aborted;                       /* closing without lingering */
     bool parked;                        /* waits for one: not read */
     struct conn *prev, *next;           /* the list of the worker's (or the stats) connections */
     struct conn *park_prev, *park_next; /* the worker's parked connections, oldest first */
@@ -543,8 +545,35 @@ static void conn_read(struct conn *c)
 
 static void on_read(struct bufferevent *bev, void *arg)
 {
-    (void)bev;
-    conn_read(arg);
+    struct conn *c = arg;
+    if (c->state == C_LINGER) {
+        struct evbuffer *in = bufferevent_get_input(bev);
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    }
+    conn_read(c);
+}
+
+/* The last answer is out.  Closing now with request bytes still unread would make the kernel
+ * reset the connection, and the client could lose the answer (a 413 or 503 sent before its
+ * body): the sending side is shut down instead, and whatever still comes is read and dropped
+ * until the client closes, for at most 2 s (nginx's lingering close). */
+static void closing_done(struct conn *c)
+{
+    if (c->aborted) {
+        conn_free(c);
+        return;
+    }
+    c->state = C_LINGER;
+    shutdown(bufferevent_getfd(c->bev), SHUT_WR);
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    static const struct timeval linger = {2, 0};
+    bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+    bufferevent_set_timeouts(c->bev, &linger, NULL);
+    bufferevent_disable(c->bev, EV_WRITE);
+    bufferevent_enable(c->bev, EV_READ);
+    event_add(c->deadline, &linger);
 }
 
 static void on_write(struct bufferevent *bev, void *arg)
@@ -552,7 +581,7 @@ static void on_write(struct bufferevent *bev, void *arg)
     (void)bev;
     struct conn *c = arg;
     if (c->state == C_CLOSING) {
-        conn_free(c);
+        closing_done(c);
         return;
     }
     if (c->state == C_BUSY && c->req && c->req->drained)
@@ -576,7 +605,9 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct conn *c = arg;
-    if (c->state == C_HEAD) {
+    if (c->state == C_LINGER) {
+        conn_free(c);
+    } else if (c->state == C_HEAD) {
         refuse(c, 408, "request head not received within --client-timeout");
     } else if (c->state == C_BODY) {
         int64_t at = body_deadline(c);
@@ -594,7 +625,7 @@ static void on_later(evutil_socket_t fd, short what, void *arg)
     struct conn *c = arg;
     if (c->state == C_CLOSING) {
         if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-            conn_free(c);
+            closing_done(c);
         return;
     }
     if (c->state == C_IDLE)
@@ -726,6 +757,7 @@ void lb_req_abort(struct lb_req *req)
     evbuffer_drain(bufferevent_get_output(c->bev),
                    evbuffer_get_length(bufferevent_get_output(c->bev)));
     c->state = C_CLOSING;
+    c->aborted = true;
     bufferevent_disable(c->bev, EV_READ | EV_WRITE);
     schedule(c);
 }

@@ -355,6 +355,17 @@ def expect(env):
         out, _ = exchange(lb.port, b"POST /big HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
                           b"Content-Length: 200000\r\n\r\n")
         check(status_of(out) == 413 and b"100 Continue" not in out, "too large with Expect: %r" % out[:100])
+        # a refusal before a body the client sends anyway still reaches it (lingering close,
+        # no reset while its bytes arrive)
+        for i in range(5):
+            s = socket.create_connection(("127.0.0.1", lb.port), timeout=5)
+            try:
+                s.sendall(b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\n" + b"z" * 300000)
+            except OSError:
+                pass
+            out, _ = read_until(s, lambda b: b"\r\n\r\n" in b, 5)
+            s.close()
+            check(status_of(out) == 413, "413 with the body sent anyway (%d): %r" % (i, out[:100]))
         out, _ = exchange(lb.port, b"POST /odd HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\n"
                           b"Content-Length: 1\r\n\r\nx")
         check(status_of(out) == 417, "an unknown expectation: %r" % out[:100])
@@ -516,6 +527,9 @@ def slow_post(env):
         for i in range(9):
             out, first = exchange(lb.port, b"GET /after%d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % i)
             check(status_of(out) == 200 and first < 3, "after the trickles: %r" % out[:100])
+        end = time.time() + 5  # a refused connection lingers up to 2 s for the client to close
+        while time.time() < end and lb.stats()["limits"]["conns"] > 1:
+            time.sleep(0.1)
         st = lb.stats()["limits"]
         check(st["body_bytes"] == 0 and st["conns"] <= 1, "after: %s" % st)
         log("the 8 trickles got 408 within %.1f s (--client-timeout 2); the slots and bytes came back" % took)
