@@ -453,18 +453,21 @@ static void conn_read(struct conn *c)
     struct evbuffer *in = bufferevent_get_input(c->bev);
     for (;;) {
         if (c->state == C_IDLE) {
-            /* RFC 9112 section 2.2: empty lines before a request line are ignored. */
-            unsigned char two[2];
-            while (evbuffer_copyout(in, two, 2) == 2 && two[0] == '\r' && two[1] == '\n')
-                evbuffer_drain(in, 2);
             if (evbuffer_get_length(in) == 0)
                 return;
+            /* From the first byte on, empty lines included: a trickle of them cannot hold the
+             * connection either. */
             c->state = C_HEAD;
             c->scanned = 0;
             c->started_ms = now_ms();
             arm_deadline(c, c->started_ms + tv_ms(&lb_cfg.client_timeout));
         }
         if (c->state == C_HEAD) {
+            /* RFC 9112 section 2.2: empty lines before a request line are ignored. */
+            unsigned char two[2];
+            while (c->scanned == 0 && evbuffer_copyout(in, two, 2) == 2 && two[0] == '\r' &&
+                   two[1] == '\n')
+                evbuffer_drain(in, 2);
             ssize_t end = h1_find_head_end(in, &c->scanned);
             if (end == -2) {
                 refuse(c, 400, "bare LF");

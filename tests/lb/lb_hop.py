@@ -514,6 +514,24 @@ def slow_post(env):
                           b"Content-Length: %d\r\n\r\n" % len(body) + body, timeout=10)
         check(status_of(out) == 200, "an upload beside 8 trickled ones: %r" % out[:120])
         log("8 trickled 1 MiB bodies hold %d bytes; a 512 KiB upload beside them: 200" % st["body_bytes"])
+        # empty lines before a request line are ignored, but cannot hold a connection either
+        crlf = socket.create_connection(("127.0.0.1", lb.port), timeout=5)
+        crlf_cut = None
+        t1 = time.time()
+        for _ in range(40):
+            try:
+                crlf.send(b"\r\n")
+                crlf.settimeout(0.25)
+                if crlf.recv(100) is not None:
+                    crlf_cut = time.time() - t1
+                    break
+            except socket.timeout:
+                continue
+            except OSError:
+                crlf_cut = time.time() - t1
+                break
+        crlf.close()
+        check(crlf_cut is not None and crlf_cut < 6, "a trickle of empty lines was not cut (%s)" % crlf_cut)
         t0 = time.time()
         cut = 0
         for s in socks:
