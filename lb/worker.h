@@ -41,8 +41,8 @@ extern chring_t *lb_ring;
 int lb_listen_socket(bool reuseport);
 /* The same on host:port. */
 int lb_listen_on(const char *host, uint16_t port, bool reuseport);
-/* Sets up worker id: event base, HTTP/1.1 server (conn.c), listener (its own, or a dup of shared_fd when
- * that is >= 0).  Returns 0 / -1; on failure lb_worker_free still cleans up. */
+/* Sets up worker id: event base, HTTP/1.1 server (conn.c), listener (its own, or a dup of
+ * shared_fd when that is >= 0).  Returns 0 / -1; on failure lb_worker_free still cleans up. */
 int lb_worker_init(struct worker *w, unsigned id, int shared_fd);
 /* The thread's body: runs the worker's event loop until its stop event. */
 void *lb_worker_main(void *arg);
