@@ -6,8 +6,8 @@
  * chring ring with bounded loads.
  *
  * Shape.  N worker threads, each with its own libevent event_base and HTTP/1.1 server (conn.c)
- * accepting on its own SO_REUSEPORT listener (one shared listener when SO_REUSEPORT is unavailable).  A request
- * takes a lease with chring_acquire() on its key; the member's udata is a struct backend holding
+ * accepting on its own SO_REUSEPORT listener (one shared listener when SO_REUSEPORT is
+ * unavailable).  A request takes a lease with chring_acquire() on its key; the member's udata is a struct backend holding
  * the address and one idle-connection pool per worker (keep-alive bufferevents, used only by
  * their worker's thread).  The backend's answer is relayed as it arrives (header callback,
  * then chunk callbacks); the lease is released when the answer has been relayed completely, or the

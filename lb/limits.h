@@ -1,4 +1,5 @@
-/* chring-lb: limits in all (limits.c): connections, requests in flight, buffered body bytes, the accept backoff.
+/* chring-lb: limits in all (limits.c): connections, requests in flight, buffered body bytes,
+ * the accept backoff.
  *
  * SPDX-License-Identifier: MIT
  */

@@ -1,4 +1,5 @@
-/* chring-lb: a request towards its backend: key (key.c), hop-by-hop fields (http.c), the forwarded request and loop detection (forward.c), the proxying (proxy.c).
+/* chring-lb: a request towards its backend: its key (key.c), hop-by-hop fields (http.c), the
+ * forwarded request and loop detection (forward.c), the proxying (proxy.c).
  *
  * SPDX-License-Identifier: MIT
  */
