@@ -7,13 +7,13 @@
  *
  * Shape.  N worker threads, each with its own libevent event_base and HTTP/1.1 server (conn.c)
  * accepting on its own SO_REUSEPORT listener (one shared listener when SO_REUSEPORT is
- * unavailable).  A request takes a lease with chring_acquire() on its key; the member's udata is a struct backend holding
- * the address and one idle-connection pool per worker (keep-alive bufferevents, used only by
- * their worker's thread).  The backend's answer is relayed as it arrives (header callback,
- * then chunk callbacks); the lease is released when the answer has been relayed completely, or the
- * client has gone, or the backend failed.  A backend that refuses or times out before answering
- * is retried once, placed again with bounded loads over every member but the failed one
- * (chring_acquire_skip), then 502.
+ * unavailable).  A request takes a lease with chring_acquire() on its key; the member's udata
+ * is a struct backend holding the address and one idle-connection pool per worker (keep-alive
+ * bufferevents, used only by their worker's thread).  The backend's answer is relayed as it
+ * arrives (its head, then its body piece by piece); the lease is released when the answer has
+ * been relayed completely, or the client has gone, or the backend failed.  A backend that
+ * refuses or times out before answering is retried once, placed again with bounded loads over
+ * every member but the failed one (chring_acquire_skip), then 502.
  *
  * The main thread owns the ring's writer side: it loads the membership, and on SIGHUP re-reads
  * --members and applies it with chring_sync() (connections are not dropped: members that stay
