@@ -49,7 +49,7 @@ if [ -z "$targets" ]; then
     # chring-lb's parser targets exist when libevent is installed (fuzz/meson.build)
     targets="api cli"
     for t in h1 chunked; do
-        [ -x "$build/fuzz/fuzz_$t" ] && targets="$targets $t"
+        if [ -x "$build/fuzz/fuzz_$t" ]; then targets="$targets $t"; fi
     done
 fi
 
