@@ -627,7 +627,8 @@ static void on_later(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct conn *c = arg;
     if (c->state == C_CLOSING) {
-        if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+        /* aborted: closed now, whatever is still buffered (writing is off) */
+        if (c->aborted || evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
             closing_done(c);
         return;
     }
@@ -756,9 +757,9 @@ void lb_req_abort(struct lb_req *req)
     r->gone = NULL;
     c->req = NULL;
     req_free(r);
-    /* Not a clean end: what is buffered is dropped and the socket closed at once. */
-    evbuffer_drain(bufferevent_get_output(c->bev),
-                   evbuffer_get_length(bufferevent_get_output(c->bev)));
+    /* Not a clean end: the socket is closed at once (from the event loop), and what is still
+     * buffered is dropped with it (a socket bufferevent's output cannot be drained from
+     * outside: its start is frozen). */
     c->state = C_CLOSING;
     c->aborted = true;
     bufferevent_disable(c->bev, EV_READ | EV_WRITE);

@@ -21,13 +21,14 @@
 #include <event2/bufferevent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct proxy {
     struct worker *w;
     struct lb_req *req;     /* the client's request (conn.c's), NULL once answered or gone */
     struct bconn *bc;       /* the backend connection of this attempt, or NULL */
     struct backend *be;     /* the backend of this attempt */
-    struct event *deadline; /* --backend-timeout: the answer's head by then */
+    struct event *deadline; /* --backend-timeout: the answer's head by then, then its body */
     chring_lease_t lease;
     char *key;
     size_t keylen;
@@ -38,7 +39,10 @@ struct proxy {
     bool stale_once;  /* a pooled connection found closed was replaced once */
     bool close_after; /* the answer says the connection ends with it */
     bool headers_sent;
-    bool paused; /* backend reads paused: the client is slow */
+    bool paused;             /* backend reads paused: the client is slow */
+    int64_t body_start_ms;   /* the answer's head was in */
+    int64_t paused_since_ms; /* reads paused then */
+    int64_t paused_ms;       /* reads were paused this long in all: not the backend's time */
     size_t scanned;
     struct h1_body body;
     struct h1_head *head;      /* scratch for parsing answer heads */
@@ -47,6 +51,33 @@ struct proxy {
 };
 
 static int proxy_start_attempt(struct proxy *p);
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* When the answer's body must have arrived: --backend-timeout after its head, plus the time its
+ * bytes so far take at --body-min-rate, plus the time reads were paused for a slow client. */
+static int64_t body_deadline(const struct proxy *p)
+{
+    int64_t t = p->body_start_ms + p->paused_ms + (int64_t)lb_cfg.backend_timeout.tv_sec * 1000 +
+                lb_cfg.backend_timeout.tv_usec / 1000;
+    if (lb_cfg.body_min_rate > 0)
+        t += (int64_t)(p->body.total * 1000 / lb_cfg.body_min_rate);
+    return t;
+}
+
+static void arm_body_deadline(struct proxy *p)
+{
+    int64_t d = body_deadline(p) - now_ms();
+    if (d < 0)
+        d = 0;
+    struct timeval tv = {(time_t)(d / 1000), (suseconds_t)((d % 1000) * 1000)};
+    event_add(p->deadline, &tv);
+}
 static void on_backend_read(struct bufferevent *bev, void *arg);
 static void on_backend_event(struct bufferevent *bev, short what, void *arg);
 
@@ -141,8 +172,11 @@ static void proxy_abort(struct proxy *p)
 static void on_client_drained(void *arg)
 {
     struct proxy *p = arg;
-    if (p->paused && p->bc && p->bc->bev)
+    if (p->paused && p->bc && p->bc->bev) {
         bufferevent_enable(p->bc->bev, EV_READ);
+        p->paused_ms += now_ms() - p->paused_since_ms;
+        arm_body_deadline(p);
+    }
     p->paused = false;
 }
 
@@ -158,6 +192,8 @@ static void relay_body(struct proxy *p)
     if (p->bc && p->bc->bev && lb_req_pending(p->req) > lb_cfg.high_water) {
         bufferevent_disable(p->bc->bev, EV_READ);
         p->paused = true;
+        p->paused_since_ms = now_ms();
+        event_del(p->deadline);
         ADD(p->w->pauses, 1);
     }
 }
@@ -258,14 +294,15 @@ static void backend_input(struct proxy *p)
             }
             if (relay_head(p, h) < 0)
                 goto bad_answer;
-            /* The head is in: from now on the body may take its time, as long as it keeps
-             * coming (an idle timeout; reads pause while the client is slow). */
-            event_del(p->deadline);
+            /* The head is in: the body has its own deadline (a trickle cannot extend it beyond
+             * --body-min-rate), and an idle timeout as before. */
             bufferevent_set_timeouts(p->bc->bev, &lb_cfg.backend_timeout, &lb_cfg.backend_timeout);
+            p->body_start_ms = now_ms();
             p->close_after = h->close;
             h1_body_init(&p->body, h->framing, h->length);
             evbuffer_drain(in, (size_t)end);
             p->in_head = false;
+            arm_body_deadline(p);
         }
         int rc = h1_body_step(&p->body, in, p->out);
         relay_body(p);
@@ -354,14 +391,28 @@ static int proxy_start_attempt(struct proxy *p)
     return 0;
 }
 
-/* --backend-timeout passed before the answer's head was in. */
+/* --backend-timeout passed before the answer's head was in (the attempt failed), or the body's
+ * deadline passed (the answer is cut: the client must not take it for complete). */
 static void on_deadline(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct proxy *p = arg;
-    if (p->in_head && p->bc)
+    if (!p->bc)
+        return;
+    if (p->in_head) {
         proxy_attempt_failed(p, "backend timed out");
+    } else if (!p->paused) {
+        if (now_ms() < body_deadline(p)) {
+            arm_body_deadline(p);
+            return;
+        }
+        if (lb_cfg.verbose)
+            lb_log("%s: answer body too slow (--backend-timeout, --body-min-rate): cut",
+                   p->be->name);
+        ADD(p->be->failures, 1);
+        proxy_abort(p);
+    }
 }
 
 void lb_proxy_start(struct worker *w, struct lb_req *req)

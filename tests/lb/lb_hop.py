@@ -405,7 +405,8 @@ def authority(env):
 
 class HostileBackend:
     """A raw backend that reads a request head, then behaves as mode says: 'flood' sends an
-    interim answer every 0.2 s forever, 'trickle' sends a valid head one byte every 0.2 s.
+    interim answer every 0.2 s forever, 'trickle' sends a valid head one byte every 0.2 s,
+    'drip' sends a head promising 100 bytes at once, then the body a byte every 0.2 s.
     Bounded: each connection stops after 60 s or when the peer goes."""
 
     def __init__(self, mode):
@@ -444,6 +445,14 @@ class HostileBackend:
             while time.time() < end and not self.stop.is_set():
                 if self.mode == "flood":
                     c.sendall(b"HTTP/1.1 102 Processing\r\n\r\n")
+                elif self.mode == "drip":
+                    if i == 0:
+                        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+                    elif i > 100:
+                        return
+                    else:
+                        c.sendall(b"d")
+                    i += 1
                 else:
                     if i >= len(head):
                         return
@@ -463,7 +472,10 @@ class HostileBackend:
 def backend_deadline(env):
     """--backend-timeout is a deadline for the answer's head (N15): a backend that sends an
     interim answer every 0.2 s, or its head one byte every 0.2 s, keeps a request 40 s with an
-    idle timer; here both get 502 within about the timeout (1 s, and once more for the retry)."""
+    idle timer; here both get 502 within about the timeout (1 s, and once more for the retry).
+    The body has a deadline too: --backend-timeout after the head plus its bytes at
+    --body-min-rate, so one dripped a byte every 0.2 s is cut (the client's connection closed
+    short of the promised length) after about a second, not 20."""
     for mode in ("flood", "trickle"):
         hb = HostileBackend(mode)
         try:
@@ -477,6 +489,20 @@ def backend_deadline(env):
             lb.stop()
         finally:
             hb.close()
+    hb = HostileBackend("drip")
+    try:
+        lb = h.Balancer(env, ["--backend", hb.member, "--backend-timeout", "1"], name="lb-drip").start()
+        t0 = time.time()
+        out, first = exchange(lb.port, b"GET /drip HTTP/1.1\r\nHost: x\r\n\r\n", timeout=30)
+        took = time.time() - t0
+        head, _, body = out.partition(b"\r\n\r\n")
+        check(status_of(out) == 200 and b"Content-Length: 100" in head and len(body) < 100,
+              "dripped body: %r" % out[:200])
+        check(took < 6, "a body dripped a byte every 0.2 s was cut after %.1f s" % took)
+        log("answer body dripped: cut after %.1f s with %d of 100 bytes" % (took, len(body)))
+        lb.stop()
+    finally:
+        hb.close()
 
 
 def slow_post(env):
