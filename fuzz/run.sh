@@ -6,7 +6,9 @@
 # Environment:
 #   FUZZ_BUILD=dir      build directory (default build-fuzz), configured here with clang, ASan and
 #                       UBSan if it is not configured yet
-#   FUZZ_TARGETS="api cli"   which targets to run (fuzz_api, fuzz_cli)
+#   FUZZ_TARGETS="api cli h1 chunked"   which targets to run (default: fuzz_api, fuzz_cli, and
+#                       fuzz_h1 and fuzz_chunked, chring-lb's HTTP/1 parser, when they were built:
+#                       with libevent installed)
 #   FUZZ_JOBS=n         parallel fuzzing processes per target (libFuzzer -jobs/-workers), default 1.
 #                       The targets spend most of their time waiting for RCU grace periods in
 #                       chring_free, so n above the number of cores still helps.
@@ -25,7 +27,7 @@ cd "$(dirname "$0")/.."
 top=$(pwd)
 seconds="${1:-60}"
 build="${FUZZ_BUILD:-build-fuzz}"
-targets="${FUZZ_TARGETS:-api cli}"
+targets="${FUZZ_TARGETS:-}"
 jobs="${FUZZ_JOBS:-1}"
 case "$seconds" in '' | *[!0-9]*) echo "fuzz/run.sh: SECONDS must be a number" >&2; exit 2 ;; esac
 
@@ -43,6 +45,13 @@ if [ ! -f "$build/build.ninja" ]; then
         -Db_sanitize=address,undefined -Db_lundef=false -Durcu_lgpl=false
 fi
 nice ninja -C "$build" -j "${NINJA_JOBS:-2}"
+if [ -z "$targets" ]; then
+    # chring-lb's parser targets exist when libevent is installed (fuzz/meson.build)
+    targets="api cli"
+    for t in h1 chunked; do
+        if [ -x "$build/fuzz/fuzz_$t" ]; then targets="$targets $t"; fi
+    done
+fi
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"

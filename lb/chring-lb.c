@@ -35,6 +35,7 @@ int main(int argc, char **argv)
     if (lb_config_parse(argc, argv) < 0)
         return 2;
     lb_limits_init();
+    lb_via_init();
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() < 0) {
         lb_log("evthread_use_pthreads failed");
@@ -159,7 +160,7 @@ out_ring:
     lb_backends_free_all(); /* retired but not reaped: ours now */
 out_init:
     for (unsigned i = 0; i < lb_cfg.threads; i++) {
-        if (lb_workers[i].http)
+        if (lb_workers[i].listener)
             lb_worker_cleanup(&lb_workers[i]);
         lb_worker_free(&lb_workers[i]);
     }

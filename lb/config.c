@@ -33,8 +33,12 @@ static void usage(FILE *f)
         "nginx, varnish\n"
         "  --vnodes N                points per unit of weight (default 160)\n"
         "  --balance C               bounded-load factor c (default 1.25)\n"
-        "  --backend-timeout SECS    connect/read timeout towards backends (default 3)\n"
-        "  --client-timeout SECS     idle timeout of client connections (default 15)\n"
+        "  --backend-timeout SECS    deadline for a backend's answer head; then for its body\n"
+        "                            (plus --body-min-rate), and its idle timeout (default 3)\n"
+        "  --client-timeout SECS     client connections: idle timeout, and the deadline for a\n"
+        "                            whole request head, or body (default 15)\n"
+        "  --body-min-rate BYTES     a body (request or answer) extends its deadline by 1 s per\n"
+        "                            BYTES received (default 65536; 0: no extension)\n"
         "  --fail-timeout SECS       after a failure, send a backend's keys to their next replica\n"
         "                            for this long without trying it (default 1; 0: off): it is\n"
         "                            down in the ring (chring_set_down), then up again\n"
@@ -143,6 +147,7 @@ static void set_defaults(void)
     lb_cfg.client_timeout = (struct timeval){15, 0};
     lb_cfg.max_headers = 8192;
     lb_cfg.max_body = 16u << 20;
+    lb_cfg.body_min_rate = 65536;
     lb_cfg.max_idle = 64;
     lb_cfg.high_water = 256u << 10;
     lb_cfg.fail_timeout_ms = 1000;
@@ -167,6 +172,7 @@ enum {
     O_FAILTIMEOUT,
     O_MAXHDR,
     O_MAXBODY,
+    O_BODYRATE,
     O_MAXIDLE,
     O_VERBOSE,
     O_MAXCONNS,
@@ -196,6 +202,7 @@ static const struct option opts[] = {
     {"fail-timeout", required_argument, 0, O_FAILTIMEOUT},
     {"max-headers", required_argument, 0, O_MAXHDR},
     {"max-body", required_argument, 0, O_MAXBODY},
+    {"body-min-rate", required_argument, 0, O_BODYRATE},
     {"max-idle", required_argument, 0, O_MAXIDLE},
     {"verbose", no_argument, 0, O_VERBOSE},
     {"max-conns", required_argument, 0, O_MAXCONNS},
@@ -277,6 +284,11 @@ static int parse_option(int c, const char *arg)
     case O_MAXBODY:
         if (parse_size(arg, &lb_cfg.max_body, 0, (size_t)1 << 31) < 0)
             return bad("--max-body: 0..2147483648");
+        return 0;
+    case O_BODYRATE:
+        if (parse_size(arg, &v, 0, (size_t)1 << 40) < 0)
+            return bad("--body-min-rate: 0..1099511627776");
+        lb_cfg.body_min_rate = v;
         return 0;
     case O_MAXIDLE:
         if (parse_size(arg, &v, 0, 100000) < 0)

@@ -2,12 +2,12 @@
  *
  * SPDX-License-Identifier: MIT
  *
- * libevent's evhttp parser is lenient where a hop must not be (docs/lb.md, "Security model"): it
- * keeps white space before a colon in the field name, accepts bare LF, obs-fold, "+5" or "0x5",
- * reads the first of two Content-Lengths, and never reads the body of a GET.  Every byte that
- * crosses chring-lb is therefore parsed here first, in one pass over the head (linear in its
- * size), and what evhttp or a backend gets afterwards is a normalised copy: one field per line,
- * "Name: value", the framing as this parser understood it and nothing else.
+ * One parser for both directions: client requests (conn.c) and backend answers (proxy.c).  It
+ * is strict where a hop must be (docs/lb.md, "Security model"): no white space before a colon,
+ * no bare LF, no obs-fold, Content-Length as plain digits and never two different ones.  Every
+ * head is parsed in one pass (linear in its size), and what the other side gets is a
+ * normalised copy: one field per line, "Name: value", the framing as this parser understood it
+ * and nothing else.
  */
 #define _GNU_SOURCE
 #include "lb.h"
@@ -230,8 +230,8 @@ int h1_request_framing(struct h1_head *h)
     } else {
         h->framing = have_len && h->length > 0 ? H1_LENGTH : H1_NONE;
     }
-    /* evhttp reads a body only for POST, PUT and PATCH; any other method's body would be read
-     * as the next request. */
+    /* A body only for POST, PUT and PATCH: on another method it is far more likely a smuggling
+     * attempt against a server that ignores it than a use. */
     bool body_method = (h->mlen == 4 && memcmp(h->method, "POST", 4) == 0) ||
                        (h->mlen == 3 && memcmp(h->method, "PUT", 3) == 0) ||
                        (h->mlen == 5 && memcmp(h->method, "PATCH", 5) == 0);

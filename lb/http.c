@@ -18,35 +18,46 @@ static const char *const hop_by_hop[] = {
     "Trailer",    "Transfer-Encoding", "Upgrade",          NULL,
 };
 
-/* The names a message's Connection fields list, in a small open-addressing set, so that
- * checking every field against them costs O(1) each: header work stays linear whatever the
- * number of fields and tokens. */
-struct tokens {
-    const char **name;
-    size_t *len;
-    size_t cap; /* a power of two, at least twice the tokens */
+/* The names a message's Connection fields list, sorted (case-insensitively), so that checking
+ * every field against them costs O(log tokens) each whatever the tokens are: header work stays
+ * O(n log n) in the size of the head.  (A hash table would be O(1) on average but quadratic for
+ * tokens an attacker picks to collide.) */
+struct token {
+    const char *name;
+    size_t len;
 };
 
-static uint64_t token_hash(const char *s, size_t n)
+struct tokens {
+    struct token *v;
+    size_t n;
+};
+
+static int token_cmp(const char *a, size_t al, const char *b, size_t bl)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        h = (h ^ (c >= 'A' && c <= 'Z' ? c + 32 : c)) * 1099511628211ULL;
-    }
-    return h;
+    int c = strncasecmp(a, b, al < bl ? al : bl);
+    return c ? c : al < bl ? -1 : al > bl ? 1 : 0;
+}
+
+static int token_qsort_cmp(const void *x, const void *y)
+{
+    const struct token *a = x, *b = y;
+    return token_cmp(a->name, a->len, b->name, b->len);
 }
 
 static bool tokens_has(const struct tokens *t, const char *s, size_t n)
 {
-    if (t->cap == 0)
-        return false;
-    for (size_t i = token_hash(s, n) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
-        if (!t->name[i])
-            return false;
-        if (t->len[i] == n && strncasecmp(t->name[i], s, n) == 0)
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = token_cmp(s, n, t->v[mid].name, t->v[mid].len);
+        if (c == 0)
             return true;
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
+    return false;
 }
 
 static void tokens_add_list(struct tokens *t, const char *v)
@@ -58,50 +69,35 @@ static void tokens_add_list(struct tokens *t, const char *v)
         const char *s = p;
         while (*p && *p != ',' && *p != ' ' && *p != '\t')
             p++;
-        size_t n = (size_t)(p - s);
-        if (n == 0 || tokens_has(t, s, n))
-            continue;
-        size_t i = token_hash(s, n) & (t->cap - 1);
-        while (t->name[i])
-            i = (i + 1) & (t->cap - 1);
-        t->name[i] = s;
-        t->len[i] = n;
+        if (p > s)
+            t->v[t->n++] = (struct token){s, (size_t)(p - s)};
     }
 }
 
-/* Sizes and fills t from the Connection values (each NUL-terminated).  Returns 0 / -1. */
+/* Fills t from the Connection values (each NUL-terminated).  Returns 0 / -1. */
 static int tokens_build(struct tokens *t, const char *const *values, size_t nvalues)
 {
     size_t count = 0;
     for (size_t i = 0; i < nvalues; i++)
         for (const char *p = values[i]; *p; p++)
-            count += *p == ',';
+            count += *p == ',' || *p == ' ' || *p == '\t';
     count += nvalues;
-    t->cap = 0;
-    t->name = NULL;
-    t->len = NULL;
+    t->n = 0;
+    t->v = NULL;
     if (nvalues == 0)
         return 0;
-    size_t cap = 8;
-    while (cap < 2 * count)
-        cap *= 2;
-    t->name = calloc(cap, sizeof *t->name);
-    t->len = calloc(cap, sizeof *t->len);
-    if (!t->name || !t->len) {
-        free(t->name);
-        free(t->len);
+    t->v = calloc(count, sizeof *t->v);
+    if (!t->v)
         return -1;
-    }
-    t->cap = cap;
     for (size_t i = 0; i < nvalues; i++)
         tokens_add_list(t, values[i]);
+    qsort(t->v, t->n, sizeof *t->v, token_qsort_cmp);
     return 0;
 }
 
 static void tokens_free(struct tokens *t)
 {
-    free(t->name);
-    free(t->len);
+    free(t->v);
 }
 
 /* True when name is listed in extra (NULL-terminated, may be NULL), case-insensitively. */
@@ -133,7 +129,7 @@ void lb_copy_headers(const struct evkeyvalq *src, struct evkeyvalq *dst, const c
     struct tokens t;
     /* Out of memory: every end-to-end header is still copied, Connection-listed ones too. */
     if (tokens_build(&t, values, k) < 0)
-        t.cap = 0;
+        t.n = 0;
     TAILQ_FOREACH(h, src, next)
     {
         size_t n = strlen(h->key);
@@ -193,13 +189,68 @@ out:
     return rc;
 }
 
-void lb_send_text(struct evhttp_request *req, int code, const char *reason, const char *body)
+/* ------------------------------------------------------------------------------------------ */
+/* the Host check of the stats endpoint                                                       */
+
+static bool host_is_loopback_literal(const char *name)
 {
-    struct evbuffer *b = evbuffer_new();
-    if (b)
-        evbuffer_add_printf(b, "%s\n", body);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
-    evhttp_send_reply(req, code, reason, b);
-    if (b)
-        evbuffer_free(b);
+    unsigned char a[16];
+    if (inet_pton(AF_INET, name, a) == 1)
+        return a[0] == 127;
+    if (inet_pton(AF_INET6, name, a) == 1)
+        return memcmp(a, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\1", 16) == 0 ||
+               (memcmp(a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0 && a[12] == 127);
+    return false;
+}
+
+static bool host_is_literal(const char *name)
+{
+    unsigned char a[16];
+    return inet_pton(AF_INET, name, a) == 1 || inet_pton(AF_INET6, name, a) == 1;
+}
+
+static bool is_wildcard(const char *listen)
+{
+    return !*listen || strcmp(listen, "0.0.0.0") == 0 || strcmp(listen, "::") == 0 ||
+           strcmp(listen, "*") == 0;
+}
+
+bool lb_stats_host_allowed(const char *host, bool stats_listener)
+{
+    if (!host)
+        return true; /* HTTP/1.0 without Host: no browser sends that */
+    char name[256];
+    size_t n = strlen(host);
+    const char *end = host + n;
+    if (host[0] == '[') {
+        const char *close = strchr(host, ']');
+        if (!close || (close[1] != '\0' && close[1] != ':'))
+            return false;
+        end = close;
+        host++;
+    } else {
+        const char *colon = strrchr(host, ':');
+        if (colon && strchr(host, ':') != colon)
+            return false; /* an IPv6 address without brackets is not a Host */
+        if (colon)
+            end = colon;
+    }
+    size_t len = (size_t)(end - host);
+    if (len == 0 || len >= sizeof name)
+        return false;
+    memcpy(name, host, len);
+    name[len] = '\0';
+    if (name[len - 1] == '.') /* the absolute form of a name */
+        name[--len] = '\0';
+    if (strcasecmp(name, "localhost") == 0 ||
+        (len > 10 && strcasecmp(name + len - 10, ".localhost") == 0))
+        return true; /* RFC 6761 section 6.3: always loopback */
+    if (host_is_loopback_literal(name))
+        return true;
+    const char *listen = stats_listener ? lb_cfg.stats_host : lb_cfg.listen_host;
+    if (strcasecmp(name, listen) == 0)
+        return true;
+    /* A listener on every address is reached by any of them; a rebinding page always names
+     * the attacker's domain, never an address. */
+    return is_wildcard(listen) && host_is_literal(name);
 }

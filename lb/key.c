@@ -31,31 +31,22 @@ static const char *query_arg(const char *q, const char *name, size_t *len)
     return "";
 }
 
-void lb_request_key(struct evhttp_request *req, const char **key, size_t *len)
+void lb_request_key(const struct lb_req *req, const char **key, size_t *len)
 {
-    const struct evhttp_uri *pu = evhttp_request_get_evhttp_uri(req);
     *key = "";
     *len = 0;
     switch (lb_cfg.key_kind) {
-    case KEY_PATH: {
-        const char *path = pu ? evhttp_uri_get_path(pu) : NULL;
-        if (!path || !*path)
-            path = "/";
-        *key = path;
-        *len = strlen(path);
+    case KEY_PATH:
+        *key = req->path;
+        *len = strlen(req->path);
         break;
-    }
     case KEY_HEADER: {
-        const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), lb_cfg.key_name);
+        const char *v = evhttp_find_header(req->in, lb_cfg.key_name);
         *key = v ? v : "";
         *len = strlen(*key);
         break;
     }
-    case KEY_QUERY: {
-        const char *q = pu ? evhttp_uri_get_query(pu) : NULL;
-        *key = query_arg(q ? q : "", lb_cfg.key_name, len);
-        break;
-    }
+    case KEY_QUERY: *key = query_arg(req->query ? req->query : "", lb_cfg.key_name, len); break;
     }
     if (lb_cfg.key_prefix && *len > lb_cfg.key_prefix)
         *len = lb_cfg.key_prefix;

@@ -37,12 +37,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-
-char lb_refused_target[48];
 
 static _Atomic uint64_t conns, parked, conns_parked, accept_errors, accept_backoffs, accept_pauses;
 static _Atomic uint64_t inflight, requests_refused, body_bytes, body_refused;
@@ -70,15 +67,6 @@ void lb_limits_init(void)
         uint64_t n = nofile > 64 + 32 ? (nofile - 64) / 2 : 16;
         lb_cfg.max_conns = (unsigned)(n > 100000 ? 100000 : n);
     }
-    unsigned char rnd[16];
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
-        uint64_t t = (uint64_t)now_ms() ^ ((uint64_t)getpid() << 32);
-        memcpy(rnd, &t, sizeof t);
-        memcpy(rnd + 8, &rnd, sizeof t);
-    }
-    int k = snprintf(lb_refused_target, sizeof lb_refused_target, "/.chring-lb-refused/");
-    for (size_t i = 0; i < sizeof rnd && k + 2 < (int)sizeof lb_refused_target; i++)
-        k += snprintf(lb_refused_target + k, sizeof lb_refused_target - (size_t)k, "%02x", rnd[i]);
 }
 
 void lb_limits_get(struct lb_limit_stats *out)
@@ -129,7 +117,7 @@ static void on_limit(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    lb_guard_admit(arg); /* the parked first: they were accepted before any still queued */
+    lb_conn_admit_parked(arg); /* the parked first: they were accepted before any still queued */
     listener_update(arg);
 }
 
@@ -151,7 +139,7 @@ static void on_backoff_end(evutil_socket_t fd, short what, void *arg)
 
 static void on_accept_error(struct evconnlistener *listener, void *arg)
 {
-    (void)arg; /* evhttp's: the worker is found by its listener */
+    (void)arg; /* the worker is found by its listener */
     struct worker *w = NULL;
     for (unsigned i = 0; i < lb_cfg.threads && !w; i++)
         if (lb_workers[i].listener == listener)
@@ -291,10 +279,9 @@ void lb_body_release(uint64_t n)
     SUB(body_bytes, n);
 }
 
-void lb_send_overloaded(struct evhttp_request *req, const char *why)
+void lb_send_overloaded(struct lb_req *req, const char *why)
 {
-    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
-    evhttp_add_header(oh, "Retry-After", "1");
-    evhttp_add_header(oh, "Connection", "close");
+    evhttp_add_header(req->out, "Retry-After", "1");
+    lb_req_close_after(req);
     lb_send_text(req, 503, "Service Unavailable", why);
 }

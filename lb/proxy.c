@@ -21,13 +21,14 @@
 #include <event2/bufferevent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct proxy {
     struct worker *w;
-    struct evhttp_request *req;       /* the client's request */
-    struct evhttp_connection *cevcon; /* its connection */
-    struct bconn *bc;                 /* the backend connection of this attempt, or NULL */
-    struct backend *be;               /* the backend of this attempt */
+    struct lb_req *req;     /* the client's request (conn.c's), NULL once answered or gone */
+    struct bconn *bc;       /* the backend connection of this attempt, or NULL */
+    struct backend *be;     /* the backend of this attempt */
+    struct event *deadline; /* --backend-timeout: the answer's head by then, then its body */
     chring_lease_t lease;
     char *key;
     size_t keylen;
@@ -38,16 +39,45 @@ struct proxy {
     bool stale_once;  /* a pooled connection found closed was replaced once */
     bool close_after; /* the answer says the connection ends with it */
     bool headers_sent;
-    bool paused; /* backend reads paused: the client is slow */
+    bool paused;             /* backend reads paused: the client is slow */
+    int64_t body_start_ms;   /* the answer's head was in */
+    int64_t paused_since_ms; /* reads paused then */
+    int64_t paused_ms;       /* reads were paused this long in all: not the backend's time */
     size_t scanned;
     struct h1_body body;
     struct h1_head *head;      /* scratch for parsing answer heads */
     struct evbuffer *out;      /* body bytes on their way to the client */
     struct proxy *prev, *next; /* worker->active */
-    uint64_t body_charged;     /* request body bytes counted in --max-body-total */
 };
 
 static int proxy_start_attempt(struct proxy *p);
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* When the answer's body must have arrived: --backend-timeout after its head, plus the time its
+ * bytes so far take at --body-min-rate, plus the time reads were paused for a slow client. */
+static int64_t body_deadline(const struct proxy *p)
+{
+    int64_t t = p->body_start_ms + p->paused_ms + (int64_t)lb_cfg.backend_timeout.tv_sec * 1000 +
+                lb_cfg.backend_timeout.tv_usec / 1000;
+    if (lb_cfg.body_min_rate > 0)
+        t += (int64_t)(p->body.total * 1000 / lb_cfg.body_min_rate);
+    return t;
+}
+
+static void arm_body_deadline(struct proxy *p)
+{
+    int64_t d = body_deadline(p) - now_ms();
+    if (d < 0)
+        d = 0;
+    struct timeval tv = {(time_t)(d / 1000), (suseconds_t)((d % 1000) * 1000)};
+    event_add(p->deadline, &tv);
+}
 static void on_backend_read(struct bufferevent *bev, void *arg);
 static void on_backend_event(struct bufferevent *bev, short what, void *arg);
 
@@ -90,8 +120,9 @@ static void proxy_finish(struct proxy *p)
     proxy_drop_conn(p);
     chring_release(lb_ring, &p->lease);
     proxy_unlink(p);
-    lb_body_release(p->body_charged);
     lb_inflight_leave();
+    if (p->deadline)
+        event_free(p->deadline);
     if (p->out)
         evbuffer_free(p->out);
     free(p->head);
@@ -102,7 +133,6 @@ static void proxy_finish(struct proxy *p)
 /* Answers the client (before any byte of the answer went out) and finishes. */
 static void proxy_fail(struct proxy *p, int code, const char *reason, const char *body)
 {
-    evhttp_connection_set_closecb(p->cevcon, NULL, NULL);
     lb_send_text(p->req, code, reason, body);
     p->req = NULL;
     proxy_finish(p);
@@ -114,15 +144,11 @@ static void proxy_bad_gateway(struct proxy *p, const char *body)
     proxy_fail(p, 502, "Bad Gateway", body);
 }
 
-static void on_client_close(struct evhttp_connection *evcon, void *arg)
+/* The client went away (conn.c frees its request when this returns). */
+static void on_client_gone(void *arg)
 {
     struct proxy *p = arg;
-    evhttp_connection_set_closecb(evcon, NULL, NULL);
     ADD(p->w->client_gone, 1);
-    /* A request detached from its dying connection is ours to free; one still attached is freed
-     * by the connection. */
-    if (p->req && evhttp_request_get_connection(p->req) == NULL)
-        evhttp_request_free(p->req);
     p->req = NULL;
     proxy_finish(p);
 }
@@ -133,8 +159,7 @@ static void proxy_abort(struct proxy *p)
 {
     ADD(p->w->aborts, 1);
     proxy_drop_conn(p);
-    evhttp_connection_set_closecb(p->cevcon, NULL, NULL);
-    evhttp_connection_free(p->cevcon); /* frees p->req too */
+    lb_req_abort(p->req);
     p->req = NULL;
     proxy_finish(p);
 }
@@ -142,14 +167,16 @@ static void proxy_abort(struct proxy *p)
 /* ------------------------------------------------------------------------------------------ */
 /* the backend's answer, relayed as it arrives                                                 */
 
-/* The client connection's output buffer has been written out (evcon's write callback; set for
- * each chunk, replaced by evhttp_send_reply_end, gone with the connection). */
-static void on_client_drained(struct evhttp_connection *evcon, void *arg)
+/* The client connection's output buffer has been written out (conn.c calls it only while the
+ * request is being served). */
+static void on_client_drained(void *arg)
 {
-    (void)evcon;
     struct proxy *p = arg;
-    if (p->paused && p->bc && p->bc->bev)
+    if (p->paused && p->bc && p->bc->bev) {
         bufferevent_enable(p->bc->bev, EV_READ);
+        p->paused_ms += now_ms() - p->paused_since_ms;
+        arm_body_deadline(p);
+    }
     p->paused = false;
 }
 
@@ -161,11 +188,12 @@ static void relay_body(struct proxy *p)
     if (n == 0)
         return;
     ADD(p->be->bytes_out, n);
-    evhttp_send_reply_chunk_with_cb(p->req, p->out, on_client_drained, p);
-    struct bufferevent *cbev = evhttp_connection_get_bufferevent(p->cevcon);
-    if (p->bc && cbev && evbuffer_get_length(bufferevent_get_output(cbev)) > lb_cfg.high_water) {
+    lb_req_reply_chunk(p->req, p->out);
+    if (p->bc && p->bc->bev && lb_req_pending(p->req) > lb_cfg.high_water) {
         bufferevent_disable(p->bc->bev, EV_READ);
         p->paused = true;
+        p->paused_since_ms = now_ms();
+        event_del(p->deadline);
         ADD(p->w->pauses, 1);
     }
 }
@@ -216,8 +244,7 @@ static void proxy_complete(struct proxy *p)
         lb_bconn_free(bc);
     lb_backend_mark(p->be, true);
     ADD(p->w->proxied, 1);
-    evhttp_connection_set_closecb(p->cevcon, NULL, NULL);
-    evhttp_send_reply_end(p->req);
+    lb_req_reply_end(p->req);
     p->req = NULL;
     proxy_finish(p);
 }
@@ -226,17 +253,12 @@ static void proxy_complete(struct proxy *p)
  * Returns 0 / -1 (out of memory). */
 static int relay_head(struct proxy *p, const struct h1_head *h)
 {
-    struct evkeyvalq *out = evhttp_request_get_output_headers(p->req);
-    if (lb_copy_fields(h, out) < 0)
+    if (lb_copy_fields(h, p->req->out) < 0)
         return -1;
-    if (h->has_length && h->framing != H1_CHUNKED) {
-        char len[24];
-        snprintf(len, sizeof len, "%llu", (unsigned long long)h->length);
-        evhttp_add_header(out, "Content-Length", len);
-    }
+    int64_t length = h->has_length && h->framing != H1_CHUNKED ? (int64_t)h->length : -1;
     char reason[256];
     snprintf(reason, sizeof reason, "%.*s", (int)h->rlen, h->reason);
-    evhttp_send_reply_start(p->req, h->status, reason[0] ? reason : NULL);
+    lb_req_reply_start(p->req, h->status, reason[0] ? reason : NULL, length);
     p->headers_sent = true;
     return 0;
 }
@@ -272,10 +294,15 @@ static void backend_input(struct proxy *p)
             }
             if (relay_head(p, h) < 0)
                 goto bad_answer;
+            /* The head is in: the body has its own deadline (a trickle cannot extend it beyond
+             * --body-min-rate), and an idle timeout as before. */
+            bufferevent_set_timeouts(p->bc->bev, &lb_cfg.backend_timeout, &lb_cfg.backend_timeout);
+            p->body_start_ms = now_ms();
             p->close_after = h->close;
             h1_body_init(&p->body, h->framing, h->length);
             evbuffer_drain(in, (size_t)end);
             p->in_head = false;
+            arm_body_deadline(p);
         }
         int rc = h1_body_step(&p->body, in, p->out);
         relay_body(p);
@@ -352,8 +379,11 @@ static int proxy_start_attempt(struct proxy *p)
         return -1;
     struct bufferevent *bev = p->bc->bev;
     bufferevent_setcb(bev, on_backend_read, NULL, on_backend_event, p);
-    bufferevent_set_timeouts(bev, &lb_cfg.backend_timeout, &lb_cfg.backend_timeout);
-    if (lb_forward_write(bufferevent_get_output(bev), p->req, p->cevcon, p->be->hosthdr) < 0 ||
+    /* --backend-timeout is a deadline for the answer's head, whatever comes before it (interim
+     * answers, a head trickled byte by byte), not an idle timeout. */
+    bufferevent_set_timeouts(bev, NULL, &lb_cfg.backend_timeout);
+    event_add(p->deadline, &lb_cfg.backend_timeout);
+    if (lb_forward_write(bufferevent_get_output(bev), p->req, p->be->hosthdr) < 0 ||
         bufferevent_enable(bev, EV_READ | EV_WRITE) < 0) {
         proxy_drop_conn(p);
         return -1;
@@ -361,13 +391,32 @@ static int proxy_start_attempt(struct proxy *p)
     return 0;
 }
 
-void lb_proxy_start(struct worker *w, struct evhttp_request *req)
+/* --backend-timeout passed before the answer's head was in (the attempt failed), or the body's
+ * deadline passed (the answer is cut: the client must not take it for complete). */
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
 {
-    struct evhttp_connection *cevcon = evhttp_request_get_connection(req);
-    if (!cevcon) { /* cannot happen in a server callback; be safe */
-        evhttp_request_free(req);
+    (void)fd;
+    (void)what;
+    struct proxy *p = arg;
+    if (!p->bc)
         return;
+    if (p->in_head) {
+        proxy_attempt_failed(p, "backend timed out");
+    } else if (!p->paused) {
+        if (now_ms() < body_deadline(p)) {
+            arm_body_deadline(p);
+            return;
+        }
+        if (lb_cfg.verbose)
+            lb_log("%s: answer body too slow (--backend-timeout, --body-min-rate): cut",
+                   p->be->name);
+        ADD(p->be->failures, 1);
+        proxy_abort(p);
     }
+}
+
+void lb_proxy_start(struct worker *w, struct lb_req *req)
+{
     if (!lb_inflight_enter()) {
         lb_send_overloaded(req, "requests in flight at their limit (--max-requests)");
         return;
@@ -377,26 +426,26 @@ void lb_proxy_start(struct worker *w, struct evhttp_request *req)
     lb_request_key(req, &key, &keylen);
 
     struct proxy *p = calloc(1, sizeof *p);
-    if (!p || !(p->key = malloc(keylen + 1)) || !(p->out = evbuffer_new())) {
-        if (p)
+    if (!p || !(p->key = malloc(keylen + 1)) || !(p->out = evbuffer_new()) ||
+        !(p->deadline = evtimer_new(w->base, on_deadline, p))) {
+        if (p) {
             free(p->key);
+            if (p->out)
+                evbuffer_free(p->out);
+        }
         free(p);
         lb_inflight_leave();
         lb_send_text(req, 503, "Service Unavailable", "out of memory");
         return;
     }
-    /* The guard handed the body's reservation over with the request: it is ours until the proxy
-     * finished (the body is kept for a retry). */
-    p->body_charged = evbuffer_get_length(evhttp_request_get_input_buffer(req));
-    lb_body_charge(p->body_charged);
     memcpy(p->key, key, keylen);
     p->key[keylen] = '\0';
     p->keylen = keylen;
     p->w = w;
     p->req = req;
-    p->cevcon = cevcon;
-    p->head_req = evhttp_request_get_command(req) == EVHTTP_REQ_HEAD;
+    p->head_req = req->cmd == EVHTTP_REQ_HEAD;
     proxy_link(p);
+    lb_req_set_cbs(req, on_client_drained, on_client_gone, p);
 
     int rc = chring_acquire(lb_ring, p->key, p->keylen, &p->lease);
     if (rc != 0 && chring_len(lb_ring) > 0) { /* members, every one down (passive health) */
@@ -409,7 +458,6 @@ void lb_proxy_start(struct worker *w, struct evhttp_request *req)
         return;
     }
     p->be = chring_member_udata(p->lease.member);
-    evhttp_connection_set_closecb(cevcon, on_client_close, p);
     /* Passive health needs nothing here: a backend that failed less than --fail-timeout ago is
      * down in the ring (health.c), so chring_acquire placed the key on its next replica. */
     if (proxy_start_attempt(p) != 0) {

@@ -236,9 +236,9 @@ static void add_balancer(struct evbuffer *b)
                         (unsigned long long)l.body_refused);
 }
 
-void lb_stats_serve(struct worker *w, struct evhttp_request *req)
+void lb_stats_serve(struct worker *w, struct lb_req *req)
 {
-    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    enum evhttp_cmd_type cmd = req->cmd;
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         lb_send_text(req, 405, "Method Not Allowed", "GET only");
         return;
@@ -249,7 +249,7 @@ void lb_stats_serve(struct worker *w, struct evhttp_request *req)
         ADD(lb_workers[0].stats_served, 1);
     struct evbuffer *b = evbuffer_new();
     if (!b) {
-        evhttp_send_error(req, 500, NULL);
+        lb_send_text(req, 500, "Internal Server Error", "out of memory");
         return;
     }
     chring_stats_t st;
@@ -264,7 +264,7 @@ void lb_stats_serve(struct worker *w, struct evhttp_request *req)
             index_free(&t);
         free(share);
         evbuffer_free(b);
-        evhttp_send_error(req, 500, NULL);
+        lb_send_text(req, 500, "Internal Server Error", "out of memory");
         return;
     }
     shares(s, &t, share);
@@ -277,9 +277,9 @@ void lb_stats_serve(struct worker *w, struct evhttp_request *req)
     index_free(&t);
     free(share);
     add_balancer(b);
-    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    struct evkeyvalq *oh = req->out;
     evhttp_add_header(oh, "Content-Type", "application/json");
     evhttp_add_header(oh, "Cache-Control", "no-store");
-    evhttp_send_reply(req, 200, "OK", b);
+    lb_req_reply(req, 200, "OK", b);
     evbuffer_free(b);
 }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------------------------ */
 /* --stats-allow                                                                               */
@@ -106,18 +107,11 @@ static bool prefix_match(const unsigned char *a, const unsigned char *b, unsigne
     return (a[full] & mask) == (b[full] & mask);
 }
 
-static bool peer_allowed(struct evhttp_request *req)
+static bool peer_allowed(struct lb_req *req)
 {
     if (allow_any)
         return true;
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    char *peer = NULL;
-    ev_uint16_t port = 0;
-    if (!evcon)
-        return false;
-    evhttp_connection_get_peer(evcon, &peer, &port);
-    if (!peer)
-        return false;
+    const char *peer = req->peer;
     unsigned char a4[4], a6[16];
     bool v4 = inet_pton(AF_INET, peer, a4) == 1;
     bool v6 = !v4 && inet_pton(AF_INET6, peer, a6) == 1;
@@ -275,35 +269,35 @@ static const char *const page[] = {
     "</script></body></html>\n",
 };
 
-static void serve_page(struct evhttp_request *req)
+static void serve_page(struct lb_req *req)
 {
-    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    enum evhttp_cmd_type cmd = req->cmd;
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         lb_send_text(req, 405, "Method Not Allowed", "GET only");
         return;
     }
     struct evbuffer *b = evbuffer_new();
     if (!b) {
-        evhttp_send_error(req, 500, NULL);
+        lb_send_text(req, 500, "Internal Server Error", "out of memory");
         return;
     }
     for (size_t i = 0; i < sizeof page / sizeof page[0]; i++)
         evbuffer_add_reference(b, page[i], strlen(page[i]), NULL, NULL);
-    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    struct evkeyvalq *oh = req->out;
     evhttp_add_header(oh, "Content-Type", "text/html; charset=utf-8");
     evhttp_add_header(oh, "Cache-Control", "no-store");
     /* The page needs nothing from elsewhere: forbid everything else. */
     evhttp_add_header(oh, "Content-Security-Policy",
                       "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
                       "connect-src 'self'; img-src 'self'");
-    evhttp_send_reply(req, 200, "OK", b);
+    lb_req_reply(req, 200, "OK", b);
     evbuffer_free(b);
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* routing and the stats listener                                                              */
 
-void lb_status_route(struct worker *w, struct evhttp_request *req, const char *path)
+void lb_status_route(struct worker *w, struct lb_req *req, const char *path)
 {
     if (w && lb_cfg.stats_port != 0) {
         lb_send_text(req, 404, "Not Found", "not found");
@@ -311,6 +305,11 @@ void lb_status_route(struct worker *w, struct evhttp_request *req, const char *p
     }
     if (!peer_allowed(req)) {
         lb_send_text(req, 403, "Forbidden", "not allowed (--stats-allow)");
+        return;
+    }
+    if (!lb_stats_host_allowed(evhttp_find_header(req->in, "Host"),
+                               w == NULL)) {
+        lb_send_text(req, 421, "Misdirected Request", "Host not allowed for /_chring/");
         return;
     }
     if (strcmp(path, "/_chring/stats") == 0)
@@ -321,7 +320,6 @@ void lb_status_route(struct worker *w, struct evhttp_request *req, const char *p
         lb_send_text(req, 404, "Not Found", "not found");
 }
 
-static struct evhttp *stats_http;
 static struct evconnlistener *stats_listener;
 static struct event *stats_backoff_ev;
 
@@ -345,15 +343,14 @@ static void on_stats_accept_error(struct evconnlistener *listener, void *arg)
         event_add(stats_backoff_ev, &second);
 }
 
-static void on_stats_request(struct evhttp_request *req, void *arg)
+static void on_stats_request(struct worker *w, struct lb_req *req)
 {
-    (void)arg;
-    const struct evhttp_uri *pu = evhttp_request_get_evhttp_uri(req);
-    const char *path = pu ? evhttp_uri_get_path(pu) : NULL;
-    if (path && strcmp(path, "/_chring") == 0) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Location", "/_chring/");
+    (void)w;
+    const char *path = req->path;
+    if (strcmp(path, "/_chring") == 0) {
+        evhttp_add_header(req->out, "Location", "/_chring/");
         lb_send_text(req, 301, "Moved Permanently", "/_chring/");
-    } else if (path && strncmp(path, "/_chring/", 9) == 0) {
+    } else if (strncmp(path, "/_chring/", 9) == 0) {
         lb_status_route(NULL, req, path);
     } else {
         lb_send_text(req, 404, "Not Found", "not found: see /_chring/");
@@ -364,24 +361,18 @@ int lb_status_start(struct event_base *base)
 {
     if (lb_cfg.stats_port == 0)
         return 0;
-    stats_http = evhttp_new(base);
-    if (!stats_http)
-        return -1;
-    evhttp_set_gencb(stats_http, on_stats_request, NULL);
-    evhttp_set_timeout_tv(stats_http, &lb_cfg.client_timeout);
-    evhttp_set_max_headers_size(stats_http, (ev_ssize_t)lb_cfg.max_headers);
-    evhttp_set_max_body_size(stats_http, 0);
-    evhttp_set_allowed_methods(stats_http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
-    evhttp_set_default_content_type(stats_http, NULL);
-    struct evhttp_bound_socket *bound =
-        evhttp_bind_socket_with_handle(stats_http, lb_cfg.stats_host, lb_cfg.stats_port);
+    int fd = lb_listen_on(lb_cfg.stats_host, lb_cfg.stats_port, false);
+    if (fd >= 0) {
+        stats_listener = lb_server_listen(base, fd, NULL, on_stats_request);
+        if (!stats_listener)
+            close(fd);
+    }
     stats_backoff_ev = evtimer_new(base, on_stats_backoff_end, NULL);
-    if (!bound || !stats_backoff_ev) {
+    if (!stats_listener || !stats_backoff_ev) {
         lb_log("--stats-listen %s:%u: cannot listen", lb_cfg.stats_host, lb_cfg.stats_port);
         lb_status_stop();
         return -1;
     }
-    stats_listener = evhttp_bound_socket_get_listener(bound);
     evconnlistener_set_error_cb(stats_listener, on_stats_accept_error);
     lb_log("stats and status page on http://%s:%u/_chring/", lb_cfg.stats_host, lb_cfg.stats_port);
     return 0;
@@ -389,10 +380,10 @@ int lb_status_start(struct event_base *base)
 
 void lb_status_stop(void)
 {
-    if (stats_http)
-        evhttp_free(stats_http);
-    stats_http = NULL;
+    if (stats_listener)
+        evconnlistener_free(stats_listener);
     stats_listener = NULL;
+    lb_server_close_all(NULL);
     if (stats_backoff_ev)
         event_free(stats_backoff_ev);
     stats_backoff_ev = NULL;

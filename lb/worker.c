@@ -1,5 +1,5 @@
-/* chring-lb: worker threads: each runs its own event loop and evhttp server on its own listener,
- * and hands every request to the stats endpoint or to the proxy.
+/* chring-lb: worker threads: each runs its own event loop and HTTP/1.1 server (conn.c) on its
+ * own listener, and hands every request to the stats endpoint or to the proxy.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -7,23 +7,21 @@
 #include "lb.h"
 
 #include <errno.h>
+#include <event2/listener.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* The request entry point (evhttp's generic callback). */
-static void on_request(struct evhttp_request *req, void *arg)
+/* The request entry point (conn.c's handler). */
+static void on_request(struct worker *w, struct lb_req *req)
 {
-    struct worker *w = arg;
     ADD(w->requests, 1);
-    const struct evhttp_uri *pu = evhttp_request_get_evhttp_uri(req);
-    const char *path = pu ? evhttp_uri_get_path(pu) : NULL;
-    if (path && strncmp(path, "/_chring/", 9) == 0)
-        lb_status_route(w, req, path);
-    else if (path && strcmp(path, lb_refused_target) == 0)
-        lb_send_overloaded(req, "buffered request bodies at their limit (--max-body-total)");
+    if (strncmp(req->path, "/_chring/", 9) == 0)
+        lb_status_route(w, req, req->path);
+    else if (lb_via_loop(req->in))
+        lb_send_text(req, 508, "Loop Detected", "this request came through this balancer already");
     else
         lb_proxy_start(w, req);
 }
@@ -57,15 +55,20 @@ static int listen_fail(int fd, struct addrinfo *res, int rc)
 
 int lb_listen_socket(bool reuseport)
 {
+    return lb_listen_on(lb_cfg.listen_host, lb_cfg.listen_port, reuseport);
+}
+
+int lb_listen_on(const char *host, uint16_t listen_port, bool reuseport)
+{
     struct addrinfo hints = {0}, *res = NULL;
     char port[8];
-    snprintf(port, sizeof port, "%u", lb_cfg.listen_port);
+    snprintf(port, sizeof port, "%u", listen_port);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE;
-    int gai = getaddrinfo(lb_cfg.listen_host, port, &hints, &res);
+    int gai = getaddrinfo(host, port, &hints, &res);
     if (gai != 0) {
-        lb_log("listen %s:%s: %s", lb_cfg.listen_host, port, gai_strerror(gai));
+        lb_log("listen %s:%s: %s", host, port, gai_strerror(gai));
         return -1;
     }
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -83,7 +86,7 @@ int lb_listen_socket(bool reuseport)
         return listen_fail(fd, res, -2);
 #endif
     if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
-        lb_log("listen %s:%s: %s", lb_cfg.listen_host, port, strerror(errno));
+        lb_log("listen %s:%s: %s", host, port, strerror(errno));
         return listen_fail(fd, res, -1);
     }
     freeaddrinfo(res);
@@ -96,21 +99,11 @@ int lb_worker_init(struct worker *w, unsigned id, int shared_fd)
     w->base = event_base_new();
     if (!w->base)
         return -1;
-    w->http = evhttp_new(w->base);
     w->stop_ev = event_new(w->base, -1, 0, on_stop, w);
     w->reap_ev = event_new(w->base, -1, 0, lb_backend_reap_cb, w);
     w->free_ev = event_new(w->base, -1, 0, lb_pool_free_dead_cb, w);
-    if (!w->http || !w->stop_ev || !w->reap_ev || !w->free_ev)
+    if (!w->stop_ev || !w->reap_ev || !w->free_ev)
         return -1;
-    evhttp_set_gencb(w->http, on_request, w);
-    evhttp_set_bevcb(w->http, lb_guard_bev, w);
-    evhttp_set_timeout_tv(w->http, &lb_cfg.client_timeout);
-    evhttp_set_max_headers_size(w->http, (ev_ssize_t)lb_cfg.max_headers);
-    evhttp_set_max_body_size(w->http, (ev_ssize_t)lb_cfg.max_body);
-    evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
-    evhttp_set_default_content_type(w->http, NULL);
     int fd = shared_fd;
     if (fd < 0) {
         fd = lb_listen_socket(true);
@@ -121,23 +114,24 @@ int lb_worker_init(struct worker *w, unsigned id, int shared_fd)
         if (fd < 0)
             return -1;
     }
-    struct evhttp_bound_socket *bound = evhttp_accept_socket_with_handle(w->http, fd);
-    if (!bound) {
+    evutil_make_socket_nonblocking(fd);
+    struct evconnlistener *listener = lb_server_listen(w->base, fd, w, on_request);
+    if (!listener) {
         close(fd);
         return -1;
     }
-    return lb_limits_attach(w, evhttp_bound_socket_get_listener(bound));
+    return lb_limits_attach(w, listener);
 }
 
 void lb_worker_cleanup(struct worker *w)
 {
-    /* Freeing the server closes the client connections; the close callbacks cancel backend
-     * requests and release leases. */
+    /* Closing the client connections cancels the backend requests of those being served and
+     * releases their leases (their gone callbacks). */
     lb_limits_shutdown();
-    if (w->http)
-        evhttp_free(w->http);
-    w->http = NULL;
+    if (w->listener)
+        evconnlistener_free(w->listener);
     w->listener = NULL;
+    lb_server_close_all(w);
     lb_proxy_drop_all(w);
     lb_pool_free_dead_cb(-1, 0, w);
 }

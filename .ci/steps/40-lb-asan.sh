@@ -9,8 +9,8 @@ cd "$(dirname "$0")/../.."
 scripts/deps.sh libevent-dev nginx-light curl python3 chromium
 dir=build-lb-asan
 if [ ! -f "$dir/build.ninja" ]; then
-    # The library and lb only: lb/meson.build registers the balancer's tests
-    # (suite lb) itself, also with -Dtests=false.
+    # The library and lb only: tests/lb/meson.build registers the balancer's tests
+    # (suite lb) whenever chring-lb is built, also with -Dtests=false.
     meson setup "$dir" --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
         -Durcu_lgpl=false -Dtests=false -Dbench=false -Dtools=false -Dfuzz=false
 fi

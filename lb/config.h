@@ -1,0 +1,65 @@
+/* chring-lb: the options (config.c): lb_cfg and its parsing.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef CHRING_LB_CONFIG_H
+#define CHRING_LB_CONFIG_H
+
+#include "members.h"
+
+#include <chring.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/time.h>
+
+enum key_kind {
+    KEY_PATH,
+    KEY_HEADER,
+    KEY_QUERY
+};
+
+struct lb_config {
+    char listen_host[256];
+    uint16_t listen_port;
+    unsigned threads;
+    enum key_kind key_kind;
+    const char *key_name; /* header or query argument name */
+    size_t key_prefix;    /* 0: whole key */
+    chring_profile_t profile;
+    uint32_t vnodes;
+    double balance;
+    struct timeval backend_timeout;
+    struct timeval client_timeout;
+    size_t max_headers;
+    size_t max_body;
+    uint64_t body_min_rate;  /* request body bytes per second a client must keep up */
+    unsigned max_idle;       /* idle backend connections kept per backend per worker */
+    size_t high_water;       /* client output bytes above which backend reads pause */
+    int64_t fail_timeout_ms; /* after a failure, send the backend's keys to the next replica */
+    const char *members_file;
+    lb_entries_t static_entries; /* from --backend */
+    bool verbose;
+    /* limits (limits.c) and the stats listener (status.c) */
+    unsigned max_conns;      /* client connections in all; at the limit accept pauses */
+    unsigned max_requests;   /* requests in flight in all; above: 503 */
+    uint64_t max_body_total; /* request body bytes buffered in all; above: 503 */
+    char stats_host[256];    /* --stats-listen; stats_port 0: stats on the main listener */
+    uint16_t stats_port;
+    const char *stats_allow; /* --stats-allow: "any" or a comma-separated list of CIDRs */
+    /* health and membership feeds (health.c, etcd.c) */
+    uint32_t slow_start_ms;  /* --slow-start: members that join later ramp up over this */
+    uint32_t drain_ms;       /* --drain: a member removed ramps to 0 and leaves by then */
+    const char *etcd_url;    /* --etcd http://HOST:PORT, or NULL */
+    const char *etcd_prefix; /* --etcd-prefix, default "/chring/pool/" */
+};
+
+/* Set once by lb_config_parse before any thread starts; read-only afterwards. */
+extern struct lb_config lb_cfg;
+
+/* Fills lb_cfg from the command line.  Returns 0, or -1 after printing why on standard error;
+ * --help prints the usage and exits 0. */
+int lb_config_parse(int argc, char **argv);
+
+#endif

@@ -1,0 +1,50 @@
+/* chring-lb: limits in all (limits.c): connections, requests in flight, buffered body bytes,
+ * the accept backoff.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef CHRING_LB_LIMITS_H
+#define CHRING_LB_LIMITS_H
+
+#include "conn.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct evconnlistener;
+struct worker;
+
+/* The counters of the limits, for the stats. */
+struct lb_limit_stats {
+    uint64_t conns, parked, conns_parked, accept_errors, accept_backoffs, accept_pauses;
+    uint64_t requests_refused, body_bytes, body_refused;
+};
+void lb_limits_get(struct lb_limit_stats *out);
+/* Sets the defaults that depend on the process (max_conns from RLIMIT_NOFILE) and the random
+ * target of the 503 stand-in.  Main thread, before the workers. */
+void lb_limits_init(void);
+/* Worker w's listener: error callback (EMFILE backoff) and the limit event.  Returns 0 / -1. */
+int lb_limits_attach(struct worker *w, struct evconnlistener *listener);
+/* A client connection was accepted on w (its thread).  True: it took one of the --max-conns
+ * slots; lb_conn_close gives it back.  False: every slot is taken (another worker accepted in
+ * parallel): the caller parks the connection (reads nothing of it) until lb_conn_admit gives it
+ * a slot, or calls lb_conn_unpark when it is freed while still parked. */
+bool lb_conn_open(struct worker *w);
+void lb_conn_close(void);
+/* A parked connection takes a free slot: false when none is.  w's thread. */
+bool lb_conn_admit(void);
+void lb_conn_unpark(void);
+/* Workers stopped: no more wake-ups between them. */
+void lb_limits_shutdown(void);
+/* A request enters the proxy: false above --max-requests (the caller answers 503). */
+bool lb_inflight_enter(void);
+void lb_inflight_leave(void);
+/* Body bytes buffered: reserve (false when it would exceed --max-body-total), charge (no
+ * check: bytes already admitted), release. */
+bool lb_body_reserve(uint64_t n);
+void lb_body_charge(uint64_t n);
+void lb_body_release(uint64_t n);
+/* Answers req 503 with Retry-After, the connection closed. */
+void lb_send_overloaded(struct lb_req *req, const char *why);
+
+#endif
