@@ -46,7 +46,7 @@ PATH_REF = re.compile(
     r'(?<![\w./~$@-])((?:' + '|'.join(re.escape(p) for p in PATH_ROOTS) +
     r')/[\w.*/<>+-]*)')
 BACKQUOTED = re.compile(r'`([a-z0-9][a-z0-9_-]*)`')
-MESON_TEST = re.compile(r"""\btest\(\s*'([^']+)'\s*(\+)?""")
+MESON_TEST = re.compile(r"""\btest\(\s*'([^']+)'\s*(\+)?(?:\s*[A-Za-z_][A-Za-z0-9_\[\]]*\s*\+\s*'([^']+)')?""")
 # What the build makes: a cited build output (`tests/stress/chring-torture`) is a path in the
 # build directory, checked by its folder in the source tree and its target's name.
 MESON_TARGET = re.compile(r"""\b(?:executable|library|static_library|shared_library|custom_target)\(\s*'([^']+)'""")
@@ -107,7 +107,7 @@ def meson_tests(root):
         targets.update(MESON_TARGET.findall(text))
         for m in MESON_TEST.finditer(text):
             if m.group(2):
-                built.append((m.group(1), words))
+                built.append((m.group(1), words, m.group(3) or ''))
             else:
                 literal.add(m.group(1))
     return literal, built, targets
@@ -116,14 +116,15 @@ def meson_tests(root):
 def test_prefixes(literal, built):
     """The first word of every test name (cli, lb, nginx, compat, ...): a backquoted word that
     starts with one of them and a hyphen is read as a test name."""
-    names = list(literal) + [p for p, _ in built]
+    names = list(literal) + [p for p, _, _ in built]
     return {n.split('-')[0] + '-' for n in names if '-' in n}
 
 
 def is_test(name, literal, built):
     if name in literal:
         return True
-    return any(name.startswith(p) and name[len(p):] in words for p, words in built)
+    return any(name.startswith(p) and name.endswith(suffix) and
+               name[len(p):len(name) - len(suffix)] in words for p, words, suffix in built)
 
 
 def path_exists(root, cited, after, targets):
