@@ -1,0 +1,114 @@
+/* The read side for many keys at once: chring_snap_lookup_many and chring_snap_lookup_hashes.
+ * SPDX-License-Identifier: MIT
+ *
+ * A lookup on a ring that has left the caches is a chain of three dependent misses: the index
+ * entry of the key's bucket, then the bucket's first points, then their owner slots.  One key at
+ * a time, each key waits for its whole chain.  Keys of a batch do not depend on each other, so
+ * their misses can overlap: this file runs a software pipeline over the keys (docs/design.md §4,
+ * "Batches").  Key i is hashed and its index entry prefetched; AHEAD keys later its entry, now in
+ * the cache, names the points and owner slots to prefetch; AHEAD keys later still the lookup runs
+ * as chring_snap_lookup does (find.h's chring__owner_of), on lines that have arrived.  The answer
+ * is therefore the single lookup's, for every profile and with members down: the pipeline only
+ * decides when lines are fetched, never what a key resolves to.
+ *
+ * Everything here is reader side: no lock, no allocation, no system call; the window of hashes
+ * lives on the stack. */
+#include "find.h"
+#include "member.h"
+
+/* Keys between two stages.  Eight keys' lookups (each two or three lines) keep the line fill
+ * buffers of a core busy; more only queues behind them, fewer leaves misses waiting in turn. */
+#define AHEAD 8
+/* The window of positions in flight: a power of two above 2 * AHEAD. */
+#define WINDOW 32
+
+/* Stage 1: the index entry of the key's bucket. */
+static inline void prefetch_entry(const chring_snap_t *s, uint64_t h64)
+{
+    CHRING_PREFETCH(&s->index[chring__bucket(s, h64)]);
+}
+
+/* Stage 2: what the entry names, the bucket's first points and their owner slots, or the slot's
+ * member for an empty bucket that names its owner. */
+static inline void prefetch_points(const chring_snap_t *s, uint64_t h64)
+{
+    uint32_t e = s->index[chring__bucket(s, h64)];
+    if (e & CHRING_INDEX_SLOT) {
+        CHRING_PREFETCH(&s->slot_member[e & CHRING_INDEX_POINT]);
+    } else {
+        CHRING_PREFETCH(&s->pos[e]);
+        CHRING_PREFETCH(&s->owner[e]);
+    }
+}
+
+/* The pipeline over n positions that get(i) yields (get may mark a key with no owner through
+ * bad); the stages run AHEAD keys apart, so key i resolves while key i + 2 * AHEAD is hashed.
+ * A macro rather than a function taking a callback, so that each caller's hashing is inlined. */
+#define CHRING_BATCH_PIPELINE(s, n, owners, GET)                                                   \
+    do {                                                                                           \
+        uint64_t h64[WINDOW];                                                                      \
+        bool bad[WINDOW];                                                                          \
+        size_t total = (n) + 2 * AHEAD;                                                            \
+        for (size_t t = 0; t < total; t++) {                                                       \
+            if (t < (n)) {                                                                         \
+                size_t w = t % WINDOW;                                                             \
+                bad[w] = false;                                                                    \
+                h64[w] = GET(t, &bad[w]);                                                          \
+                if (CHRING_LIKELY(!bad[w]))                                                        \
+                    prefetch_entry((s), h64[w]);                                                   \
+            }                                                                                      \
+            if (t >= AHEAD && t - AHEAD < (n)) {                                                   \
+                size_t w = (t - AHEAD) % WINDOW;                                                   \
+                if (CHRING_LIKELY(!bad[w]))                                                        \
+                    prefetch_points((s), h64[w]);                                                  \
+            }                                                                                      \
+            if (t >= 2 * AHEAD) {                                                                  \
+                size_t k = t - 2 * AHEAD, w = k % WINDOW;                                          \
+                (owners)[k] = CHRING_UNLIKELY(bad[w]) ? NULL : chring__owner_of((s), h64[w]);      \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+size_t chring_snap_lookup_hashes(const chring_snap_t *s, const uint64_t *hashes, size_t n,
+                                 const chring_member_t **owners)
+{
+    if (s == NULL || hashes == NULL || owners == NULL)
+        return 0;
+    if (s->npoints == 0) {
+        for (size_t i = 0; i < n; i++)
+            owners[i] = NULL;
+        return n;
+    }
+    unsigned shift = s->prof.shift; /* bits above the profile's width fall off */
+#define GET_HASH(i, bad) (hashes[(i)] << shift)
+    CHRING_BATCH_PIPELINE(s, n, owners, GET_HASH);
+#undef GET_HASH
+    return n;
+}
+
+/* A key's position, or bad set for a NULL key with a length (chring_snap_lookup's NULL). */
+static inline uint64_t key_pos_checked(const chring_snap_t *s, const void *key, size_t len,
+                                       bool *bad)
+{
+    if (CHRING_UNLIKELY(key == NULL && len > 0)) {
+        *bad = true;
+        return 0;
+    }
+    return chring__key_pos(s, key, len);
+}
+
+size_t chring_snap_lookup_many(const chring_snap_t *s, const void *const *keys, const size_t *lens,
+                               size_t n, const chring_member_t **owners)
+{
+    if (s == NULL || keys == NULL || lens == NULL || owners == NULL)
+        return 0;
+    if (s->npoints == 0) {
+        for (size_t i = 0; i < n; i++)
+            owners[i] = NULL;
+        return n;
+    }
+#define GET_KEY(i, bad) key_pos_checked(s, keys[(i)], lens[(i)], (bad))
+    CHRING_BATCH_PIPELINE(s, n, owners, GET_KEY);
+#undef GET_KEY
+    return n;
+}
