@@ -16,11 +16,9 @@
 #include "find.h"
 #include "member.h"
 
-/* Keys between two stages.  Eight keys' lookups (each two or three lines) keep the line fill
- * buffers of a core busy; more only queues behind them, fewer leaves misses waiting in turn. */
-#define AHEAD 8
-/* The window of positions in flight: a power of two above 2 * AHEAD. */
-#define WINDOW 32
+#ifndef GROUP
+#define GROUP 16
+#endif
 
 /* Stage 1: the index entry of the key's bucket. */
 static inline void prefetch_entry(const chring_snap_t *s, uint64_t h64)
@@ -41,31 +39,27 @@ static inline void prefetch_points(const chring_snap_t *s, uint64_t h64)
     }
 }
 
-/* The pipeline over n positions that get(i) yields (get may mark a key with no owner through
- * bad); the stages run AHEAD keys apart, so key i resolves while key i + 2 * AHEAD is hashed.
- * A macro rather than a function taking a callback, so that each caller's hashing is inlined. */
+/* The pipeline over n positions that GET(i, &bad) yields (setting bad for a key with no owner),
+ * GROUP keys at a time: hash each key of the group and prefetch its entry, then read the entries
+ * and prefetch what they name, then resolve the keys.  A macro rather than a function taking a
+ * callback, so that each caller's hashing is inlined. */
 #define CHRING_BATCH_PIPELINE(s, n, owners, GET)                                                   \
     do {                                                                                           \
-        uint64_t h64[WINDOW];                                                                      \
-        bool bad[WINDOW];                                                                          \
-        size_t total = (n) + 2 * AHEAD;                                                            \
-        for (size_t t = 0; t < total; t++) {                                                       \
-            if (t < (n)) {                                                                         \
-                size_t w = t % WINDOW;                                                             \
-                bad[w] = false;                                                                    \
-                h64[w] = GET(t, &bad[w]);                                                          \
-                if (CHRING_LIKELY(!bad[w]))                                                        \
-                    prefetch_entry((s), h64[w]);                                                   \
+        uint64_t h64[GROUP];                                                                       \
+        bool bad[GROUP];                                                                           \
+        for (size_t g = 0; g < (n); g += GROUP) {                                                  \
+            size_t m = (n) - g < GROUP ? (n) - g : GROUP;                                          \
+            for (size_t k = 0; k < m; k++) {                                                       \
+                bad[k] = false;                                                                    \
+                h64[k] = GET(g + k, &bad[k]);                                                      \
+                if (CHRING_LIKELY(!bad[k]))                                                        \
+                    prefetch_entry((s), h64[k]);                                                   \
             }                                                                                      \
-            if (t >= AHEAD && t - AHEAD < (n)) {                                                   \
-                size_t w = (t - AHEAD) % WINDOW;                                                   \
-                if (CHRING_LIKELY(!bad[w]))                                                        \
-                    prefetch_points((s), h64[w]);                                                  \
-            }                                                                                      \
-            if (t >= 2 * AHEAD) {                                                                  \
-                size_t k = t - 2 * AHEAD, w = k % WINDOW;                                          \
-                (owners)[k] = CHRING_UNLIKELY(bad[w]) ? NULL : chring__owner_of((s), h64[w]);      \
-            }                                                                                      \
+            for (size_t k = 0; k < m; k++)                                                         \
+                if (CHRING_LIKELY(!bad[k]))                                                        \
+                    prefetch_points((s), h64[k]);                                                  \
+            for (size_t k = 0; k < m; k++)                                                         \
+                (owners)[g + k] = CHRING_UNLIKELY(bad[k]) ? NULL : chring__owner_of((s), h64[k]);  \
         }                                                                                          \
     } while (0)
 
