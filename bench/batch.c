@@ -27,12 +27,18 @@
  * per key.  The spread of keys (the largest member's share of the key space over the mean share)
  * is exact (chring_member_share); the copies hold the same points, so the same spread.
  *
+ * Publish bursts right after a build: a 10,000 x 160 ring is built (one chring_update) and at
+ * once --burst back-to-back publishes of one member (add, remove, add, ...) follow, with no pause;
+ * three builds.  Each publish's wall time, the writer's CPU time and its minor page faults (a
+ * publish that had to fault in a fresh block shows hundreds).
+ *
  * Writes batch.csv (long format) and batch_plot.csv (for bench/batch.gp).
  */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "baseline.h"
 #include "common.h"
@@ -399,6 +405,64 @@ static void measure_size(const bench_opts_t *o, size_result_t *res, const uint64
     free(backends);
 }
 
+/* ---- publish bursts right after a build ---------------------------------------------------- */
+
+#define BURST_BUILDS 3
+#define BURST_MEMBERS 10000
+
+typedef struct burst_result {
+    int publishes, over_10ms, faulted;
+    double wall_max, wall_median, cpu_max, cpu_median, build_wall;
+    double wall_first[4]; /* the first publishes after the first build */
+} burst_result_t;
+
+static long minor_faults(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_THREAD, &u);
+    return u.ru_minflt;
+}
+
+static void measure_bursts(burst_result_t *out, int burst)
+{
+    bench_backend_t *backends = calloc(BURST_MEMBERS + 1, sizeof *backends);
+    double *wall = calloc((size_t)(BURST_BUILDS * burst), sizeof *wall);
+    double *cpu = calloc((size_t)(BURST_BUILDS * burst), sizeof *cpu);
+    bench_require(backends && wall && cpu, "out of memory");
+    for (unsigned i = 0; i <= BURST_MEMBERS; i++)
+        bench_member_name(backends[i].name, sizeof backends[i].name, i);
+    memset(out, 0, sizeof *out);
+    for (int b = 0; b < BURST_BUILDS; b++) {
+        uint64_t w0 = bench_now_ns();
+        chring_t *ring = make_ring(backends, BURST_MEMBERS);
+        out->build_wall += (double)(bench_now_ns() - w0) / 1e6 / BURST_BUILDS;
+        const char *extra = backends[BURST_MEMBERS].name;
+        for (int i = 0; i < burst; i++) {
+            long f0 = minor_faults();
+            uint64_t a = bench_now_ns(), c = bench_cpu_ns();
+            int err = i % 2 ? chring_remove(ring, extra) : chring_add(ring, extra, 1, NULL);
+            double cms = (double)(bench_cpu_ns() - c) / 1e6, wms = (double)(bench_now_ns() - a) / 1e6;
+            bench_require(err == 0, "publish: %s", chring_strerror(err));
+            size_t k = (size_t)(b * burst + i);
+            wall[k] = wms;
+            cpu[k] = cms;
+            out->over_10ms += wms > 10.0;
+            out->faulted += minor_faults() - f0 > 50;
+            if (b == 0 && i < 4)
+                out->wall_first[i] = wms;
+            out->wall_max = wms > out->wall_max ? wms : out->wall_max;
+            out->cpu_max = cms > out->cpu_max ? cms : out->cpu_max;
+        }
+        chring_free(&ring);
+    }
+    out->publishes = BURST_BUILDS * burst;
+    out->wall_median = bench_median(wall, (size_t)out->publishes);
+    out->cpu_median = bench_median(cpu, (size_t)out->publishes);
+    free(backends);
+    free(wall);
+    free(cpu);
+}
+
 /* ---- output -------------------------------------------------------------------------------- */
 
 static void print_header(void)
@@ -430,6 +494,9 @@ int main(int argc, char **argv)
         measure_size(&o, &res[z], dram, dram_n - 1);
     }
     free(dram);
+    burst_result_t burst;
+    fprintf(stderr, "batch: publish bursts after a build...\n");
+    measure_bursts(&burst, o.quick ? 20 : 40);
 
     static const char *single_desc[3] = {"chring, one key (enter + lookup + exit)",
                                          "rwlock + branchy binary search (same points)",
@@ -490,6 +557,17 @@ int main(int argc, char **argv)
         printf(" %.3f |", res[z].spread);
     printf("\n");
 
+    printf("\n## publish of one member, back to back right after a build, %u x %u (%d builds, "
+           "%d publishes), ms\n\n",
+           BURST_MEMBERS, VNODES, BURST_BUILDS, burst.publishes);
+    printf("| build (wall, mean) | first 4 publishes after the first build (wall) | wall median "
+           "| wall max (goal <= 10) | CPU median | CPU max | publishes over 10 ms wall | "
+           "publishes with > 50 page faults |\n|---|---|---|---|---|---|---|---|\n");
+    printf("| %.1f | %.1f, %.1f, %.1f, %.1f | %.2f | %.2f | %.2f | %.2f | %d | %d |\n",
+           burst.build_wall, burst.wall_first[0], burst.wall_first[1], burst.wall_first[2],
+           burst.wall_first[3], burst.wall_median, burst.wall_max, burst.cpu_median, burst.cpu_max,
+           burst.over_10ms, burst.faulted);
+
     FILE *csv = bench_csv_open(&o, "batch.csv", "structure,members,vnodes,points,batch,metric,value");
     for (int z = 0; z < NSIZES; z++) {
         const size_result_t *r = &res[z];
@@ -505,6 +583,16 @@ int main(int argc, char **argv)
                 r->points, r->rwlock_pair);
         fprintf(csv, "chring,%u,%u,%zu,1,spread,%.6g\n", r->members, VNODES, r->points, r->spread);
     }
+    fprintf(csv, "publish_burst,%u,%u,%u,1,wall_ms_max,%.6g\n", BURST_MEMBERS, VNODES,
+            BURST_MEMBERS * VNODES, burst.wall_max);
+    fprintf(csv, "publish_burst,%u,%u,%u,1,wall_ms_median,%.6g\n", BURST_MEMBERS, VNODES,
+            BURST_MEMBERS * VNODES, burst.wall_median);
+    fprintf(csv, "publish_burst,%u,%u,%u,1,cpu_ms_max,%.6g\n", BURST_MEMBERS, VNODES,
+            BURST_MEMBERS * VNODES, burst.cpu_max);
+    fprintf(csv, "publish_burst,%u,%u,%u,1,over_10ms,%d\n", BURST_MEMBERS, VNODES,
+            BURST_MEMBERS * VNODES, burst.over_10ms);
+    fprintf(csv, "publish_burst,%u,%u,%u,1,faulted,%d\n", BURST_MEMBERS, VNODES,
+            BURST_MEMBERS * VNODES, burst.faulted);
     fclose(csv);
     FILE *plot = bench_csv_open(&o, "batch_plot.csv",
                                 "batch,chring_many_10,chring_many_10000,hand_10,hand_10000,"
