@@ -30,4 +30,5 @@ colours = '#1f77b4 #1f77b4 #2ca02c #2ca02c #d62728 #d62728 #ff7f0e #ff7f0e #7f7f
 do for [i=1:10] { set linetype i lc rgb word(colours, i) lw 2 }
 # columns: batch, chring_many 10 / 10000, hand 10 / 10000, rwlock 10 / 10000, rwlock with 2
 # threads 10 / 10000, chring one key 10 / 10000; 10 members dashed, 10,000 solid
-plot for [i=2:11] csv using 1:i title columnhead(i) lt (i-1) pt (i % 2 == 0 ? 4 : 7) dt (i % 2 == 0 ? 2 : 1)
+plot for [i=2:11:2] csv using 1:i title columnhead(i) lt (i-1) pt 4 dt 2, \
+     for [i=3:11:2] csv using 1:i title columnhead(i) lt (i-1) pt 7
