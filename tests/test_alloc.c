@@ -666,6 +666,8 @@ Test(alloc, large_ring_build_prepares_spares_for_a_burst_and_chring_trim_frees_t
         feed[i] = (chring_change_t){names[i], 1, NULL};
     }
     size_t before = heap_in_use();
+    if (before == 0)
+        cr_skip_test("mallinfo2 does not see this process's allocator (a sanitizer's)");
     chring_t *r = ring_create(NULL);
     cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
     rcu_callbacks_done();
