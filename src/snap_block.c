@@ -43,6 +43,15 @@ const chring_snap_t chring__empty_snap = {
 
 /* ---- the spare-block cache ---------------------------------------------------------------- */
 
+/* Takes the block in a cache slot (NULL if empty), leaving it empty: an atomic exchange, a full
+ * barrier like the compare-and-swap that put it there.  Not ck_pr_fas_ptr: under ThreadSanitizer
+ * (CK_USE_CC_BUILTINS) ck builds it from a plain volatile load and a CAS loop, and the load is a
+ * race TSan reports against a spare_put on another thread. */
+static chring_snap_t *spare_take(struct chring_blocks *blocks, unsigned k)
+{
+    return __atomic_exchange_n(&blocks->spare[k], NULL, __ATOMIC_SEQ_CST);
+}
+
 static void block_free(chring_snap_t *b)
 {
     CHRING_UNPOISON_BLOCK(b, b->block_size);
@@ -148,7 +157,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
         CHRING_STORE_64(&blocks->takes, now);
     }
     for (unsigned k = 0; blocks != NULL && k < CHRING_SPARES; k++) {
-        chring_snap_t *b = ck_pr_fas_ptr(&blocks->spare[k], NULL);
+        chring_snap_t *b = spare_take(blocks, k);
         if (b == NULL)
             continue;
         CHRING_UNPOISON_BLOCK(b, sizeof *b);
@@ -189,7 +198,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
 void chring__blocks_drop(struct chring_blocks *blocks)
 {
     for (unsigned k = 0; k < CHRING_SPARES; k++) {
-        chring_snap_t *b = ck_pr_fas_ptr(&blocks->spare[k], NULL);
+        chring_snap_t *b = spare_take(blocks, k);
         if (b != NULL) {
             CHRING_UNPOISON_BLOCK(b, sizeof *b);
             block_free(b);
