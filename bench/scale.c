@@ -1,6 +1,8 @@
 /* chring-bench-scale: chring against the structures a user would pick instead, from 10 to 100,000
  * members (docs/bench.md §9): lookup cost (throughput and latency), memory, build time, keys moved
- * by one member more or less, and chring's publish latency alone and in bursts.
+ * by one member more or less, the spread of keys (the largest member's share of the key space over
+ * the mean: exact for the rings and Maglev, sampled for jump hash), and chring's publish latency
+ * alone and in bursts.
  *
  * SPDX-License-Identifier: MIT
  *
