@@ -1,24 +1,24 @@
 /* The read side for many keys at once: chring_snap_lookup_many and chring_snap_lookup_hashes.
  * SPDX-License-Identifier: MIT
  *
- * A lookup on a ring that has left the caches is a chain of three dependent misses: the index
- * entry of the key's bucket, then the bucket's first points, then their owner slots.  One key at
- * a time, each key waits for its whole chain.  Keys of a batch do not depend on each other, so
- * their misses can overlap: this file runs a software pipeline over the keys (docs/design.md §4,
- * "Batches").  Key i is hashed and its index entry prefetched; AHEAD keys later its entry, now in
- * the cache, names the points and owner slots to prefetch; AHEAD keys later still the lookup runs
- * as chring_snap_lookup does (find.h's chring__owner_of), on lines that have arrived.  The answer
- * is therefore the single lookup's, for every profile and with members down: the pipeline only
- * decides when lines are fetched, never what a key resolves to.
+ * A lookup on a ring that has left the caches is a chain of dependent misses: the index entry of
+ * the key's bucket, then the bucket's first points and their owner slots (fetched together).  One
+ * key at a time, each key waits for its whole chain.  Keys of a batch do not depend on each
+ * other, so their misses can overlap (docs/design.md §4, "Batches"): the keys go GROUP at a time
+ * through three passes.  The first hashes each key and prefetches its index entry; the second
+ * reads the entries, which have arrived meanwhile, and prefetches what they name; the third runs
+ * each lookup as chring_snap_lookup does (find.h's chring__owner_of) on lines in the cache.  The
+ * answer is therefore the single lookup's, for every profile and with members down: the passes
+ * only decide when lines are fetched, never what a key resolves to.  Sixteen keys' misses keep a
+ * core's line fill buffers busy; a longer group (32, 64) or a sliding window across groups
+ * measured no better at 16 keys here (docs/bench.md §10).
  *
- * Everything here is reader side: no lock, no allocation, no system call; the window of hashes
- * lives on the stack. */
+ * Everything here is reader side: no lock, no allocation, no system call; the group's positions
+ * live on the stack. */
 #include "find.h"
 #include "member.h"
 
-#ifndef GROUP
 #define GROUP 16
-#endif
 
 /* Stage 1: the index entry of the key's bucket. */
 static inline void prefetch_entry(const chring_snap_t *s, uint64_t h64)
