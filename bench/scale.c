@@ -1,6 +1,8 @@
 /* chring-bench-scale: chring against the structures a user would pick instead, from 10 to 100,000
  * members (docs/bench.md §9): lookup cost (throughput and latency), memory, build time, keys moved
- * by one member more or less, and chring's publish latency alone and in bursts.
+ * by one member more or less, the spread of keys (the largest member's share of the key space over
+ * the mean: exact for the rings and Maglev, sampled for jump hash), and chring's publish latency
+ * alone and in bursts.
  *
  * SPDX-License-Identifier: MIT
  *
@@ -319,6 +321,9 @@ typedef struct size_result {
     double alone_faults_max, burst_faults_max; /* the most minor faults of one publish */
     int alone_over, burst_over;                /* publishes over 10 ms wall */
     int alone_n, burst_n;
+    /* spread of keys: the largest member's share of the key space over the mean share */
+    double spread_chring, spread_maglev_default, spread_maglev, spread_jump;
+    size_t spread_jump_keys;
 } size_result_t;
 
 /* ---- keys moved ---------------------------------------------------------------------------- */
@@ -747,6 +752,38 @@ static void measure_size(const bench_opts_t *o, size_result_t *res, const uint64
            (unsigned long long)res->maglev_default_max, (unsigned long long)res->maglev_min,
            (unsigned long long)res->maglev_max);
 
+    /* The spread of keys: exact for the rings (arc shares; the sorted arrays hold the same
+     * points) and Maglev (slots), sampled for jump hash (256 keys per member). */
+    {
+        const chring_snap_t *s = chring_snap_hold(ring);
+        double most = 0;
+        for (size_t i = 0; i < chring_snap_len(s); i++) {
+            double share = chring_member_share(s, chring_snap_member(s, i));
+            most = share > most ? share : most;
+        }
+        res->spread_chring = most * (double)chring_snap_len(s);
+        chring_snap_put(ring, s);
+        res->spread_maglev_default =
+            res->maglev_default_size
+                ? (double)res->maglev_default_max * n / (double)res->maglev_default_size
+                : NAN;
+        res->spread_maglev = (double)res->maglev_max * n / (double)res->maglev_size;
+        size_t keys = (size_t)n * 256;
+        uint32_t *hits = calloc(n, sizeof *hits);
+        bench_require(hits != NULL, "out of memory");
+        for (size_t i = 0; i < keys; i++) {
+            uint64_t key[2];
+            make_key(key, ((uint64_t)1 << 59) + i, 0);
+            hits[jump_consistent_hash(base_hash64(key, 16), (int32_t)n)]++;
+        }
+        uint32_t top = 0;
+        for (unsigned i = 0; i < n; i++)
+            top = hits[i] > top ? hits[i] : top;
+        res->spread_jump = (double)top * n / (double)keys;
+        res->spread_jump_keys = keys;
+        free(hits);
+    }
+
     /* Lookups: every structure, both modes, one interleaved set. */
     pthread_rwlock_init(&rw, NULL);
     memset(ctx, 0, sizeof ctx);
@@ -1031,6 +1068,23 @@ int main(int argc, char **argv)
            "the samples: +1 moves keys only to the new member, -1 only the leaver's keys)\n",
            res[0].jump_keys);
 
+    printf("\n## spread of keys: the largest member's share of the key space over the mean share"
+           "\n\n");
+    print_header_sizes("structure");
+    printf("| chring, rwlock, branchless (the same points; exact, arc shares) |");
+    for (int z = 0; z < NSIZES; z++)
+        print_cell(res[z].spread_chring, "%.3f");
+    printf("\n| Maglev, 65537 slots (exact, slots) |");
+    for (int z = 0; z < NSIZES; z++)
+        print_cell(res[z].spread_maglev_default, "%.3f");
+    printf("\n| Maglev, scaled table (exact, slots) |");
+    for (int z = 0; z < NSIZES; z++)
+        print_cell(res[z].spread_maglev, "%.3f");
+    printf("\n| jump hash (sampled, 256 keys per member: sampling adds its own spread) |");
+    for (int z = 0; z < NSIZES; z++)
+        print_cell(res[z].spread_jump, "%.3f");
+    printf("\n");
+
     printf("\n## chring publish of one member (add or remove), ms: alone (10 ms pause before "
            "each) and in bursts (back to back, no pause)\n\n");
     print_header_sizes("publish");
@@ -1122,6 +1176,10 @@ int main(int argc, char **argv)
         ROW("publish", "chring", "burst_minor_faults_median", r->burst_faults);
         ROW("publish", "chring", "alone_minor_faults_max", r->alone_faults_max);
         ROW("publish", "chring", "burst_minor_faults_max", r->burst_faults_max);
+        ROW("spread", "chring", "max_share_over_mean", r->spread_chring);
+        ROW("spread", "maglev_65537", "max_share_over_mean", r->spread_maglev_default);
+        ROW("spread", "maglev_scaled", "max_share_over_mean", r->spread_maglev);
+        ROW("spread", "jump", "max_share_over_mean_sampled", r->spread_jump);
         ROW("publish", "chring", "alone_over_10ms", (double)r->alone_over);
         ROW("publish", "chring", "burst_over_10ms", (double)r->burst_over);
 #undef ROW

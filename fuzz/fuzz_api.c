@@ -1134,6 +1134,23 @@ static void op_lookup(input_t *in)
     if (t.m->cfg.bits < 64)
         noisy |= (UINT64_C(0x9e3779b97f4a7c15) * (extra + 1u)) << t.m->cfg.bits;
     expect_member(chring_snap_lookup_hash(t.s, noisy), want, "chring_snap_lookup_hash");
+    /* The batch calls: the key among others (a NULL key with a length has no owner), its owner
+     * as the model's, the others as the single lookups'. */
+    const void *keys[3] = {"x", key_ptr(k, null_ptr), NULL};
+    size_t lens[3] = {1, k->len, 1};
+    uint64_t hashes[3] = {h, noisy, extra};
+    const chring_member_t *owners[3] = {NULL, NULL, NULL};
+    if (chring_snap_lookup_many(t.s, keys, lens, 3, owners) != 3)
+        fail("chring_snap_lookup_many of 3 keys did not return 3");
+    expect_member(owners[1], want, "chring_snap_lookup_many");
+    if (owners[0] != chring_snap_lookup(t.s, "x", 1) || owners[2] != NULL)
+        fail("chring_snap_lookup_many: another key's owner is not chring_snap_lookup's");
+    if (chring_snap_lookup_hashes(t.s, hashes, 3, owners) != 3)
+        fail("chring_snap_lookup_hashes of 3 hashes did not return 3");
+    expect_member(owners[0], want, "chring_snap_lookup_hashes");
+    expect_member(owners[1], want, "chring_snap_lookup_hashes (bits above the width)");
+    if (owners[2] != chring_snap_lookup_hash(t.s, extra))
+        fail("chring_snap_lookup_hashes: another hash's owner is not chring_snap_lookup_hash's");
     drop_target(&t);
 
     char buf[300];

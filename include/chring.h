@@ -366,6 +366,23 @@ CHRING_API uint64_t chring_snap_hash(const chring_snap_t *s, const void *key, si
  * are ignored).  Returns NULL on an empty snapshot.  Reader side; wait-free. */
 CHRING_API const chring_member_t *chring_snap_lookup_hash(const chring_snap_t *s, uint64_t h);
 
+/* Batch lookups: the owners of n keys at once, owners[i] exactly what
+ * chring_snap_lookup(s, keys[i], lens[i]) would return (NULL for keys[i] NULL with lens[i] > 0),
+ * members down included.  The keys' cache misses overlap instead of coming one after the other
+ * (docs/design.md §4, "Batches"): from about 8 keys a batch costs a fraction of n single lookups
+ * on a ring that has left the caches.  Any n; owners holds n entries, written in order.  Returns
+ * n (every owners[i] NULL on an empty snapshot), or 0 with nothing written for s, keys, lens or
+ * owners NULL.  The members are valid as chring_snap_lookup's are.  Reader side: inside a read
+ * section (or on a held snapshot); wait-free, no allocation. */
+CHRING_API size_t chring_snap_lookup_many(const chring_snap_t *s, const void *const *keys,
+                                          const size_t *lens, size_t n,
+                                          const chring_member_t **owners);
+/* chring_snap_lookup_many for keys hashed already: owners[i] exactly what
+ * chring_snap_lookup_hash(s, hashes[i]) would return.  Returns n, or 0 with nothing written for
+ * s, hashes or owners NULL.  Reader side; wait-free, no allocation. */
+CHRING_API size_t chring_snap_lookup_hashes(const chring_snap_t *s, const uint64_t *hashes,
+                                            size_t n, const chring_member_t **owners);
+
 /* A caller-supplied load: the number of requests the caller has placed on member m.  Called on the
  * lookup's thread, inside its read section; must not call back into the ring. */
 typedef uint64_t (*chring_load_fn)(const chring_member_t *m, void *ctx);

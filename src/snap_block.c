@@ -43,6 +43,15 @@ const chring_snap_t chring__empty_snap = {
 
 /* ---- the spare-block cache ---------------------------------------------------------------- */
 
+/* Takes the block in a cache slot (NULL if empty), leaving it empty: an atomic exchange, a full
+ * barrier like the compare-and-swap that put it there.  Not ck_pr_fas_ptr: under ThreadSanitizer
+ * (CK_USE_CC_BUILTINS) ck builds it from a plain volatile load and a CAS loop, and the load is a
+ * race TSan reports against a spare_put on another thread. */
+static chring_snap_t *spare_take(struct chring_blocks *blocks, unsigned k)
+{
+    return __atomic_exchange_n(&blocks->spare[k], NULL, __ATOMIC_SEQ_CST);
+}
+
 static void block_free(chring_snap_t *b)
 {
     CHRING_UNPOISON_BLOCK(b, b->block_size);
@@ -94,6 +103,40 @@ static void advise_huge(char *block, size_t size)
 #endif
 }
 
+/* Spare blocks made ready ahead of a burst (docs/design.md §4, "Spare blocks").  The first
+ * publish of a large ring that found no spare of its size (its build, or the first publish
+ * after the ring doubled or halved) allocates its block and then fills the cache with
+ * CHRING_PREFAULT blocks of the same size, every page written once, so that the kernel's page
+ * faults (zeroing, huge-page compaction: 5 to 30 ms for a 28 MB block here) are paid by this
+ * publish instead of by the next ones of a burst, which find the blocks of the snapshots they
+ * replaced still waiting for their grace period.  Once per size: a ring that runs short later
+ * (grace periods slower than its publishes) allocates one block at a time as before.  Best
+ * effort: an allocation that fails, or a full cache, leaves the rest as it is. */
+static void prefault_spares(struct chring_blocks *blocks, size_t size, uint64_t now)
+{
+    if (blocks->prefaulted >= size && blocks->prefaulted / 2 <= size)
+        return; /* done for this size */
+    blocks->prefaulted = size;
+    for (unsigned made = 0; made < CHRING_PREFAULT; made++) {
+        chring_snap_t *b = chring__alloc(size);
+        if (b == NULL)
+            return;
+        advise_huge((char *)b, size);
+        for (size_t at = 0; at < size; at += 4096)
+            ((volatile char *)b)[at] = 0;
+        memset(b, 0, sizeof *b);
+        b->block_size = size;
+        b->blocks = blocks;
+        b->magic = CHRING_POISON;
+        b->stashed = now;
+        CHRING_POISON_BLOCK((char *)b + sizeof *b, size - sizeof *b);
+        if (!spare_put(blocks, b)) {
+            block_free(b);
+            return;
+        }
+    }
+}
+
 static bool block_fits(const chring_snap_t *b, size_t size)
 {
     return b->block_size >= size && b->block_size / 2 <= size;
@@ -114,7 +157,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
         CHRING_STORE_64(&blocks->takes, now);
     }
     for (unsigned k = 0; blocks != NULL && k < CHRING_SPARES; k++) {
-        chring_snap_t *b = ck_pr_fas_ptr(&blocks->spare[k], NULL);
+        chring_snap_t *b = spare_take(blocks, k);
         if (b == NULL)
             continue;
         CHRING_UNPOISON_BLOCK(b, sizeof *b);
@@ -147,13 +190,15 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
     char *block = chring__alloc(size);
     if (block != NULL)
         advise_huge(block, size);
+    if (block != NULL && blocks != NULL && size >= HUGE_MIN)
+        prefault_spares(blocks, size, now);
     return block;
 }
 
 void chring__blocks_drop(struct chring_blocks *blocks)
 {
     for (unsigned k = 0; k < CHRING_SPARES; k++) {
-        chring_snap_t *b = ck_pr_fas_ptr(&blocks->spare[k], NULL);
+        chring_snap_t *b = spare_take(blocks, k);
         if (b != NULL) {
             CHRING_UNPOISON_BLOCK(b, sizeof *b);
             block_free(b);

@@ -146,10 +146,26 @@ static void model_check(chring_t *r, const struct run *md, const model_snap_t *m
         total += loads[k];
     }
     struct load_ctx lc = {step};
+    /* The 300 keys at once too: the batch calls' owners, checked against the model below. */
+    static char texts[300][32];
+    static const void *keys[300];
+    static size_t lens[300];
+    static uint64_t hashes[300];
+    static const chring_member_t *many[300], *by_hashes[300];
+    for (int k = 0; k < 300; k++) {
+        lens[k] = (size_t)snprintf(texts[k], sizeof texts[k], "key-%d", k * 7919 + step);
+        keys[k] = texts[k];
+        hashes[k] = model_hash(&ms->cfg, texts[k], lens[k]);
+    }
+    cr_assert_eq(chring_snap_lookup_many(s, keys, lens, 300, many), 300, "step %d", step);
+    cr_assert_eq(chring_snap_lookup_hashes(s, hashes, 300, by_hashes), 300, "step %d", step);
     char key[32];
     for (int k = 0; k < 300; k++) {
         int len = snprintf(key, sizeof key, "key-%d", k * 7919 + step);
         uint64_t h = model_hash(&ms->cfg, key, (size_t)len);
+        cr_assert_eq(many[k], chring_snap_lookup(s, key, (size_t)len), "step %d: lookup_many of %s",
+                     step, key);
+        cr_assert_eq(by_hashes[k], many[k], "step %d: lookup_hashes of %s", step, key);
         cr_assert_eq(chring_snap_hash(s, key, (size_t)len), h, "step %d: hash of %s", step, key);
         const chring_member_t *got = chring_snap_lookup(s, key, (size_t)len);
         long owner = model_owner_point(ms, h);

@@ -182,6 +182,7 @@ void cli_cmd_remove(cli_call_t *call);
 void cli_cmd_weight(cli_call_t *call);
 void cli_cmd_load(cli_call_t *call);
 void cli_cmd_lookup(cli_call_t *call);
+void cli_cmd_lookups(cli_call_t *call);
 void cli_cmd_hash(cli_call_t *call);
 void cli_cmd_ring(cli_call_t *call);
 void cli_cmd_dist(cli_call_t *call);

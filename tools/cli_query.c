@@ -27,6 +27,58 @@ void cli_cmd_lookup(cli_call_t *call)
     chring_snap_exit(ring, s);
 }
 
+/* LOOKUPS k1 k2 ...: the owners of the blank-separated keys, in one batch lookup, on one line
+ * (EMPTY for a key with no owner). */
+void cli_cmd_lookups(cli_call_t *call)
+{
+    span_t arg = call->arg;
+    FILE *out = call->out;
+    size_t n = 0;
+    for (size_t i = 0; i < arg.len; i++)
+        if (!cli_is_space(arg.ptr[i]) && (i == 0 || cli_is_space(arg.ptr[i - 1])))
+            n++;
+    if (n == 0) {
+        cli_answer_err(out, call->usage);
+        return;
+    }
+    const void **keys = cli_calloc(n, sizeof(*keys));
+    size_t *lens = cli_calloc(n, sizeof(*lens));
+    const chring_member_t **owners = cli_calloc(n, sizeof(*owners));
+    if (!keys || !lens || !owners) {
+        free(keys);
+        free(lens);
+        free(owners);
+        cli_answer_err(out, "out of memory");
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < arg.len; i++) {
+        if (cli_is_space(arg.ptr[i]))
+            continue;
+        size_t start = i;
+        while (i < arg.len && !cli_is_space(arg.ptr[i]))
+            i++;
+        keys[k] = arg.ptr + start;
+        lens[k++] = i - start;
+    }
+    chring_t *ring = call->cli->ring;
+    const chring_snap_t *s = chring_snap_enter(ring);
+    chring_snap_lookup_many(s, (const void *const *)keys, lens, n, owners);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            fputc(' ', out);
+        if (owners[i])
+            cli_put_name(out, owners[i]);
+        else
+            fputs("EMPTY", out);
+    }
+    fputc('\n', out);
+    chring_snap_exit(ring, s);
+    free(keys);
+    free(lens);
+    free(owners);
+}
+
 void cli_cmd_hash(cli_call_t *call)
 {
     chring_t *ring = call->cli->ring;

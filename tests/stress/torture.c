@@ -679,6 +679,20 @@ static uint64_t churn_read(thread_t *t, const unsigned char *key, size_t len, ui
               "burst lookup: member %p has a retired or garbage udata", (const void *)m);
     }
     t->lookups += 8;
+    /* The same pressure through a batch: each owner the single lookup's, on this snapshot. */
+    {
+        uint64_t hashes[8];
+        const chring_member_t *owners[8];
+        for (int i = 0; i < 8; i++)
+            hashes[i] = rnd(&t->seed);
+        CHECK(chring_snap_lookup_hashes(s, hashes, 8, owners) == 8, "lookup_hashes count");
+        for (int i = 0; i < 8; i++) {
+            check_member(owners[i], "batch lookup");
+            CHECK(owners[i] == chring_snap_lookup_hash(s, hashes[i]),
+                  "lookup_hashes disagrees with lookup_hash");
+        }
+        t->lookups += 8;
+    }
 
     if (r % 8 == 0) {
         fake_loads_t f = {.salt = r};

@@ -1,0 +1,108 @@
+/* The read side for many keys at once: chring_snap_lookup_many and chring_snap_lookup_hashes.
+ * SPDX-License-Identifier: MIT
+ *
+ * A lookup on a ring that has left the caches is a chain of dependent misses: the index entry of
+ * the key's bucket, then the bucket's first points and their owner slots (fetched together).  One
+ * key at a time, each key waits for its whole chain.  Keys of a batch do not depend on each
+ * other, so their misses can overlap (docs/design.md §4, "Batches"): the keys go GROUP at a time
+ * through three passes.  The first hashes each key and prefetches its index entry; the second
+ * reads the entries, which have arrived meanwhile, and prefetches what they name; the third runs
+ * each lookup as chring_snap_lookup does (find.h's chring__owner_of) on lines in the cache.  The
+ * answer is therefore the single lookup's, for every profile and with members down: the passes
+ * only decide when lines are fetched, never what a key resolves to.  Sixteen keys' misses keep a
+ * core's line fill buffers busy; a longer group (32, 64) or a sliding window across groups
+ * measured no better at 16 keys here (docs/bench.md §10).
+ *
+ * Everything here is reader side: no lock, no allocation, no system call; the group's positions
+ * live on the stack. */
+#include "find.h"
+#include "member.h"
+
+#define GROUP 16
+
+/* Stage 1: the index entry of the key's bucket. */
+static inline void prefetch_entry(const chring_snap_t *s, uint64_t h64)
+{
+    CHRING_PREFETCH(&s->index[chring__bucket(s, h64)]);
+}
+
+/* Stage 2: what the entry names, the bucket's first points and their owner slots, or the slot's
+ * member for an empty bucket that names its owner. */
+static inline void prefetch_points(const chring_snap_t *s, uint64_t h64)
+{
+    uint32_t e = s->index[chring__bucket(s, h64)];
+    if (e & CHRING_INDEX_SLOT) {
+        CHRING_PREFETCH(&s->slot_member[e & CHRING_INDEX_POINT]);
+    } else {
+        CHRING_PREFETCH(&s->pos[e]);
+        CHRING_PREFETCH(&s->owner[e]);
+    }
+}
+
+/* The pipeline over n positions that GET(i, &bad) yields (setting bad for a key with no owner),
+ * GROUP keys at a time: hash each key of the group and prefetch its entry, then read the entries
+ * and prefetch what they name, then resolve the keys.  A macro rather than a function taking a
+ * callback, so that each caller's hashing is inlined. */
+#define CHRING_BATCH_PIPELINE(s, n, owners, GET)                                                   \
+    do {                                                                                           \
+        uint64_t h64[GROUP];                                                                       \
+        bool bad[GROUP];                                                                           \
+        for (size_t g = 0; g < (n); g += GROUP) {                                                  \
+            size_t m = (n) - g < GROUP ? (n) - g : GROUP;                                          \
+            for (size_t k = 0; k < m; k++) {                                                       \
+                bad[k] = false;                                                                    \
+                h64[k] = GET(g + k, &bad[k]);                                                      \
+                if (CHRING_LIKELY(!bad[k]))                                                        \
+                    prefetch_entry((s), h64[k]);                                                   \
+            }                                                                                      \
+            for (size_t k = 0; k < m; k++)                                                         \
+                if (CHRING_LIKELY(!bad[k]))                                                        \
+                    prefetch_points((s), h64[k]);                                                  \
+            for (size_t k = 0; k < m; k++)                                                         \
+                (owners)[g + k] = CHRING_UNLIKELY(bad[k]) ? NULL : chring__owner_of((s), h64[k]);  \
+        }                                                                                          \
+    } while (0)
+
+size_t chring_snap_lookup_hashes(const chring_snap_t *s, const uint64_t *hashes, size_t n,
+                                 const chring_member_t **owners)
+{
+    if (s == NULL || hashes == NULL || owners == NULL)
+        return 0;
+    if (s->npoints == 0) {
+        for (size_t i = 0; i < n; i++)
+            owners[i] = NULL;
+        return n;
+    }
+    unsigned shift = s->prof.shift; /* bits above the profile's width fall off */
+#define GET_HASH(i, bad) (hashes[(i)] << shift)
+    CHRING_BATCH_PIPELINE(s, n, owners, GET_HASH);
+#undef GET_HASH
+    return n;
+}
+
+/* A key's position, or bad set for a NULL key with a length (chring_snap_lookup's NULL). */
+static inline uint64_t key_pos_checked(const chring_snap_t *s, const void *key, size_t len,
+                                       bool *bad)
+{
+    if (CHRING_UNLIKELY(key == NULL && len > 0)) {
+        *bad = true;
+        return 0;
+    }
+    return chring__key_pos(s, key, len);
+}
+
+size_t chring_snap_lookup_many(const chring_snap_t *s, const void *const *keys, const size_t *lens,
+                               size_t n, const chring_member_t **owners)
+{
+    if (s == NULL || keys == NULL || lens == NULL || owners == NULL)
+        return 0;
+    if (s->npoints == 0) {
+        for (size_t i = 0; i < n; i++)
+            owners[i] = NULL;
+        return n;
+    }
+#define GET_KEY(i, bad) key_pos_checked(s, keys[(i)], lens[(i)], (bad))
+    CHRING_BATCH_PIPELINE(s, n, owners, GET_KEY);
+#undef GET_KEY
+    return n;
+}
