@@ -85,6 +85,7 @@ static char *key_b64, *end_b64;
 static struct evbuffer *rbuf, *wbuf; /* the range answer; the watch's partial message */
 static uint64_t watch_from;          /* the watch's start revision */
 static uint64_t points_per_weight;
+static int64_t range_started_ms; /* for the log: how long a range took */
 
 /* For the stats (any thread). */
 static _Atomic int st_state;
@@ -134,6 +135,7 @@ static struct fentry **table;
 static size_t table_cap, table_n; /* buckets (a power of two), entries */
 static uint32_t stamp;
 static uint64_t total_points; /* of every entry's weight */
+static size_t refused;        /* puts refused in the message being applied */
 static struct fentry **touched;
 static size_t ntouched, touched_cap;
 
@@ -247,6 +249,13 @@ static int touch(struct fentry *e)
     e->stamp = stamp;
     touched[ntouched++] = e;
     return 0;
+}
+
+static void log_refused(void)
+{
+    if (refused > LB_ETCD_BAD_SHOWN)
+        lb_log("etcd: %zu more puts refused (--etcd-max-points)", refused - LB_ETCD_BAD_SHOWN);
+    refused = 0;
 }
 
 static void log_bad(const struct lb_etcd_msg *m)
@@ -477,12 +486,15 @@ static int put(char *name, uint32_t weight)
     uint64_t was = (uint64_t)e->weight * points_per_weight,
              now = (uint64_t)weight * points_per_weight;
     if (total_points - was + now > lb_cfg.etcd_max_points) {
+        if (refused++ >= LB_ETCD_BAD_SHOWN)
+            goto counted;
         char q[300];
         lb_text_quote(q, sizeof q, e->name, strlen(e->name));
         lb_log("etcd: %s=%u refused: etcd's members would have %llu points, above "
                "--etcd-max-points %llu",
                q, weight, (unsigned long long)(total_points - was + now),
                (unsigned long long)lb_cfg.etcd_max_points);
+    counted:
         ADD(st_refused, 1);
         if (fresh)
             entry_delete(e);
@@ -606,6 +618,7 @@ static void on_range(struct evhttp_request *req, void *arg)
     const char *text = (const char *)evbuffer_pullup(rbuf, -1);
     struct lb_etcd_msg m;
     const char *why = "out of memory";
+    int64_t t_answered = now_ms();
     lb_etcd_read_budget(parse_budget());
     int rc = text || len == 0 ? lb_etcd_read_range(text ? text : "", len, lb_cfg.etcd_prefix, &m,
                                                    &why)
@@ -635,6 +648,7 @@ static void on_range(struct evhttp_request *req, void *arg)
             oom = e->weight == 0 && touch(e) < 0;
     uint64_t rev = m.revision;
     lb_etcd_msg_free(&m); /* the names were moved into the set */
+    log_refused();
     if (oom) {
         fail("range: out of memory");
         return;
@@ -642,7 +656,11 @@ static void on_range(struct evhttp_request *req, void *arg)
     ADD(st_ranges, 1);
     if (table_n == ntouched && total_points == 0)
         lb_log("etcd: no key under %s: the ring is empty", lb_cfg.etcd_prefix);
+    int64_t t_read = now_ms();
     apply("range", rev, true);
+    lb_log("etcd: range of %zu bytes: answered in %lld ms, read in %lld ms, applied in %lld ms",
+           len, (long long)(t_answered - range_started_ms), (long long)(t_read - t_answered),
+           (long long)(now_ms() - t_read));
     watch_from = GET(st_revision) + 1;
     next_action = ACT_WATCH;
     schedule(0);
@@ -690,6 +708,7 @@ static bool watch_message(const char *line, size_t len)
     size_t n = m.n + m.bad;
     uint64_t rev = m.revision;
     lb_etcd_msg_free(&m);
+    log_refused();
     if (oom) {
         ntouched = 0;
         fail("watch: out of memory");
@@ -799,6 +818,7 @@ static void on_step(evutil_socket_t fd, short what, void *arg)
     int rc;
     if (next_action == ACT_RANGE) {
         set_state(ETCD_CONNECTING);
+        range_started_ms = now_ms();
         uint32_t t = lb_cfg.etcd_range_timeout_ms;
         struct timeval tv = {(time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000};
         evhttp_connection_set_timeout_tv(conn, &tv);
