@@ -129,6 +129,11 @@ int lb_entries_read_file(lb_entries_t *es, const char *path, char *msg, size_t m
     int rc = 0;
     while ((len = getline(&line, &lcap, f)) >= 0) {
         lineno++;
+        if (memchr(line, '\0', (size_t)len)) {
+            snprintf(msg, msgcap, "%s:%u: a NUL byte in the line", path, lineno);
+            rc = -1;
+            goto out;
+        }
         char *hash = strchr(line, '#');
         if (hash)
             *hash = '\0';
