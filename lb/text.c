@@ -126,8 +126,10 @@ size_t lb_text_json_len(const void *s, size_t n)
 {
     const unsigned char *c = s;
     size_t k = 2;
-    for (size_t i = 0, len = 1; i < n; i += len)
-        k += json_cp(NULL, utf8_next(c + i, n - i, &len), c + i, len);
+    for (size_t i = 0, len = 1; i < n; i += len) {
+        unsigned cp = utf8_next(c + i, n - i, &len); /* sets len before json_cp reads it */
+        k += json_cp(NULL, cp, c + i, len);
+    }
     return k;
 }
 
