@@ -74,6 +74,7 @@ enum etcd_action {
 
 static struct event_base *base;
 static struct event *step_ev, *close_ev, *deadline_ev, *resolved_ev, *retry_ev;
+static void on_parsed(evutil_socket_t fd, short what, void *arg);
 static struct evhttp_connection *conn;
 static enum etcd_action next_action;
 static bool watch_dead; /* the current request is being replaced: ignore what it still sends */
@@ -102,6 +103,14 @@ static int64_t now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* This thread's CPU time, for the log: what a range costs whatever else the machine runs. */
+static int64_t cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -598,6 +607,48 @@ static void on_range_chunk(struct evhttp_request *req, void *arg)
     evbuffer_add_buffer(rbuf, in);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* a range answer is read on a thread of its own: the main thread (stats on --stats-listen,    */
+/* passive health, drains, resolved names) goes on meanwhile                                  */
+
+struct range_job {
+    char *text;
+    size_t len;
+    size_t budget;
+    struct lb_etcd_msg m;
+    int rc;
+    const char *why;
+    int64_t answered_ms, read_cpu_ms;
+};
+
+static pthread_t range_thread;
+static struct range_job *range_job; /* not NULL while its thread runs or its result waits */
+static struct event *parsed_ev;
+
+static void *range_main(void *arg)
+{
+    struct range_job *job = arg;
+    int64_t c0 = cpu_ms();
+    lb_etcd_read_budget(job->budget);
+    job->why = "out of memory";
+    job->rc = lb_etcd_read_range(job->text, job->len, lb_cfg.etcd_prefix, &job->m, &job->why);
+    job->read_cpu_ms = cpu_ms() - c0;
+    free(job->text);
+    job->text = NULL;
+    event_active(parsed_ev, 0, 0); /* the event base is thread-safe (evthread_use_pthreads) */
+    return NULL;
+}
+
+static void range_job_free(struct range_job *job)
+{
+    if (!job)
+        return;
+    if (job->rc == 0)
+        lb_etcd_msg_free(&job->m);
+    free(job->text);
+    free(job);
+}
+
 static void on_range(struct evhttp_request *req, void *arg)
 {
     (void)arg;
@@ -614,23 +665,50 @@ static void on_range(struct evhttp_request *req, void *arg)
     on_range_chunk(req, NULL); /* whatever evhttp kept */
     if (watch_dead)
         return;
+    struct range_job *job = calloc(1, sizeof *job);
     size_t len = evbuffer_get_length(rbuf);
-    const char *text = (const char *)evbuffer_pullup(rbuf, -1);
-    struct lb_etcd_msg m;
-    const char *why = "out of memory";
-    int64_t t_answered = now_ms();
-    lb_etcd_read_budget(parse_budget());
-    int rc = text || len == 0 ? lb_etcd_read_range(text ? text : "", len, lb_cfg.etcd_prefix, &m,
-                                                   &why)
-                              : -1;
-    evbuffer_drain(rbuf, len);
-    if (rc < 0) {
+    if (job)
+        job->text = malloc(len + 1);
+    if (!job || !job->text) {
+        free(job);
+        fail("range: out of memory");
+        return;
+    }
+    evbuffer_remove(rbuf, job->text, len);
+    job->text[len] = '\0';
+    job->len = len;
+    job->budget = parse_budget();
+    job->answered_ms = now_ms();
+    job->rc = -1;
+    range_job = job;
+    if (pthread_create(&range_thread, NULL, range_main, job) != 0) {
+        range_job = NULL;
+        range_job_free(job);
+        fail("range: cannot start a thread to read the answer");
+    }
+}
+
+/* The range was read (main thread): the set becomes its keys, the ring follows. */
+static void on_parsed(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    struct range_job *job = range_job;
+    if (!job)
+        return;
+    pthread_join(range_thread, NULL);
+    range_job = NULL;
+    int64_t t_read = now_ms(), c_read = cpu_ms();
+    if (job->rc < 0) {
         char msg[160];
-        snprintf(msg, sizeof msg, "range: %s", why);
+        snprintf(msg, sizeof msg, "range: %s", job->why);
+        range_job_free(job);
         fail(msg);
         return;
     }
-    log_bad(&m);
+    struct lb_etcd_msg *m = &job->m;
+    log_bad(m);
     /* The set becomes the range's keys: every entry is touched, the ones absent deleted. */
     stamp++;
     ntouched = 0;
@@ -639,28 +717,30 @@ static void on_range(struct evhttp_request *req, void *arg)
             e->weight = 0;
     total_points = 0;
     bool oom = false;
-    for (size_t i = 0; i < m.n && !oom; i++) {
-        oom = put(m.events[i].name, m.events[i].weight) < 0;
-        m.events[i].name = NULL;
+    for (size_t i = 0; i < m->n && !oom; i++) {
+        oom = put(m->events[i].name, m->events[i].weight) < 0;
+        m->events[i].name = NULL;
     }
     for (size_t i = 0; i < table_cap && !oom; i++)
         for (struct fentry *e = table[i]; e && !oom; e = e->next)
             oom = e->weight == 0 && touch(e) < 0;
-    uint64_t rev = m.revision;
-    lb_etcd_msg_free(&m); /* the names were moved into the set */
+    uint64_t rev = m->revision;
+    size_t len = job->len;
+    int64_t answered = job->answered_ms, read_cpu = job->read_cpu_ms;
+    range_job_free(job); /* the names were moved into the set */
     log_refused();
     if (oom) {
         fail("range: out of memory");
         return;
     }
     ADD(st_ranges, 1);
-    if (table_n == ntouched && total_points == 0)
+    if (total_points == 0)
         lb_log("etcd: no key under %s: the ring is empty", lb_cfg.etcd_prefix);
-    int64_t t_read = now_ms();
     apply("range", rev, true);
-    lb_log("etcd: range of %zu bytes: answered in %lld ms, read in %lld ms, applied in %lld ms",
-           len, (long long)(t_answered - range_started_ms), (long long)(t_read - t_answered),
-           (long long)(now_ms() - t_read));
+    lb_log("etcd: range of %zu bytes: answered in %lld ms, read in %lld ms (%lld ms of CPU off "
+           "the main thread), applied in %lld ms (%lld ms of CPU)",
+           len, (long long)(answered - range_started_ms), (long long)(t_read - answered),
+           (long long)read_cpu, (long long)(now_ms() - t_read), (long long)(cpu_ms() - c_read));
     watch_from = GET(st_revision) + 1;
     next_action = ACT_WATCH;
     schedule(0);
@@ -876,8 +956,9 @@ int lb_etcd_start(struct event_base *b)
     deadline_ev = evtimer_new(base, on_deadline, NULL);
     resolved_ev = event_new(base, -1, 0, on_resolved, NULL);
     retry_ev = evtimer_new(base, on_retry, NULL);
+    parsed_ev = event_new(base, -1, 0, on_parsed, NULL);
     if (!key_b64 || !end_b64 || !wbuf || !rbuf || !step_ev || !close_ev || !deadline_ev || !resolved_ev ||
-        !retry_ev || grow() < 0) {
+        !retry_ev || !parsed_ev || grow() < 0) {
         lb_etcd_stop();
         return -1;
     }
@@ -890,6 +971,11 @@ int lb_etcd_start(struct event_base *b)
 
 void lb_etcd_stop(void)
 {
+    if (range_job) { /* a range being read: wait for its thread (bounded by the answer's size) */
+        pthread_join(range_thread, NULL);
+        range_job_free(range_job);
+        range_job = NULL;
+    }
     if (resolver_running) {
         pthread_mutex_lock(&rq_lock);
         rq_quit = true;
@@ -911,7 +997,7 @@ void lb_etcd_stop(void)
     if (conn)
         evhttp_connection_free(conn);
     conn = NULL;
-    struct event **evs[] = {&step_ev, &close_ev, &deadline_ev, &resolved_ev, &retry_ev};
+    struct event **evs[] = {&step_ev, &close_ev, &deadline_ev, &resolved_ev, &retry_ev, &parsed_ev};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) {
         if (*evs[i])
             event_free(*evs[i]);

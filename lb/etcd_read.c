@@ -9,6 +9,7 @@
 #include "text.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,14 +53,16 @@ void lb_etcd_read_budget(size_t bytes)
     budget = bytes;
 }
 
+static void install(void)
+{
+    /* Process-wide, but jansson is used by this file only in chring-lb. */
+    json_set_alloc_funcs(budget_malloc, budget_free);
+}
+
 static json_t *parse(const char *text, size_t len, const char **why)
 {
-    static _Thread_local bool installed;
-    if (!installed) {
-        /* Process-wide, but jansson is used by this file only in chring-lb. */
-        json_set_alloc_funcs(budget_malloc, budget_free);
-        installed = true;
-    }
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, install);
     over = false;
     json_error_t err;
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);

@@ -76,9 +76,10 @@ def main():
     try:
         a = wait_line(out, rb"etcd: reading", 10)
         b = wait_line(out, rb"etcd range at revision", 120)
-        c = wait_line(out, rb"etcd: watching", 30)
+        t = wait_line(out, rb"etcd: range of \d+ bytes", 30)
+        wait_line(out, rb"etcd: watching", 30)
         print("range of %d members (vnodes %s): applied %d ms after start" % (n, vnodes, ms_of(b) - ms_of(a)))
-        print("  ", b.decode(errors="replace"))
+        print("  ", t.decode(errors="replace"))
         times = []
         for i in range(changes):
             name = "10.200.%d.%d:80" % (i >> 8, i & 255)

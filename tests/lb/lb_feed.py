@@ -67,10 +67,10 @@ def test_apply(env):
         srv.members = {"10.%d.%d.%d:80" % (i >> 16 & 255, i >> 8 & 255, i & 255): 1 for i in range(n)}
         lb = balancer(env, srv, ["--vnodes", "1"])
         line = wait_for("the range applied", lambda: re.search(
-            r"etcd: range of (\d+) bytes: answered in (\d+) ms, read in (\d+) ms, applied in (\d+) ms",
+            r"etcd: range of (\d+) bytes: answered in (\d+) ms, read in (\d+) ms \((\d+) ms of CPU off the main thread\), applied in (\d+) ms \((\d+) ms of CPU\)",
             lb.output()), 60)
-        read_ms, apply_ms = int(line.group(3)), int(line.group(4))
-        log("range of %d members: %s bytes, read in %d ms, applied in %d ms" % (n, line.group(1), read_ms, apply_ms))
+        read_ms, apply_ms = int(line.group(3)), int(line.group(5))
+        log("range of %d members: %s bytes, read in %d ms (%s of CPU), applied in %d ms (%s of CPU)" % (n, line.group(1), read_ms, line.group(4), apply_ms, line.group(6)))
         check(read_ms + apply_ms < 5000, "100k members took %d ms to read and apply" % (read_ms + apply_ms))
         st = wait_for("the watch", lambda: etcd_stats(lb).get("state") == "watching" and lb.stats(), 10)
         check(st["ring"]["members"] == n, "ring has %d members" % st["ring"]["members"])
