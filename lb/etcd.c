@@ -7,7 +7,7 @@
  * are read by etcd_read.c (libjansson, base64):
  *
  *   range    POST /v3/kv/range {key: prefix, range_end: prefix + 1}: every key and the store's
- *            revision R.  The feed's set becomes these keys; the ring is brought to it with one
+ *            revision R, read (JSON, base64) on a thread of its own.  The feed's set becomes these keys; the ring is brought to it with one
  *            chring_update holding only the differences (members that are not etcd's, the
  *            starting list among them, leave).
  *   watch    POST /v3/watch {create_request: {key, range_end, start_revision: R + 1}}: a stream
