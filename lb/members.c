@@ -58,6 +58,11 @@ int lb_parse_entry(const char *tok, lb_entry_t *e, const char **err)
         *err = "name longer than 255 bytes";
         return -1;
     }
+    for (size_t i = 0; i < nl; i++)
+        if ((unsigned char)tok[i] < 0x20 || tok[i] == 0x7f) {
+            *err = "a control byte in the name";
+            return -1;
+        }
     if (eq) {
         char *end = NULL;
         errno = 0;

@@ -6,12 +6,21 @@
  */
 #define _GNU_SOURCE
 #include "lb.h"
+#include "text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 _Atomic uint64_t lb_reloads, lb_reload_errors;
+
+/* Logs msg (which quotes a file's bytes or a name) quoted, then what follows. */
+static void log_quoted(const char *msg, const char *then)
+{
+    char q[700];
+    lb_text_quote(q, sizeof q, msg, strlen(msg));
+    lb_log("%s; %s", q, then);
+}
 
 /* Reads --backend plus the members file into es.  Returns 0, or -1 (logged, es freed). */
 static int read_entries(lb_entries_t *es)
@@ -29,7 +38,7 @@ static int read_entries(lb_entries_t *es)
         }
     }
     if (lb_cfg.members_file && lb_entries_read_file(es, lb_cfg.members_file, msg, sizeof msg) < 0) {
-        lb_log("%s; membership unchanged", msg);
+        log_quoted(msg, "membership unchanged");
         lb_entries_free(es);
         return -1;
     }
@@ -73,12 +82,12 @@ int lb_membership_set(const lb_entries_t *es, const char *what, bool skip_bad)
         }
         fresh[i] = lb_backend_new(es->v[i].name, msg, sizeof msg);
         if (!fresh[i] && skip_bad) {
-            lb_log("%s; left out", msg);
+            log_quoted(msg, "left out");
             skipped++;
             continue;
         }
         if (!fresh[i]) {
-            lb_log("%s; membership unchanged", msg);
+            log_quoted(msg, "membership unchanged");
             rc = -1;
             break;
         }

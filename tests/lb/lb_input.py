@@ -7,7 +7,7 @@
                               IPv4-mapped forms are refused with the entry named; good lists work
     lb_input.py members-nul   a NUL byte in the members file is an error naming its line, at
                               start and on SIGHUP (the membership unchanged), never a silently
-                              cut entry
+                              cut entry; a control byte in a name is refused, logged quoted
     lb_input.py names         member names with invalid UTF-8, a right-to-left override and a
                               zero-width space (resolved through tests/lb/gai_shim.c, LD_PRELOAD):
                               the stats are valid JSON with them replaced or escaped, and the
@@ -85,6 +85,12 @@ def test_members_nul(env):
     rc, err = run_lb(["--members", mf, "--threads", "1"], timeout=10)
     check(rc not in (0, None) and "members.txt:2: a NUL byte in the line" in err,
           "a NUL in the members file: status %d, %r" % (rc, err[-500:]))
+    # a control byte in a name: refused, and the error does not carry the escape to the terminal
+    with open(mf, "wb") as f:
+        f.write(b"127.0.0.1:9\n\x1b[31m127.0.0.1:10\n")
+    rc, err = run_lb(["--members", mf, "--threads", "1"], timeout=10)
+    check(rc not in (0, None) and "members.txt:2: '\\x1b[31m127.0.0.1:10': a control byte in the name" in err
+          and "\x1b" not in err, "a control byte in a name: status %s, %r" % (rc, err[-500:]))
     with open(mf, "wb") as f:
         f.write(b"127.0.0.1:9\n127.0.0.1:10\n")
     lb = h.Balancer(env, ["--members", mf]).start()
