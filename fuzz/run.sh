@@ -6,7 +6,7 @@
 # Environment:
 #   FUZZ_BUILD=dir      build directory (default build-fuzz), configured here with clang, ASan and
 #                       UBSan if it is not configured yet
-#   FUZZ_TARGETS="api cli"   which targets to run (fuzz_api, fuzz_cli)
+#   FUZZ_TARGETS="api cli etcd"   which targets to run (fuzz_api, fuzz_cli, fuzz_etcd)
 #   FUZZ_JOBS=n         parallel fuzzing processes per target (libFuzzer -jobs/-workers), default 1.
 #                       The targets spend most of their time waiting for RCU grace periods in
 #                       chring_free, so n above the number of cores still helps.
@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 top=$(pwd)
 seconds="${1:-60}"
 build="${FUZZ_BUILD:-build-fuzz}"
-targets="${FUZZ_TARGETS:-api cli}"
+targets="${FUZZ_TARGETS:-api cli etcd}"
 jobs="${FUZZ_JOBS:-1}"
 case "$seconds" in '' | *[!0-9]*) echo "fuzz/run.sh: SECONDS must be a number" >&2; exit 2 ;; esac
 
