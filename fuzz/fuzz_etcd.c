@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        if (!(x))                                                                                  \
-            abort();                                                                               \
+#define CHECK(x) \
+    do { \
+        if (!(x)) \
+            abort(); \
     } while (0)
 
 static void check_msg(const struct lb_etcd_msg *m)

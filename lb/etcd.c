@@ -818,8 +818,7 @@ static void on_watch_chunk(struct evhttp_request *req, void *arg)
         if (eol.pos < 0) {
             if (evbuffer_get_length(wbuf) > lb_cfg.etcd_max_answer) {
                 char why[96];
-                snprintf(why, sizeof why,
-                         "watch: a message above --etcd-max-answer (%zu bytes)",
+                snprintf(why, sizeof why, "watch: a message above --etcd-max-answer (%zu bytes)",
                          lb_cfg.etcd_max_answer);
                 evbuffer_drain(wbuf, evbuffer_get_length(wbuf));
                 fail(why);
@@ -957,8 +956,8 @@ int lb_etcd_start(struct event_base *b)
     resolved_ev = event_new(base, -1, 0, on_resolved, NULL);
     retry_ev = evtimer_new(base, on_retry, NULL);
     parsed_ev = event_new(base, -1, 0, on_parsed, NULL);
-    if (!key_b64 || !end_b64 || !wbuf || !rbuf || !step_ev || !close_ev || !deadline_ev || !resolved_ev ||
-        !retry_ev || !parsed_ev || grow() < 0) {
+    if (!key_b64 || !end_b64 || !wbuf || !rbuf || !step_ev || !close_ev || !deadline_ev ||
+        !resolved_ev || !retry_ev || !parsed_ev || grow() < 0) {
         lb_etcd_stop();
         return -1;
     }

@@ -298,7 +298,8 @@ int lb_etcd_read_range(const char *text, size_t len, const char *prefix, struct 
     size_t i;
     const json_t *kv;
     if (rc == 0 && json_is_array(kvs))
-        json_array_foreach(kvs, i, kv) {
+        json_array_foreach(kvs, i, kv)
+        {
             if (read_kv(m, &cap, kv, false, prefix, plen) < 0) {
                 *why = "out of memory";
                 rc = -1;
@@ -332,7 +333,8 @@ int lb_etcd_read_watch(const char *text, size_t len, const char *prefix, struct 
     const json_t *e, *evs = json_object_get(r, "events");
     int rc = 0;
     if (json_is_array(evs))
-        json_array_foreach(evs, i, e) {
+        json_array_foreach(evs, i, e)
+        {
             const json_t *type = json_object_get(e, "type");
             bool del = json_is_string(type) && strcmp(json_string_value(type), "DELETE") == 0;
             if (read_kv(m, &cap, json_object_get(e, "kv"), del, prefix, plen) < 0) {

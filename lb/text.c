@@ -36,8 +36,8 @@ size_t lb_text_quote(char *out, size_t cap, const void *s, size_t n)
 
 bool lb_text_invisible(unsigned cp)
 {
-    return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0xad || cp == 0x34f ||
-           cp == 0x61c || cp == 0x115f || cp == 0x1160 || cp == 0x17b4 || cp == 0x17b5 ||
+    return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0xad || cp == 0x34f || cp == 0x61c ||
+           cp == 0x115f || cp == 0x1160 || cp == 0x17b4 || cp == 0x17b5 ||
            (cp >= 0x180b && cp <= 0x180f) || (cp >= 0x200b && cp <= 0x200f) ||
            (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) || cp == 0x3164 ||
            (cp >= 0xfe00 && cp <= 0xfe0f) || cp == 0xfeff || cp == 0xffa0 ||

@@ -44,8 +44,8 @@ Test(b64, encodes_and_decodes_the_rfc_4648_vectors)
 Test(b64, refuses_anything_but_canonical_padded_base64)
 {
     unsigned char out[16];
-    const char *bad[] = {"Zg", "Zg=", "Zg===", "Z===", "Zm=v", "Zm9v=", "Zh==", "Zm9=", "Zm9v\n",
-                         "Zm 9", "Zm-_", "====", "Zg==Zg=="};
+    const char *bad[] = {"Zg",   "Zg=",    "Zg===", "Z===", "Zm=v", "Zm9v=",   "Zh==",
+                         "Zm9=", "Zm9v\n", "Zm 9",  "Zm-_", "====", "Zg==Zg=="};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         cr_assert_eq(lb_b64_decode(bad[i], strlen(bad[i]), out), -1, "accepted '%s'", bad[i]);
     cr_assert_eq(lb_b64_decode("AA==", 4, out), 1);
@@ -58,7 +58,8 @@ Test(b64, round_trips_every_byte_string_of_up_to_three_bytes)
     char enc[8];
     for (unsigned len = 0; len <= 3; len++)
         for (unsigned v = 0; v < (1u << (8 * (len < 3 ? len : 2))); v++) {
-            in[0] = (unsigned char)v, in[1] = (unsigned char)(v >> 8), in[2] = (unsigned char)(v * 7);
+            in[0] = (unsigned char)v, in[1] = (unsigned char)(v >> 8),
+            in[2] = (unsigned char)(v * 7);
             size_t n = lb_b64_encode(in, len, enc);
             cr_assert_eq(lb_b64_decode(enc, n, back), (long)len);
             cr_assert(memcmp(in, back, len) == 0);
@@ -92,12 +93,13 @@ Test(etcd_read, range_gives_every_key_under_the_prefix_with_its_weight)
 Test(etcd_read, bad_entries_are_counted_described_quoted_and_skipped)
 {
     char text[4096];
-    snprintf(text, sizeof text,
-             "{\"header\":{\"revision\":\"5\"},\"kvs\":[{\"key\":\"%s\"},{\"key\":\"%s\","
-             "\"value\":\"%s\"},{\"key\":\"%s\",\"value\":\"%s\"},{\"key\":\"!!\"},{\"key\":\"%s\"},"
-             "{\"key\":\"%s\"},{\"key\":\"%s\"}]}",
-             b64s(PREFIX "no-port"), b64s(PREFIX "a:1"), b64s("0"), b64s(PREFIX "a:2"),
-             b64s("10001"), b64s("/other/a:1"), b64s(PREFIX "\x1b[31m:1"), b64s(PREFIX "ok:1"));
+    snprintf(
+        text, sizeof text,
+        "{\"header\":{\"revision\":\"5\"},\"kvs\":[{\"key\":\"%s\"},{\"key\":\"%s\","
+        "\"value\":\"%s\"},{\"key\":\"%s\",\"value\":\"%s\"},{\"key\":\"!!\"},{\"key\":\"%s\"},"
+        "{\"key\":\"%s\"},{\"key\":\"%s\"}]}",
+        b64s(PREFIX "no-port"), b64s(PREFIX "a:1"), b64s("0"), b64s(PREFIX "a:2"), b64s("10001"),
+        b64s("/other/a:1"), b64s(PREFIX "\x1b[31m:1"), b64s(PREFIX "ok:1"));
     struct lb_etcd_msg m;
     const char *why = NULL;
     cr_assert_eq(lb_etcd_read_range(text, strlen(text), PREFIX, &m, &why), 0);
@@ -117,7 +119,8 @@ Test(etcd_read, a_nul_in_a_key_is_a_bad_entry_not_a_shorter_name)
     char key[64], text[512];
     const char raw[] = PREFIX "a:1\0junk";
     lb_b64_encode((const unsigned char *)raw, sizeof raw - 1, key);
-    snprintf(text, sizeof text, "{\"header\":{\"revision\":\"5\"},\"kvs\":[{\"key\":\"%s\"}]}", key);
+    snprintf(text, sizeof text, "{\"header\":{\"revision\":\"5\"},\"kvs\":[{\"key\":\"%s\"}]}",
+             key);
     struct lb_etcd_msg m;
     const char *why;
     cr_assert_eq(lb_etcd_read_range(text, strlen(text), PREFIX, &m, &why), 0);
@@ -149,8 +152,8 @@ Test(etcd_read, watch_messages_give_created_canceled_and_events_in_order)
     cr_assert_eq(lb_etcd_read_watch(created, strlen(created), PREFIX, &m, &why), 0);
     cr_assert(m.created && !m.canceled && m.n == 0 && m.revision == 8);
     lb_etcd_msg_free(&m);
-    const char *cancel =
-        "{\"result\":{\"header\":{\"revision\":\"20\"},\"canceled\":true,\"compact_revision\":\"15\"}}";
+    const char *cancel = "{\"result\":{\"header\":{\"revision\":\"20\"},\"canceled\":true,"
+                         "\"compact_revision\":\"15\"}}";
     cr_assert_eq(lb_etcd_read_watch(cancel, strlen(cancel), PREFIX, &m, &why), 0);
     cr_assert(m.canceled && m.compact_revision == 15);
     lb_etcd_msg_free(&m);
@@ -207,8 +210,9 @@ Test(text, a_log_quote_shows_control_bytes_escapes_and_non_ascii_as_hex)
 Test(text, json_replaces_invalid_utf8_and_escapes_invisible_characters)
 {
     char out[256];
-    const char in[] = "ok \xc3\xa9 \xe2\x80\xae \xe2\x80\x8b \xef\xbb\xbf \xff \xc0\xaf \xed\xa0\x80 "
-                      "\xf4\x90\x80\x80 \xf0\x9f\x98\x80 \"\\\x01";
+    const char in[] =
+        "ok \xc3\xa9 \xe2\x80\xae \xe2\x80\x8b \xef\xbb\xbf \xff \xc0\xaf \xed\xa0\x80 "
+        "\xf4\x90\x80\x80 \xf0\x9f\x98\x80 \"\\\x01";
     lb_text_json(out, sizeof out, in, sizeof in - 1);
     cr_assert_str_eq(out, "\"ok \xc3\xa9 \\u202e \\u200b \\ufeff \\ufffd \\ufffd\\ufffd "
                           "\\ufffd\\ufffd\\ufffd \\ufffd\\ufffd\\ufffd\\ufffd \xf0\x9f\x98\x80 "
