@@ -9,6 +9,7 @@
 #include "text.h"
 
 #include <jansson.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,32 +21,26 @@
 static _Thread_local size_t budget = (size_t)256 << 20, used;
 static _Thread_local bool over;
 
-struct hdr {
-    size_t size;
-    max_align_t align;
-};
-
+/* malloc_usable_size (glibc, musl) counts what each block really holds, without a header that
+ * would make every one of jansson's small blocks bigger. */
 static void *budget_malloc(size_t n)
 {
     if (n > budget || used > budget - n) {
         over = true;
         return NULL;
     }
-    struct hdr *h = malloc(sizeof *h + n);
-    if (!h)
-        return NULL;
-    h->size = n;
-    used += n;
-    return (char *)h + sizeof *h;
+    void *p = malloc(n);
+    if (p)
+        used += malloc_usable_size(p);
+    return p;
 }
 
 static void budget_free(void *p)
 {
-    if (!p)
-        return;
-    struct hdr *h = (struct hdr *)((char *)p - sizeof(struct hdr));
-    used -= h->size;
-    free(h);
+    if (p) {
+        used -= malloc_usable_size(p);
+        free(p);
+    }
 }
 
 void lb_etcd_read_budget(size_t bytes)
@@ -129,25 +124,33 @@ long lb_b64_decode(const char *s, size_t n, unsigned char *out)
     return (long)k;
 }
 
-/* A JSON string of base64 decoded into a malloc'ed buffer (NUL-terminated).  Returns its length,
- * or -1 (not a string, not base64, out of memory). */
-static long b64_field(const json_t *j, unsigned char **out)
+/* A JSON string of base64 decoded into stack (cap bytes) when it fits, else into a malloc'ed
+ * buffer; *out is where it went (NUL-terminated).  Returns its length, or -1 (not a string, not
+ * base64, out of memory).  Free *out with field_free. */
+static long b64_field(const json_t *j, unsigned char *stack, size_t cap, unsigned char **out)
 {
     *out = NULL;
     if (!json_is_string(j))
         return -1;
     size_t n = json_string_length(j);
-    unsigned char *o = malloc(n / 4 * 3 + 1);
+    unsigned char *o = n / 4 * 3 + 1 <= cap ? stack : malloc(n / 4 * 3 + 1);
     if (!o)
         return -1;
     long len = lb_b64_decode(json_string_value(j), n, o);
     if (len < 0) {
-        free(o);
+        if (o != stack)
+            free(o);
         return -1;
     }
     o[len] = '\0';
     *out = o;
     return len;
+}
+
+static void field_free(unsigned char *p, const unsigned char *stack)
+{
+    if (p != stack)
+        free(p);
 }
 
 /* etcd writes 64-bit numbers as strings of digits; a plain JSON integer is taken too. */
@@ -215,13 +218,14 @@ static int read_kv(struct lb_etcd_msg *m, size_t *cap, const json_t *kv, bool de
                    const char *prefix, size_t plen)
 {
     unsigned char *key = NULL, *val = NULL;
-    long klen = b64_field(json_object_get(kv, "key"), &key), vlen = 0;
+    unsigned char kbuf[512], vbuf[64];
+    long klen = b64_field(json_object_get(kv, "key"), kbuf, sizeof kbuf, &key), vlen = 0;
     const json_t *jv = json_object_get(kv, "value");
     const char *why = NULL;
     uint32_t weight = 0;
     if (klen < 0) {
         why = "the key is not base64";
-    } else if (!del && jv && (vlen = b64_field(jv, &val)) < 0) {
+    } else if (!del && jv && (vlen = b64_field(jv, vbuf, sizeof vbuf, &val)) < 0) {
         why = "the value is not base64";
     } else if ((size_t)klen <= plen || memcmp(key, prefix, plen) != 0) {
         why = "not under the prefix";
@@ -268,8 +272,8 @@ static int read_kv(struct lb_etcd_msg *m, size_t *cap, const json_t *kv, bool de
             rc = -1;
         }
     }
-    free(key);
-    free(val);
+    field_free(key, kbuf);
+    field_free(val, vbuf);
     return rc;
 }
 
