@@ -58,6 +58,7 @@
 #define ETCD_WATCH_IDLE_S 60 /* an idle watch is renewed (range, watch) this often */
 #define ETCD_MAX_HEADERS 65536
 #define RESOLVE_RETRY_MS 10000
+#define WATCH_INLINE ((size_t)256 << 10) /* a larger watch message is read off the main thread */
 
 enum etcd_state {
     ETCD_OFF,
@@ -75,6 +76,9 @@ enum etcd_action {
 static struct event_base *base;
 static struct event *step_ev, *close_ev, *deadline_ev, *resolved_ev, *retry_ev;
 static void on_parsed(evutil_socket_t fd, short what, void *arg);
+static uint64_t feed_gen; /* one more at each failure: results read before it are dropped */
+struct range_job;
+static void watch_parsed(struct range_job *job);
 static struct evhttp_connection *conn;
 static enum etcd_action next_action;
 static bool watch_dead; /* the current request is being replaced: ignore what it still sends */
@@ -548,6 +552,7 @@ static void again(bool cancelled)
     if (watch_created_ms && now_ms() - watch_created_ms >= ETCD_STABLE_MS)
         backoff_ms = ETCD_BACKOFF_MIN_MS;
     watch_created_ms = 0;
+    feed_gen++;
     set_state(cancelled ? ETCD_CONNECTING : ETCD_RETRYING);
     watch_dead = true;
     next_action = ACT_RANGE;
@@ -612,6 +617,8 @@ static void on_range_chunk(struct evhttp_request *req, void *arg)
 /* passive health, drains, resolved names) goes on meanwhile                                  */
 
 struct range_job {
+    bool watch;   /* a large watch message, not a range answer */
+    uint64_t gen; /* feed_gen when it started: a result from before a failure is dropped */
     char *text;
     size_t len;
     size_t budget;
@@ -631,7 +638,9 @@ static void *range_main(void *arg)
     int64_t c0 = cpu_ms();
     lb_etcd_read_budget(job->budget);
     job->why = "out of memory";
-    job->rc = lb_etcd_read_range(job->text, job->len, lb_cfg.etcd_prefix, &job->m, &job->why);
+    job->rc = job->watch
+                  ? lb_etcd_read_watch(job->text, job->len, lb_cfg.etcd_prefix, &job->m, &job->why)
+                  : lb_etcd_read_range(job->text, job->len, lb_cfg.etcd_prefix, &job->m, &job->why);
     job->read_cpu_ms = cpu_ms() - c0;
     free(job->text);
     job->text = NULL;
@@ -647,6 +656,30 @@ static void range_job_free(struct range_job *job)
         lb_etcd_msg_free(&job->m);
     free(job->text);
     free(job);
+}
+
+/* Reads text[0..len) (owned from now on) on a thread of its own.  Returns 0, or -1 (text freed). */
+static int read_job_start(char *text, size_t len, bool watch)
+{
+    struct range_job *job = calloc(1, sizeof *job);
+    if (!job) {
+        free(text);
+        return -1;
+    }
+    job->watch = watch;
+    job->gen = feed_gen;
+    job->text = text;
+    job->len = len;
+    job->budget = parse_budget();
+    job->answered_ms = now_ms();
+    job->rc = -1;
+    range_job = job;
+    if (pthread_create(&range_thread, NULL, range_main, job) != 0) {
+        range_job = NULL;
+        range_job_free(job);
+        return -1;
+    }
+    return 0;
 }
 
 static void on_range(struct evhttp_request *req, void *arg)
@@ -665,27 +698,16 @@ static void on_range(struct evhttp_request *req, void *arg)
     on_range_chunk(req, NULL); /* whatever evhttp kept */
     if (watch_dead)
         return;
-    struct range_job *job = calloc(1, sizeof *job);
     size_t len = evbuffer_get_length(rbuf);
-    if (job)
-        job->text = malloc(len + 1);
-    if (!job || !job->text) {
-        free(job);
+    char *text = malloc(len + 1);
+    if (!text) {
         fail("range: out of memory");
         return;
     }
-    evbuffer_remove(rbuf, job->text, len);
-    job->text[len] = '\0';
-    job->len = len;
-    job->budget = parse_budget();
-    job->answered_ms = now_ms();
-    job->rc = -1;
-    range_job = job;
-    if (pthread_create(&range_thread, NULL, range_main, job) != 0) {
-        range_job = NULL;
-        range_job_free(job);
+    evbuffer_remove(rbuf, text, len);
+    text[len] = '\0';
+    if (read_job_start(text, len, false) < 0)
         fail("range: cannot start a thread to read the answer");
-    }
 }
 
 /* The range was read (main thread): the set becomes its keys, the ring follows. */
@@ -699,6 +721,14 @@ static void on_parsed(evutil_socket_t fd, short what, void *arg)
         return;
     pthread_join(range_thread, NULL);
     range_job = NULL;
+    if (job->gen != feed_gen) { /* the feed failed meanwhile: a range follows anyway */
+        range_job_free(job);
+        return;
+    }
+    if (job->watch) {
+        watch_parsed(job);
+        return;
+    }
     int64_t t_read = now_ms(), c_read = cpu_ms();
     if (job->rc < 0) {
         char msg[160];
@@ -746,48 +776,41 @@ static void on_parsed(evutil_socket_t fd, short what, void *arg)
     schedule(0);
 }
 
-/* One watch message.  Returns false when the watch must be replaced (a range follows). */
-static bool watch_message(const char *line, size_t len)
+/* A watch message read: applied (m freed).  Returns false when the watch must be replaced (a
+ * range follows). */
+static bool watch_apply(struct lb_etcd_msg *m)
 {
-    struct lb_etcd_msg m;
-    const char *why = "";
-    lb_etcd_read_budget(parse_budget());
-    if (lb_etcd_read_watch(line, len, lb_cfg.etcd_prefix, &m, &why) < 0) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "watch: %s", why);
-        fail(msg);
-        return false;
-    }
-    if (m.canceled || m.compact_revision > 0) {
+    if (m->canceled || m->compact_revision > 0) {
         ADD(st_compacted, 1);
         lb_log("etcd: watch from revision %llu cancelled (compacted up to %llu): range again in "
                "%d ms",
-               (unsigned long long)watch_from, (unsigned long long)m.compact_revision, backoff_ms);
-        lb_etcd_msg_free(&m);
+               (unsigned long long)watch_from, (unsigned long long)m->compact_revision,
+               backoff_ms);
+        lb_etcd_msg_free(m);
         again(true);
         return false;
     }
-    if (m.created) {
+    if (m->created) {
         set_state(ETCD_WATCHING);
         watch_created_ms = now_ms();
         lb_log("etcd: watching %s from revision %llu", lb_cfg.etcd_prefix,
                (unsigned long long)watch_from);
     }
-    log_bad(&m);
+    log_bad(m);
     stamp++;
     ntouched = 0;
     bool oom = false;
-    for (size_t i = 0; i < m.n && !oom; i++) {
-        if (m.events[i].weight == 0) {
-            oom = del(m.events[i].name) < 0;
+    for (size_t i = 0; i < m->n && !oom; i++) {
+        if (m->events[i].weight == 0) {
+            oom = del(m->events[i].name) < 0;
         } else {
-            oom = put(m.events[i].name, m.events[i].weight) < 0;
-            m.events[i].name = NULL;
+            oom = put(m->events[i].name, m->events[i].weight) < 0;
+            m->events[i].name = NULL;
         }
     }
-    size_t n = m.n + m.bad;
-    uint64_t rev = m.revision;
-    lb_etcd_msg_free(&m);
+    size_t n = m->n + m->bad;
+    uint64_t rev = m->revision;
+    lb_etcd_msg_free(m);
     log_refused();
     if (oom) {
         ntouched = 0;
@@ -804,16 +827,43 @@ static bool watch_message(const char *line, size_t len)
     return true;
 }
 
-static void on_watch_chunk(struct evhttp_request *req, void *arg)
+enum step_result {
+    GO_ON,    /* the next message may be read */
+    REPLACED, /* the watch is being replaced (a range follows) */
+    PAUSED    /* a large message is being read on its own thread: later ones wait in wbuf */
+};
+
+/* One watch message: read here when small, on a thread of its own when above WATCH_INLINE. */
+static enum step_result watch_message(const char *line, size_t len)
 {
-    (void)arg;
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    if (watch_dead) {
-        evbuffer_drain(in, evbuffer_get_length(in));
-        return;
+    if (len > WATCH_INLINE) {
+        char *text = malloc(len + 1);
+        if (text) {
+            memcpy(text, line, len);
+            text[len] = '\0';
+        }
+        if (!text || read_job_start(text, len, true) < 0) {
+            fail("watch: cannot start a thread to read a large message");
+            return REPLACED;
+        }
+        return PAUSED;
     }
-    evbuffer_add_buffer(wbuf, in);
-    for (;;) {
+    struct lb_etcd_msg m;
+    const char *why = "";
+    lb_etcd_read_budget(parse_budget());
+    if (lb_etcd_read_watch(line, len, lb_cfg.etcd_prefix, &m, &why) < 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "watch: %s", why);
+        fail(msg);
+        return REPLACED;
+    }
+    return watch_apply(&m) ? GO_ON : REPLACED;
+}
+
+/* Reads the whole messages buffered in wbuf, in order, until one pauses or replaces the watch. */
+static void watch_lines(void)
+{
+    while (!watch_dead && !range_job) {
         struct evbuffer_ptr eol = evbuffer_search_eol(wbuf, NULL, NULL, EVBUFFER_EOL_LF);
         if (eol.pos < 0) {
             if (evbuffer_get_length(wbuf) > lb_cfg.etcd_max_answer) {
@@ -832,11 +882,55 @@ static void on_watch_chunk(struct evhttp_request *req, void *arg)
             return;
         }
         const char *line = (const char *)evbuffer_pullup(wbuf, (ssize_t)len + 1);
-        bool go_on = line && (len == 0 || watch_message(line, len));
+        enum step_result r = !line ? REPLACED : len == 0 ? GO_ON : watch_message(line, len);
+        if (!line)
+            fail("watch: out of memory");
         evbuffer_drain(wbuf, len + 1);
-        if (!go_on || watch_dead)
+        if (r != GO_ON)
             return;
     }
+}
+
+/* A large watch message was read (main thread): applied, then the messages that waited. */
+static void watch_parsed(struct range_job *job)
+{
+    int rc = job->rc;
+    const char *why = job->why;
+    struct lb_etcd_msg m = job->m;
+    job->rc = -1; /* m moved out */
+    range_job_free(job);
+    if (watch_dead) { /* not reached: a failure changes feed_gen, and on_parsed drops the job */
+        if (rc == 0)
+            lb_etcd_msg_free(&m);
+        return;
+    }
+    if (rc < 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "watch: %s", why);
+        fail(msg);
+        return;
+    }
+    if (watch_apply(&m))
+        watch_lines();
+}
+
+static void on_watch_chunk(struct evhttp_request *req, void *arg)
+{
+    (void)arg;
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    if (watch_dead) {
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    }
+    evbuffer_add_buffer(wbuf, in);
+    if (range_job) { /* a large message is being read: the next ones wait, bounded */
+        if (evbuffer_get_length(wbuf) > lb_cfg.etcd_max_answer * 2) {
+            evbuffer_drain(wbuf, evbuffer_get_length(wbuf));
+            fail("watch: more than twice --etcd-max-answer waiting behind a large message");
+        }
+        return;
+    }
+    watch_lines();
 }
 
 static void on_watch_done(struct evhttp_request *req, void *arg)
@@ -882,6 +976,10 @@ static void on_step(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     (void)arg;
+    if (range_job) { /* a reading thread from before has not ended yet */
+        schedule(10);
+        return;
+    }
     if (conn)
         evhttp_connection_free(conn); /* pending requests go with it, without callbacks */
     conn = evhttp_connection_base_new(base, NULL, host, port);

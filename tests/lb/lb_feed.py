@@ -7,6 +7,8 @@ it started.
                         timing); then one change through the watch applied within 1 s as that
                         change alone ("1 added"), several events of one key in a batch: the
                         last counts
+    lb_feed.py big-batch  a watch message deleting 20,000 members (read off the main thread) and a
+                        put right behind it in the same chunk: both applied, in order
     lb_feed.py resolve  names that do not resolve are resolved once, off the main thread:
                         batches that name them again are applied at once and resolve nothing
     lb_feed.py bounds   a range answer without end, a watch message without end, a watch
@@ -91,6 +93,32 @@ def test_apply(env):
         w = {m["name"]: m["weight"] for m in st["members"] if m["name"].startswith("10.250.0.")}
         check(w == {"10.250.0.1:80": 3, "10.250.0.2:80": 7}, "weights %r" % w)
         check(st["ring"]["members"] == n + 1, "ring has %d members" % st["ring"]["members"])
+        lb.stop()
+    finally:
+        srv.close()
+
+
+def test_big_batch(env):
+    srv = FakeEtcd()
+    try:
+        n = 20000
+        names = ["10.1.%d.%d:80" % (i >> 8, i & 255) for i in range(n)]
+        srv.members = {m: 1 for m in names}
+        lb = balancer(env, srv, ["--vnodes", "1"])
+        wait_for("the watch", lambda: etcd_stats(lb).get("state") == "watching", 30)
+        check(lb.stats()["ring"]["members"] == n, "range not applied")
+        big = srv.watch_line([srv.delete_event(m) for m in names])
+        small = srv.watch_line([srv.put_event("10.2.0.1:80", 4)])
+        log("a watch message of %d bytes, then one of %d, in one chunk" % (len(big), len(small)))
+        srv.send(raw=big + small)
+        wait_for("both applied", lambda: ("etcd watch batch at revision %d: 1 added" % srv.revision)
+                 in lb.output(), 20)
+        out = lb.output()
+        i = out.index("etcd watch batch at revision %d: 0 added, %d removed" % (srv.revision - 1, n))
+        check(i < out.index("etcd watch batch at revision %d: 1 added" % srv.revision), "out of order")
+        st = lb.stats()
+        check([m["name"] for m in st["members"]] == ["10.2.0.1:80"] and st["members"][0]["weight"] == 4,
+              "ring %r" % [m["name"] for m in st["members"]])
         lb.stop()
     finally:
         srv.close()
@@ -260,7 +288,7 @@ def test_quote(env):
         srv.close()
 
 
-TESTS = {"apply": test_apply, "resolve": test_resolve, "bounds": test_bounds,
+TESTS = {"apply": test_apply, "big-batch": test_big_batch, "resolve": test_resolve, "bounds": test_bounds,
          "cancel": test_cancel, "drip": test_drip, "quote": test_quote}
 
 if __name__ == "__main__":
