@@ -3,8 +3,8 @@
 the real chring-lb (docs/lb.md, "The etcd feed").  Each test is bounded in time and stops what
 it started.
 
-    lb_feed.py apply    100,000 members from one range applied within 5 s (the log's own
-                        timing); then one change through the watch applied within 1 s as that
+    lb_feed.py apply    100,000 members from one range read and applied in under 3 s of CPU
+                        (the log's own timing); then one change through the watch applied within 1 s as that
                         change alone ("1 added"), several events of one key in a batch: the
                         last counts
     lb_feed.py big-batch  a watch message deleting 20,000 members (read off the main thread) and a
@@ -73,7 +73,11 @@ def test_apply(env):
             lb.output()), 60)
         read_ms, apply_ms = int(line.group(3)), int(line.group(5))
         log("range of %d members: %s bytes, read in %d ms (%s of CPU), applied in %d ms (%s of CPU)" % (n, line.group(1), read_ms, line.group(4), apply_ms, line.group(6)))
-        check(read_ms + apply_ms < 5000, "100k members took %d ms to read and apply" % (read_ms + apply_ms))
+        cpu_ms = int(line.group(4)) + int(line.group(6))
+        # CPU time, which the other programs of a shared machine (or a sanitizer build's
+        # slowness, about 3x) inflate far less than the wall clock: 0.5 to 0.8 s in plain builds
+        check(cpu_ms < 3000, "100k members took %d ms of CPU to read and apply" % cpu_ms)
+        check(read_ms + apply_ms < 20000, "100k members took %d ms to read and apply" % (read_ms + apply_ms))
         st = wait_for("the watch", lambda: etcd_stats(lb).get("state") == "watching" and lb.stats(), 10)
         check(st["ring"]["members"] == n, "ring has %d members" % st["ring"]["members"])
         # one change: applied alone, quickly
