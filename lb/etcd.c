@@ -7,12 +7,14 @@
  * are read by etcd_read.c (libjansson, base64):
  *
  *   range    POST /v3/kv/range {key: prefix, range_end: prefix + 1}: every key and the store's
- *            revision R, read (JSON, base64) on a thread of its own.  The feed's set becomes these keys; the ring is brought to it with one
- *            chring_update holding only the differences (members that are not etcd's, the
- *            starting list among them, leave).
+ *            revision R, read (JSON, base64) on a thread of its own.  The feed's set becomes
+ *            these keys; the ring is brought to it with one chring_update holding only the
+ *            differences (members that are not etcd's, the starting list among them, leave).
  *   watch    POST /v3/watch {create_request: {key, range_end, start_revision: R + 1}}: a stream
  *            of JSON objects, one per line; each batch of events is applied as the changes it
  *            holds, one chring_update per batch (several events of one key: the last counts).
+ *            A message above WATCH_INLINE (a prefix deleted at once) is read on a thread of its
+ *            own like a range, the messages behind it waiting, in order and bounded.
  *
  * The set is a hash table by name, so a batch costs O(its events), never O(members).  A new
  * name with a numeric address is set up at once; any other name is resolved by the resolver
@@ -34,7 +36,7 @@
  * and watch again after the backoff.  A watch cancelled by etcd (its start revision was
  * compacted): range again after the backoff too, so an etcd that cancels every watch costs at
  * most one range every 2 s.  The backoff returns to 100 ms once a watch has lasted
- * STABLE_MS.  Members that join or leave through etcd slow-start and drain like any others
+ * ETCD_STABLE_MS.  Members that join or leave through etcd slow-start and drain like any others
  * (health.c).
  *
  * Every connection is freed from the step event, never from inside its own callbacks.
