@@ -6,9 +6,9 @@
 # Environment:
 #   FUZZ_BUILD=dir      build directory (default build-fuzz), configured here with clang, ASan and
 #                       UBSan if it is not configured yet
-#   FUZZ_TARGETS="api cli h1 chunked"   which targets to run (default: fuzz_api, fuzz_cli, and
-#                       fuzz_h1 and fuzz_chunked, chring-lb's HTTP/1 parser, when they were built:
-#                       with libevent installed)
+#   FUZZ_TARGETS="api cli h1 chunked etcd"   which targets to run (default: fuzz_api, fuzz_cli,
+#                       and chring-lb's readers when they were built: fuzz_h1 and fuzz_chunked
+#                       with libevent installed, fuzz_etcd with libjansson)
 #   FUZZ_JOBS=n         parallel fuzzing processes per target (libFuzzer -jobs/-workers), default 1.
 #                       The targets spend most of their time waiting for RCU grace periods in
 #                       chring_free, so n above the number of cores still helps.
@@ -46,9 +46,10 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 nice ninja -C "$build" -j "${NINJA_JOBS:-2}"
 if [ -z "$targets" ]; then
-    # chring-lb's parser targets exist when libevent is installed (fuzz/meson.build)
+    # chring-lb's reader targets exist when libevent (h1, chunked) and libjansson (etcd) are
+    # installed (fuzz/meson.build)
     targets="api cli"
-    for t in h1 chunked; do
+    for t in h1 chunked etcd; do
         if [ -x "$build/fuzz/fuzz_$t" ]; then targets="$targets $t"; fi
     done
 fi

@@ -50,6 +50,10 @@ static void usage(FILE *f)
         "                            watch; --backend/--members are the starting list\n"
         "  --etcd-prefix PREFIX      one key per backend, PREFIX HOST:PORT, value the weight\n"
         "                            (empty: 1); default /chring/pool/\n"
+        "  --etcd-max-answer BYTES   largest range answer or watch message (default 67108864)\n"
+        "  --etcd-max-points N       etcd's members' points in all, weights x vnodes\n"
+        "                            (default 16777216): a change above is refused\n"
+        "  --etcd-range-timeout SECS a range answer must arrive whole within (default 10)\n"
         "  --max-headers BYTES       largest request header block (default 8192)\n"
         "  --max-body BYTES          largest request body, buffered (default 16777216)\n"
         "  --max-idle N              idle backend connections per backend per thread (default 64)\n"
@@ -155,6 +159,9 @@ static void set_defaults(void)
     lb_cfg.max_requests = 4096;
     lb_cfg.max_body_total = 256u << 20;
     lb_cfg.etcd_prefix = "/chring/pool/";
+    lb_cfg.etcd_max_answer = (size_t)64 << 20;
+    lb_cfg.etcd_max_points = (uint64_t)1 << 24;
+    lb_cfg.etcd_range_timeout_ms = 10000;
 }
 
 enum {
@@ -184,6 +191,9 @@ enum {
     O_DRAIN,
     O_ETCD,
     O_ETCDPREFIX,
+    O_ETCDMAXANSWER,
+    O_ETCDMAXPOINTS,
+    O_ETCDRANGETIMEOUT,
     O_HELP
 };
 
@@ -214,6 +224,9 @@ static const struct option opts[] = {
     {"drain", required_argument, 0, O_DRAIN},
     {"etcd", required_argument, 0, O_ETCD},
     {"etcd-prefix", required_argument, 0, O_ETCDPREFIX},
+    {"etcd-max-answer", required_argument, 0, O_ETCDMAXANSWER},
+    {"etcd-max-points", required_argument, 0, O_ETCDMAXPOINTS},
+    {"etcd-range-timeout", required_argument, 0, O_ETCDRANGETIMEOUT},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -341,6 +354,20 @@ static int parse_option(int c, const char *arg)
         if (!arg[0] || strlen(arg) > 200)
             return bad("--etcd-prefix: 1..200 bytes");
         lb_cfg.etcd_prefix = arg;
+        return 0;
+    case O_ETCDMAXANSWER:
+        if (parse_size(arg, &lb_cfg.etcd_max_answer, 4096, (size_t)1 << 32) < 0)
+            return bad("--etcd-max-answer: 4096..4294967296 bytes");
+        return 0;
+    case O_ETCDMAXPOINTS:
+        if (parse_size(arg, &v, 1, CHRING_RING_POINTS_MAX) < 0)
+            return bad("--etcd-max-points: 1..%u", CHRING_RING_POINTS_MAX);
+        lb_cfg.etcd_max_points = v;
+        return 0;
+    case O_ETCDRANGETIMEOUT:
+        if (parse_seconds(arg, false, &d) < 0)
+            return bad("--etcd-range-timeout: seconds, 0.001..86400");
+        lb_cfg.etcd_range_timeout_ms = (uint32_t)(d * 1000);
         return 0;
     case O_HELP: usage(stdout); exit(0);
     default: usage(stderr); return -1;

@@ -53,6 +53,10 @@ struct lb_config {
     uint32_t drain_ms;       /* --drain: a member removed ramps to 0 and leaves by then */
     const char *etcd_url;    /* --etcd http://HOST:PORT, or NULL */
     const char *etcd_prefix; /* --etcd-prefix, default "/chring/pool/" */
+    /* the etcd feed's bounds (etcd.c) */
+    size_t etcd_max_answer;         /* --etcd-max-answer: a range answer or one watch message */
+    uint64_t etcd_max_points;       /* --etcd-max-points: etcd's members' points in all */
+    uint32_t etcd_range_timeout_ms; /* --etcd-range-timeout: a whole range answer */
 };
 
 /* Set once by lb_config_parse before any thread starts; read-only afterwards. */

@@ -42,7 +42,9 @@
  *                 with chring_sync, members leaving through a drain kept until they leave
  *   health.c      passive health through the ring (chring_set_down), drains, on the main thread
  *   etcd.c        the membership from etcd: range, then watch, over etcd's v3 JSON gateway
- *   json.c        a small JSON reader for etcd's answers (json.h)
+ *   etcd_read.c   etcd's answers (JSON through libjansson, base64) read into changes
+ *                 (etcd_read.h)
+ *   text.c        bytes from outside made safe for a log line or JSON (text.h)
  *   chring-lb.c   main: setup, signals, shutdown
  * members.c (members.h) parses "host:port[=weight]" entries; chring-lb-expect uses it too.
  */
@@ -111,6 +113,21 @@ void lb_membership_reload(void);
  * logged and left out instead of failing the whole call (etcd).  Main thread only.  Returns 0,
  * or -1 with the membership unchanged. */
 int lb_membership_set(const lb_entries_t *es, const char *what, bool skip_bad);
+
+/* One change of lb_membership_change: weight 0 removes name (or drains it, with --drain); weight
+ * >= 1 adds it with be (resolved by the caller; be NULL: a member already in the ring only) or
+ * sets its weight. */
+struct lb_change {
+    const char *name;
+    uint32_t weight;
+    struct backend *be; /* owned by the call from then on: kept by the ring, or discarded */
+};
+/* Applies ch[0..n) (distinct names) with one chring_update, --drain applied as in
+ * lb_membership_set; with known (not NULL), every member of the ring for which known(name, ctx)
+ * is false is removed too (a range: the ring becomes the feed's set).  O(n) plus O(members)
+ * with known.  Main thread only.  Returns 0, or -1 with the membership unchanged (logged). */
+int lb_membership_change(struct lb_change *ch, size_t n, bool (*known)(const char *, void *),
+                         void *ctx, const char *what);
 
 /* ------------------------------------------------------------------------------------------ */
 /* health and drains (health.c), the etcd feed (etcd.c): both on the main thread's event base  */

@@ -58,6 +58,11 @@ int lb_parse_entry(const char *tok, lb_entry_t *e, const char **err)
         *err = "name longer than 255 bytes";
         return -1;
     }
+    for (size_t i = 0; i < nl; i++)
+        if ((unsigned char)tok[i] < 0x20 || tok[i] == 0x7f) {
+            *err = "a control byte in the name";
+            return -1;
+        }
     if (eq) {
         char *end = NULL;
         errno = 0;
@@ -129,6 +134,11 @@ int lb_entries_read_file(lb_entries_t *es, const char *path, char *msg, size_t m
     int rc = 0;
     while ((len = getline(&line, &lcap, f)) >= 0) {
         lineno++;
+        if (memchr(line, '\0', (size_t)len)) {
+            snprintf(msg, msgcap, "%s:%u: a NUL byte in the line", path, lineno);
+            rc = -1;
+            goto out;
+        }
         char *hash = strchr(line, '#');
         if (hash)
             *hash = '\0';

@@ -6,12 +6,21 @@
  */
 #define _GNU_SOURCE
 #include "lb.h"
+#include "text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 _Atomic uint64_t lb_reloads, lb_reload_errors;
+
+/* Logs msg (which quotes a file's bytes or a name) quoted, then what follows. */
+static void log_quoted(const char *msg, const char *then)
+{
+    char q[700];
+    lb_text_quote(q, sizeof q, msg, strlen(msg));
+    lb_log("%s; %s", q, then);
+}
 
 /* Reads --backend plus the members file into es.  Returns 0, or -1 (logged, es freed). */
 static int read_entries(lb_entries_t *es)
@@ -29,7 +38,7 @@ static int read_entries(lb_entries_t *es)
         }
     }
     if (lb_cfg.members_file && lb_entries_read_file(es, lb_cfg.members_file, msg, sizeof msg) < 0) {
-        lb_log("%s; membership unchanged", msg);
+        log_quoted(msg, "membership unchanged");
         lb_entries_free(es);
         return -1;
     }
@@ -73,12 +82,12 @@ int lb_membership_set(const lb_entries_t *es, const char *what, bool skip_bad)
         }
         fresh[i] = lb_backend_new(es->v[i].name, msg, sizeof msg);
         if (!fresh[i] && skip_bad) {
-            lb_log("%s; left out", msg);
+            log_quoted(msg, "left out");
             skipped++;
             continue;
         }
         if (!fresh[i]) {
-            lb_log("%s; membership unchanged", msg);
+            log_quoted(msg, "membership unchanged");
             rc = -1;
             break;
         }
@@ -148,4 +157,89 @@ void lb_membership_reload(void)
         ADD(lb_reloads, 1);
     else
         ADD(lb_reload_errors, 1);
+}
+
+/* Main thread only, like lb_membership_set: a member found in the snapshot is still a member
+ * when chring_update runs. */
+int lb_membership_change(struct lb_change *ch, size_t n, bool (*known)(const char *, void *),
+                         void *ctx, const char *what)
+{
+    const chring_snap_t *s = chring_snap_enter(lb_ring);
+    size_t nm = known ? chring_snap_len(s) : 0;
+    chring_change_t *cc = calloc(n + nm + 1, sizeof *cc);
+    const chring_member_t **drain = calloc(n + nm + 1, sizeof *drain);
+    const chring_member_t **undrain = calloc(n + 1, sizeof *undrain);
+    bool *kept = calloc(n + 1, sizeof *kept); /* ch[i].be went into the ring */
+    if (!cc || !drain || !undrain || !kept) {
+        chring_snap_exit(lb_ring, s);
+        for (size_t i = 0; i < n; i++)
+            if (ch[i].be)
+                lb_backend_discard(ch[i].be);
+        free(cc);
+        free(drain);
+        free(undrain);
+        free(kept);
+        lb_log("%s: out of memory; membership unchanged", what);
+        return -1;
+    }
+    size_t k = 0, nd = 0, nu = 0, added = 0, removed = 0, set = 0;
+    for (size_t i = 0; i < n; i++) {
+        const chring_member_t *m = chring_snap_find(s, ch[i].name);
+        if (ch[i].weight == 0) {
+            if (!m)
+                continue;
+            if (lb_cfg.drain_ms > 0) {
+                drain[nd++] = m;
+                continue;
+            }
+            cc[k++] = (chring_change_t){ch[i].name, 0, NULL};
+            removed++;
+        } else if (m) {
+            if (chring_snap_weight(s, m) != ch[i].weight)
+                set++;
+            cc[k++] = (chring_change_t){ch[i].name, ch[i].weight, chring_member_udata(m)};
+            undrain[nu++] = m;
+        } else if (ch[i].be) {
+            cc[k++] = (chring_change_t){ch[i].name, ch[i].weight, ch[i].be};
+            kept[i] = true;
+            added++;
+        }
+    }
+    for (size_t j = 0; j < nm; j++) {
+        const chring_member_t *m = chring_snap_member(s, j);
+        if (known(chring_member_name(m), ctx))
+            continue;
+        if (lb_cfg.drain_ms > 0) {
+            drain[nd++] = m;
+        } else {
+            cc[k++] = (chring_change_t){chring_member_name(m), 0, NULL};
+            removed++;
+        }
+    }
+    int rc = chring_update(lb_ring, cc, k);
+    if (rc < 0)
+        lb_log("%s: chring_update: %s; membership unchanged", what, chring_strerror(rc));
+    for (size_t i = 0; i < n; i++)
+        if (ch[i].be && (rc < 0 || !kept[i]))
+            lb_backend_discard(ch[i].be);
+    if (rc == 0) {
+        for (size_t j = 0; j < nd; j++)
+            lb_health_drain(s, drain[j]);
+        for (size_t j = 0; j < nu; j++)
+            lb_health_undrain(undrain[j]);
+        if (added + removed + set + nd > 0) {
+            chring_stats_t st;
+            chring_stats(lb_ring, &st);
+            lb_log("%s: %zu added, %zu removed, %zu weights set, %zu draining; %llu members, "
+                   "ring version %llu",
+                   what, added, removed, set, nd, (unsigned long long)st.members,
+                   (unsigned long long)st.version);
+        }
+    }
+    chring_snap_exit(lb_ring, s);
+    free(cc);
+    free(drain);
+    free(undrain);
+    free(kept);
+    return rc < 0 ? -1 : 0;
 }

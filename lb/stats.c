@@ -5,23 +5,23 @@
  */
 #define _GNU_SOURCE
 #include "lb.h"
+#include "text.h"
 
 #include <event2/buffer.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
+/* Names come from outside (the members file, etcd): any bytes, written as valid JSON with the
+ * invisible and direction-changing characters escaped (text.h). */
 static void json_str(struct evbuffer *b, const char *s)
 {
-    evbuffer_add(b, "\"", 1);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            evbuffer_add_printf(b, "\\%c", *c);
-        else if (*c < 0x20 || *c == 0x7f)
-            evbuffer_add_printf(b, "\\u%04x", *c);
-        else
-            evbuffer_add(b, c, 1);
-    }
-    evbuffer_add(b, "\"", 1);
+    char buf[6 * CHRING_NAME_MAX + 16];
+    size_t n = strlen(s);
+    if (n > CHRING_NAME_MAX)
+        n = CHRING_NAME_MAX;
+    size_t len = lb_text_json(buf, sizeof buf, s, n);
+    evbuffer_add(b, buf, len);
 }
 
 static void add_ring(struct evbuffer *b, const chring_snap_t *s, const chring_stats_t *st)

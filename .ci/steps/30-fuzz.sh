@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/deps.sh clang libclang-rt-14-dev liburcu-dev libck-dev libxxhash-dev libmd-dev \
-    zlib1g-dev meson ninja-build pkg-config libcriterion-dev libevent-dev
+    zlib1g-dev meson ninja-build pkg-config libcriterion-dev libevent-dev libjansson-dev
 # Two processes per target: the targets mostly wait for RCU grace periods (chring_free), so two
 # processes roughly double the executions on 2 cores.
 FUZZ_BUILD=build-fuzz FUZZ_JOBS=${FUZZ_JOBS:-2} NINJA_JOBS=2 timeout 900 fuzz/run.sh "${CHRING_FUZZ_SECONDS:-60}"

@@ -6,7 +6,7 @@
 # saw it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-scripts/deps.sh libevent-dev nginx-light curl python3 chromium
+scripts/deps.sh libevent-dev libjansson-dev nginx-light curl python3 chromium
 dir=build-lb-asan
 if [ ! -f "$dir/build.ninja" ]; then
     # The library and lb only: tests/lb/meson.build registers the balancer's tests

@@ -8,6 +8,9 @@ that change between refreshes within one page load and between two loads.  A scr
 as lb-status.png in LB_ARTIFACT_DIR (the build directory under meson).
 
     lb_status.py page
+    lb_status.py big     10,000 members: the page shows one page of 100 rows and the counts by
+                         state, a member that leaves under --drain (a request held on it) shown
+                         as draining, the time a refresh costs the page measured and bounded
 
 Everything on 127.0.0.1, under a temporary directory, stopped by PID (Chromium by its process
 group); every wait bounded.
@@ -213,9 +216,78 @@ def page(env):
             rb.close()
 
 
+def big(env):
+    hold = threading.Event()
+    rb = h.RawBackend()
+
+    def answer(path):
+        if path.startswith("/hold"):
+            hold.wait(60)
+        return b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n"
+    rb.answer = answer
+    threads = []
+    try:
+        # the live backend holds half the keys (weight 10000 against 9,999 of weight 1)
+        others = ["127.1.%d.%d:9" % (i >> 8, i & 255) for i in range(9999)]
+        mf = env.path("members.txt")
+        with open(mf, "w") as f:
+            f.write("\n".join([rb.member + "=10000"] + others) + "\n")
+        lb = h.Balancer(env, ["--members", mf, "--drain", "120", "--vnodes", "16",
+                              "--backend-timeout", "70"], stats_listen=True).start()
+        check(lb.stats()["ring"]["members"] == 10000, "not 10,000 members")
+
+        def held(k):
+            try:
+                h.Client(lb.port, timeout=70).get(k)
+            except Exception:
+                pass
+        for i in range(12):
+            t = threading.Thread(target=held, args=("/hold/%d" % i,), daemon=True)
+            t.start()
+            threads.append(t)
+        end = time.time() + 10
+        live = lambda: [m for m in lb.stats()["members"] if m["name"] == rb.member][0]
+        while time.time() < end and live()["load"] < 1:
+            time.sleep(0.05)
+        check(live()["load"] >= 1, "no request held on %s" % rb.member)
+        with open(mf, "w") as f:  # the live member leaves: draining while its request is held
+            f.write("\n".join(others) + "\n")
+        lb.hup()
+        end = time.time() + 10
+        while time.time() < end and not any(m.get("draining") for m in lb.stats()["members"]):
+            time.sleep(0.1)
+        url = "http://127.0.0.1:%d/_chring/#sort=state" % lb.stats_port
+        t0 = time.time()
+        # Virtual time stands still while the page's scripts run (performance.now() with it), so
+        # the cost of the refreshes is read from the wall clock: Chromium's start plus N
+        # refreshes, each a fetch of the stats, a JSON parse and a render.
+        d = Dom(chromium(env, url, ["--virtual-time-budget=10000", "--dump-dom"], timeout=120))
+        wall = time.time() - t0
+        log("page at 10,000 members: loaded, refreshed and dumped in %.1f s" % wall)
+        check(len(d.rows) == 100, "%d rows on the page, want one page of 100" % len(d.rows))
+        drained = [r for r in d.rows if r["data-state"] == "draining"]
+        check([r["data-name"] for r in drained] == [rb.member],
+              "draining rows %r, want %s (ordered by state)" % (drained, rb.member))
+        check(d.ids.get("count-members") == "10000", "members counted: %r" % d.ids.get("count-members"))
+        check(d.ids.get("page", "").endswith("of 10000"), "page %r" % d.ids.get("page"))
+        refreshes = int(d.live.get("data-refreshes", "0"))
+        per = wall / max(refreshes, 1)
+        log("10,000 members: %d refreshes, %.0f ms of wall clock per refresh, Chromium's start "
+            "included" % (refreshes, per * 1000))
+        check(refreshes >= 5, "%d refreshes" % refreshes)
+        check(per < 1.0, "a refresh costs the page %.0f ms at 10,000 members" % (per * 1000))
+        hold.set()
+        for t in threads:
+            t.join(70)
+        lb.stop()
+    finally:
+        hold.set()
+        rb.close()
+
+
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in ("page", "all"):
-        print("usage: lb_status.py page", file=sys.stderr)
+    if len(sys.argv) != 2 or sys.argv[1] not in ("page", "big"):
+        print("usage: lb_status.py page|big", file=sys.stderr)
         return 2
     if not os.access(h.CHRING_LB, os.X_OK):
         print("missing %s: skipped" % h.CHRING_LB)
@@ -223,7 +295,7 @@ def main():
     if not CHROMIUM:
         print("chromium not installed (Debian package chromium): skipped")
         return 77
-    return h.run(page)
+    return h.run(page if sys.argv[1] == "page" else big)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""What chring-lb reads from its operator and shows back, through the real binary
+(docs/lb.md, "Security model").
+
+    lb_input.py stats-allow   --stats-allow is parsed strictly: empty entries, signs, leading
+                              zeros, white space, bits past the prefix, 'any' in a list and
+                              IPv4-mapped forms are refused with the entry named; good lists work
+    lb_input.py members-nul   a NUL byte in the members file is an error naming its line, at
+                              start and on SIGHUP (the membership unchanged), never a silently
+                              cut entry; a control byte in a name is refused, logged quoted
+    lb_input.py names         member names with invalid UTF-8, a right-to-left override and a
+                              zero-width space (resolved through tests/lb/gai_shim.c, LD_PRELOAD):
+                              the stats are valid JSON with them replaced or escaped, and the
+                              status page (headless Chromium, when installed) shows the invisible
+                              characters as visible escapes
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lbharness as h  # noqa: E402
+from lbharness import check, log  # noqa: E402
+
+
+def run_lb(args, timeout=10):
+    """Runs chring-lb expecting it to exit (a refused option or file): (status, stderr); still
+    running after timeout: (None, ...), the process killed."""
+    try:
+        p = subprocess.run([h.CHRING_LB, "--listen", "127.0.0.1:%d" % h.free_port()] + args,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "still running after %d s" % timeout
+    return p.returncode, p.stderr.decode("utf-8", "replace")
+
+
+def test_stats_allow(env):
+    bad = {
+        "": "entry 1 '': an empty entry",
+        "10.0.0.0/8,": "entry 2 '': an empty entry",
+        "10.0.0.0/8,,::1": "entry 2 '': an empty entry",
+        ",10.0.0.0/8": "entry 1 '': an empty entry",
+        "10.0.0.0/+8": "not a plain decimal",
+        "10.0.0.0/08": "not a plain decimal",
+        "10.0.0.0/ 8": "not a plain decimal",
+        "10.0.0.0/8 ": "not a plain decimal",
+        " 10.0.0.0/8": "not an IPv4 or IPv6 address",
+        "10.0.0.0/": "not a plain decimal",
+        "10.0.0.0/33": "above 32",
+        "::1/129": "above 128",
+        "10.0.0.1/8": "bits set past /8 (the network is 10.0.0.0/8)",
+        "fe80::1/10": "the network is fe80::/10",
+        "any,10.0.0.0/8": "'any' must stand alone",
+        "::ffff:10.0.0.0/104": "IPv4-mapped",
+        ",".join(["10.0.0.%d" % i for i in range(65)]): "more entries than the 64 allowed",
+        "10.0.0.0/8\x1b[31m": "'10.0.0.0/8?[31m'",
+    }
+    for v, want in bad.items():
+        rc, err = run_lb(["--backend", "127.0.0.1:9", "--stats-allow", v, "--help"])
+        check(rc not in (0, None) and want in err and "\x1b" not in err,
+              "--stats-allow %r: status %d, %r (want %r)" % (v, rc, err.strip(), want))
+    for v in ["any", "127.0.0.1", "127.0.0.0/8,::1", "0.0.0.0/0", "10.0.0.0/8,127.0.0.0/8"]:
+        rc, err = run_lb(["--backend", "127.0.0.1:9", "--stats-allow", v, "--help"])
+        check(rc == 0, "--stats-allow %r refused: %s" % (v, err))
+    # a good list in use: loopback allowed, and 10/8 alone refuses it
+    lb = h.Balancer(env, ["--backend", "127.0.0.1:9", "--stats-allow", "10.0.0.0/8,127.0.0.0/8"]).start()
+    lb.stop()
+    lb = h.Balancer(env, ["--backend", "127.0.0.1:9", "--stats-allow", "10.0.0.0/8"], name="lb2")
+    lb.proc = env.spawn(lb.name, lb.argv)
+    h.wait_port(lb.port, proc=lb.proc)
+    st, _, _ = h.Client(lb.port).get("/_chring/stats")
+    check(st == 403, "a peer outside --stats-allow answered %d" % st)
+    lb.stop()
+    log("%d bad lists refused with the entry named; good lists accepted" % len(bad))
+
+
+def test_members_nul(env):
+    mf = env.path("members.txt")
+    with open(mf, "wb") as f:
+        f.write(b"127.0.0.1:9\n127.0.0.1:10\x00junk\n")
+    rc, err = run_lb(["--members", mf, "--threads", "1"], timeout=10)
+    check(rc not in (0, None) and "members.txt:2: a NUL byte in the line" in err,
+          "a NUL in the members file: status %d, %r" % (rc, err[-500:]))
+    # a control byte in a name: refused, and the error does not carry the escape to the terminal
+    with open(mf, "wb") as f:
+        f.write(b"127.0.0.1:9\n\x1b[31m127.0.0.1:10\n")
+    rc, err = run_lb(["--members", mf, "--threads", "1"], timeout=10)
+    check(rc not in (0, None) and "members.txt:2: '\\x1b[31m127.0.0.1:10': a control byte in the name" in err
+          and "\x1b" not in err, "a control byte in a name: status %s, %r" % (rc, err[-500:]))
+    with open(mf, "wb") as f:
+        f.write(b"127.0.0.1:9\n127.0.0.1:10\n")
+    lb = h.Balancer(env, ["--members", mf]).start()
+    with open(mf, "wb") as f:
+        f.write(b"127.0.0.1:9\n127.0.0.1:11\x00\n127.0.0.1:12\n")
+    lb.hup()
+    end = time.time() + 10
+    while time.time() < end and "a NUL byte" not in lb.output():
+        time.sleep(0.05)
+    out = lb.output()
+    check("members.txt:2: a NUL byte in the line; membership unchanged" in out, "no error on SIGHUP:\n" + out[-1500:])
+    names = sorted(m["name"] for m in lb.stats()["members"])
+    check(names == ["127.0.0.1:10", "127.0.0.1:9"], "membership changed: %r" % names)
+    check(lb.stats()["balancer"]["reload_errors"] == 1, "the failed reload is not counted")
+    lb.stop()
+
+
+def test_names(env):
+    shim = os.environ.get("LB_GAI_SHIM")
+    if not shim or not os.path.exists(shim):
+        print("LB_GAI_SHIM not built: skipped")
+        raise SystemExit(77)
+    port = h.free_port()
+    names = [b"shim-\xff\xfebad:%d" % port, b"shim-evil\xe2\x80\xaegpj.exe:%d" % port,
+             b"shim-zero\xe2\x80\x8bwidth:%d" % port, b"shim-plain:%d" % port]
+    mf = env.path("members.txt")
+    with open(mf, "wb") as f:
+        f.write(b"\n".join(names) + b"\n")
+    envv = dict(os.environ)
+    envv["LD_PRELOAD"] = shim
+    envv["ASAN_OPTIONS"] = envv.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+    lb = h.Balancer(env, ["--members", mf], stats_listen=True, spawn_kw={"env": envv}).start()
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", lb.stats_port, timeout=5)
+    c.request("GET", "/_chring/stats")
+    raw = c.getresponse().read()
+    c.close()
+    raw.decode("utf-8")  # strict: valid UTF-8
+    st = json.loads(raw)
+    got = sorted(m["name"] for m in st["members"])
+    want = sorted(["shim-\ufffd\ufffdbad:%d" % port, "shim-evil\u202egpj.exe:%d" % port,
+                   "shim-zero\u200bwidth:%d" % port, "shim-plain:%d" % port])
+    check(got == want, "names in the stats %r, want %r" % (got, want))
+    check(b"\xe2\x80\xae" not in raw and b"\\u202e" in raw and b"\\u200b" in raw,
+          "invisible characters not escaped in the JSON")
+    log("stats JSON valid with names %r" % got)
+    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
+    if chromium:
+        from lb_status import Dom, chromium as run_chromium
+        text = run_chromium(env, "http://127.0.0.1:%d/_chring/#sort=name" % lb.stats_port,
+                            ["--virtual-time-budget=3000", "--dump-dom"])
+        d = Dom(text)
+        check(len(d.rows) == 4, "%d rows on the page" % len(d.rows))
+        check('<span class="esc" title="U+202E">\\u{202E}</span>' in text
+              and '<span class="esc" title="U+200B">\\u{200B}</span>' in text
+              and '<span class="esc" title="U+FFFD">\\u{FFFD}</span>' in text,
+              "the page does not show the invisible characters as escapes")
+        log("the page shows U+202E, U+200B and U+FFFD as escapes")
+    else:
+        log("chromium not installed: the page part skipped")
+    lb.stop()
+
+
+TESTS = {"stats-allow": test_stats_allow, "members-nul": test_members_nul, "names": test_names}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
+        sys.exit("usage: lb_input.py " + "|".join(TESTS))
+    sys.exit(h.run(TESTS[sys.argv[1]]))
