@@ -563,7 +563,7 @@ static void check_all(void)
      * capacity is scaled by the member's admission scale. */
     health_t hl;
     health_of(&cur, &hl);
-    uint64_t up_weight = model_up_weight(&cur, hl.down);
+    double eff_sum = model_effective_sum(&cur, hl.down, hl.scale);
     for (size_t j = 0; j < cur.nmembers; j++) {
         const model_member_t *want = &cur.members[j];
         const chring_member_t *lm = chring_snap_find(s, want->name);
@@ -577,14 +577,12 @@ static void check_all(void)
         if (chring_member_scale(lm) != hl.scale[j])
             fail("chring_member_scale(%s) = %.17g, model %.17g", show(want->name, want->len),
                  chring_member_scale(lm), hl.scale[j]);
-        double plain = model_capacity(balance, model_leases(), want->weight, up_weight);
-        double cap = model_scaled_capacity(plain, hl.scale[j]);
+        /* Effective weights (docs/design.md §3): e = scale * w against E of the members up. */
+        double e = hl.scale[j] < 1.0 ? hl.scale[j] * (double)want->weight : (double)want->weight;
+        double cap = hl.down[j] ? 0.0 : model_effective_capacity(balance, model_leases(), e, eff_sum);
         uint64_t got = chring_member_capacity(ring, s, lm);
-        /* Past 2^63 the library's capacity saturates before it is scaled: then only "at least
-         * scale * 2^63" (far above any load) is checked. */
-        if (plain >= 0x1p63 ? (double)got < floor(hl.scale[j] * 0x1p63)
-            : cap < 0x1p63  ? (double)got != cap
-                            : got < (UINT64_C(1) << 63))
+        /* Past 2^63 the library's capacity saturates: then only "at least 2^63" is checked. */
+        if (cap < 0x1p63 ? (double)got != cap : got < (UINT64_C(1) << 63))
             fail("chring_member_capacity(%s) = %llu, model %.17g", show(want->name, want->len),
                  (unsigned long long)got, cap);
     }
