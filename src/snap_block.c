@@ -59,6 +59,16 @@ static bool spare_put(struct chring_blocks *blocks, chring_snap_t *b)
     return false;
 }
 
+/* Takes the block out of a slot (NULL if it was empty).  An exchange with acquire-release order:
+ * whoever put the block (spare_put's compare-and-swap, on any thread) wrote it completely before,
+ * and this thread sees it.  Not ck_pr_fas_ptr: with CK_USE_CC_BUILTINS (the ThreadSanitizer
+ * build) that is a plain volatile read of the slot followed by a compare-and-swap, and the read
+ * races with spare_put on liburcu's call_rcu thread as TSan sees it. */
+static inline chring_snap_t *slot_take(chring_snap_t **slot)
+{
+    return __atomic_exchange_n(slot, NULL, __ATOMIC_ACQ_REL);
+}
+
 static void block_stash(chring_snap_t *s)
 {
     struct chring_blocks *blocks = s->blocks;
@@ -114,7 +124,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
         CHRING_STORE_64(&blocks->takes, now);
     }
     for (unsigned k = 0; blocks != NULL && k < CHRING_SPARES; k++) {
-        chring_snap_t *b = ck_pr_fas_ptr(&blocks->spare[k], NULL);
+        chring_snap_t *b = slot_take(&blocks->spare[k]);
         if (b == NULL)
             continue;
         CHRING_UNPOISON_BLOCK(b, sizeof *b);
@@ -153,7 +163,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
 void chring__blocks_drop(struct chring_blocks *blocks)
 {
     for (unsigned k = 0; k < CHRING_SPARES; k++) {
-        chring_snap_t *b = ck_pr_fas_ptr(&blocks->spare[k], NULL);
+        chring_snap_t *b = slot_take(&blocks->spare[k]);
         if (b != NULL) {
             CHRING_UNPOISON_BLOCK(b, sizeof *b);
             block_free(b);
