@@ -256,6 +256,29 @@ CHRING_API const char *chring_profile_name(chring_profile_t profile);
  * -EINVAL for NULL arguments or an unknown name. */
 CHRING_API int chring_profile_parse(const char *name, chring_profile_t *out);
 
+/* Per-profile facts, from the library's one table of profiles (the tool, chring-lb, the nginx
+ * module and the generated docs query it instead of keeping their own copies). */
+typedef struct chring_profile_info {
+    const char *name;        /* as chring_profile_name */
+    unsigned hash_bits;      /* the ring's width: 64, 32 or 16; 0 for custom (config.hash_bits) */
+    int uses_vnodes;         /* 1: config.vnodes sets the points per unit of weight (>= 1);
+                                0: the profile fixes its point counts and ignores vnodes (0 allowed) */
+    int names_are_ids;       /* 1: member names must be decimal server ids (haproxy) */
+    int nearest;             /* 1: the owner is the nearest point on either side (haproxy); 0: the
+                                first point at or after the key's hash */
+    int join_order;          /* 1: contested positions go to the earlier joiner (fnv16) */
+    int counts_need_ring;    /* 1: a member's point count depends on the whole membership (ketama,
+                                envoy): a change can move other members' keys */
+    uint32_t default_vnodes; /* CHRING_DEFAULT_VNODES where uses_vnodes, else 0 */
+    uint32_t max_weight;     /* the largest weight the profile takes (haproxy: 256); 0: no limit of
+                                its own (CHRING_POINTS_MAX still bounds vnodes * weight) */
+} chring_profile_info_t;
+
+/* Fills *out with the facts of profile.  Returns 0, or -EINVAL for an unknown profile or NULL out
+ * (*out untouched).  Any thread; the strings are static.  The struct grows by appending fields, at
+ * a new 0.MINOR (docs/abi.md). */
+CHRING_API int chring_profile_info(chring_profile_t profile, chring_profile_info_t *out);
+
 /* ---------------------------------------------------------------------------------------------
  * Ring lifecycle and membership: writer side
  * ------------------------------------------------------------------------------------------- */

@@ -232,6 +232,7 @@ struct chring_profile_desc {
      * true, the nearest point on either side, ties to the point before (haproxy).  Walks go on
      * clockwise from the point chosen (find.h, chring__start). */
     bool nearest;
+    uint32_t max_weight; /* the largest weight it takes; 0: no limit of its own */
     /* Optional: checks a member name for this profile, 0 or -EINVAL; NULL accepts every name. */
     int (*name_check)(const char *name, size_t len);
     /* Optional, for a profile whose point counts depend on the other members' weights and on
