@@ -1260,7 +1260,14 @@ static void op_acquire(input_t *in)
     health_of(&cur, &hl);
     long j = model_walk_health(&cur, model_hash(&cur.cfg, k->b, k->len), balance, model_leases(),
                                loads, NULL, hl.down, hl.scale, &owner, &sat);
-    int rc = chring_acquire(ring, key_ptr(k, null_ptr), k->len, &leases[slot]);
+    /* Odd slots acquire by the key's hash (chring_acquire_hash, bits above the width set):
+     * the same walk, so the same model. */
+    int by_hash = slot & 1;
+    uint64_t h = model_hash(&cur.cfg, k->b, k->len);
+    if (cur.cfg.bits < 64)
+        h |= UINT64_C(0x5a5a) << 48;
+    int rc = by_hash ? chring_acquire_hash(ring, h, &leases[slot])
+                     : chring_acquire(ring, key_ptr(k, null_ptr), k->len, &leases[slot]);
     if (j < 0) {
         if (rc != -ENOENT || leases[slot].member != NULL)
             fail("chring_acquire on an empty ring (or every member down) = %s, member %p; "
@@ -1281,6 +1288,12 @@ static void op_acquire(input_t *in)
         expect_member(leases[slot].member, &cur.members[j], "chring_acquire");
     }
     id = cur.members[j].obj;
+    uint32_t want_outcome = sat                               ? CHRING_OUTCOME_SATURATED
+                            : id == cur.members[owner].obj ? CHRING_OUTCOME_OWNER
+                                                            : CHRING_OUTCOME_SPILLED;
+    if (leases[slot].outcome != want_outcome)
+        fail("%s(%s): outcome %u, model %u", by_hash ? "chring_acquire_hash" : "chring_acquire",
+             show(k->b, k->len), leases[slot].outcome, want_outcome);
     lease_obj[slot] = id;
     add_to(&objs[id].leases, 1);
     objs[id].load++;
