@@ -152,7 +152,8 @@ static inline bool skipped(const chring_member_t *m, const chring_member_t *cons
 }
 
 /* Whether load a at weight wa is below load b at weight wb relative to the weights (a / wa <
- * b / wb): loads fit in 32 bits and weights below 2^25, so the products fit in 64. */
+ * b / wb): loads (the low half of the member's word) and weights are below 2^32, so the
+ * products fit in 64 bits. */
 static inline bool lighter(uint64_t a, uint32_t wa, uint64_t b, uint32_t wb)
 {
     return a * (uint64_t)wb < b * (uint64_t)wa;
