@@ -563,7 +563,7 @@ static void check_all(void)
      * capacity is scaled by the member's admission scale. */
     health_t hl;
     health_of(&cur, &hl);
-    uint64_t up_weight = model_up_weight(&cur, hl.down);
+    double eff_sum = model_effective_sum(&cur, hl.down, hl.scale);
     for (size_t j = 0; j < cur.nmembers; j++) {
         const model_member_t *want = &cur.members[j];
         const chring_member_t *lm = chring_snap_find(s, want->name);
@@ -577,14 +577,12 @@ static void check_all(void)
         if (chring_member_scale(lm) != hl.scale[j])
             fail("chring_member_scale(%s) = %.17g, model %.17g", show(want->name, want->len),
                  chring_member_scale(lm), hl.scale[j]);
-        double plain = model_capacity(balance, model_leases(), want->weight, up_weight);
-        double cap = model_scaled_capacity(plain, hl.scale[j]);
+        /* Effective weights (docs/design.md §3): e = scale * w against E of the members up. */
+        double e = hl.scale[j] < 1.0 ? hl.scale[j] * (double)want->weight : (double)want->weight;
+        double cap = hl.down[j] ? 0.0 : model_effective_capacity(balance, model_leases(), e, eff_sum);
         uint64_t got = chring_member_capacity(ring, s, lm);
-        /* Past 2^63 the library's capacity saturates before it is scaled: then only "at least
-         * scale * 2^63" (far above any load) is checked. */
-        if (plain >= 0x1p63 ? (double)got < floor(hl.scale[j] * 0x1p63)
-            : cap < 0x1p63  ? (double)got != cap
-                            : got < (UINT64_C(1) << 63))
+        /* Past 2^63 the library's capacity saturates: then only "at least 2^63" is checked. */
+        if (cap < 0x1p63 ? (double)got != cap : got < (UINT64_C(1) << 63))
             fail("chring_member_capacity(%s) = %llu, model %.17g", show(want->name, want->len),
                  (unsigned long long)got, cap);
     }
@@ -1279,7 +1277,14 @@ static void op_acquire(input_t *in)
     health_of(&cur, &hl);
     long j = model_walk_health(&cur, model_hash(&cur.cfg, k->b, k->len), balance, model_leases(),
                                loads, NULL, hl.down, hl.scale, &owner, &sat);
-    int rc = chring_acquire(ring, key_ptr(k, null_ptr), k->len, &leases[slot]);
+    /* Odd slots acquire by the key's hash (chring_acquire_hash, bits above the width set):
+     * the same walk, so the same model. */
+    int by_hash = slot & 1;
+    uint64_t h = model_hash(&cur.cfg, k->b, k->len);
+    if (cur.cfg.bits < 64)
+        h |= UINT64_C(0x5a5a) << 48;
+    int rc = by_hash ? chring_acquire_hash(ring, h, &leases[slot])
+                     : chring_acquire(ring, key_ptr(k, null_ptr), k->len, &leases[slot]);
     if (j < 0) {
         if (rc != -ENOENT || leases[slot].member != NULL)
             fail("chring_acquire on an empty ring (or every member down) = %s, member %p; "
@@ -1300,6 +1305,12 @@ static void op_acquire(input_t *in)
         expect_member(leases[slot].member, &cur.members[j], "chring_acquire");
     }
     id = cur.members[j].obj;
+    uint32_t want_outcome = sat                               ? CHRING_OUTCOME_SATURATED
+                            : id == cur.members[owner].obj ? CHRING_OUTCOME_OWNER
+                                                            : CHRING_OUTCOME_SPILLED;
+    if (leases[slot].outcome != want_outcome)
+        fail("%s(%s): outcome %u, model %u", by_hash ? "chring_acquire_hash" : "chring_acquire",
+             show(k->b, k->len), leases[slot].outcome, want_outcome);
     lease_obj[slot] = id;
     add_to(&objs[id].leases, 1);
     objs[id].load++;

@@ -72,7 +72,7 @@ extern "C" {
  * ------------------------------------------------------------------------------------------- */
 
 #define CHRING_VERSION_MAJOR 0
-#define CHRING_VERSION_MINOR 2
+#define CHRING_VERSION_MINOR 3
 #define CHRING_VERSION_PATCH 0
 #define CHRING_VERSION_NUMBER \
     (CHRING_VERSION_MAJOR * 10000 + CHRING_VERSION_MINOR * 100 + CHRING_VERSION_PATCH)
@@ -245,6 +245,9 @@ typedef struct chring_config {
     /* Slow start: with slow_start_ms > 0, a member that joins a ring that has members already (by
      * add, update or sync) starts at admission scale slow_start_from and ramps linearly to 1 over
      * slow_start_ms (see chring_set_ramp); the first population of an empty ring does not ramp.
+     * So a ring populated by several chring_add calls ramps every member but the first: populate
+     * it in one call instead, chring_sync(r, members, n) or chring_update(r, changes, n), and
+     * only later joiners warm up.
      * Default 0 (off) and CHRING_DEFAULT_SLOW_START_FROM; slow_start_from outside [0, 1] or NaN
      * is -EINVAL from chring_new when slow_start_ms > 0. */
     uint32_t slow_start_ms;
@@ -266,6 +269,29 @@ CHRING_API const char *chring_profile_name(chring_profile_t profile);
 /* Parses a profile name as chring_profile_name() writes it.  Returns 0 and sets *out, or
  * -EINVAL for NULL arguments or an unknown name. */
 CHRING_API int chring_profile_parse(const char *name, chring_profile_t *out);
+
+/* Per-profile facts, from the library's one table of profiles (the tool, chring-lb, the nginx
+ * module and the generated docs query it instead of keeping their own copies). */
+typedef struct chring_profile_info {
+    const char *name;        /* as chring_profile_name */
+    unsigned hash_bits;      /* the ring's width: 64, 32 or 16; 0 for custom (config.hash_bits) */
+    int uses_vnodes;         /* 1: config.vnodes sets the points per unit of weight (>= 1);
+                                0: the profile fixes its point counts and ignores vnodes (0 allowed) */
+    int names_are_ids;       /* 1: member names must be decimal server ids (haproxy) */
+    int nearest;             /* 1: the owner is the nearest point on either side (haproxy); 0: the
+                                first point at or after the key's hash */
+    int join_order;          /* 1: contested positions go to the earlier joiner (fnv16) */
+    int counts_need_ring;    /* 1: a member's point count depends on the whole membership (ketama,
+                                envoy): a change can move other members' keys */
+    uint32_t default_vnodes; /* CHRING_DEFAULT_VNODES where uses_vnodes, else 0 */
+    uint32_t max_weight;     /* the largest weight the profile takes (haproxy: 256); 0: no limit of
+                                its own (CHRING_POINTS_MAX still bounds vnodes * weight) */
+} chring_profile_info_t;
+
+/* Fills *out with the facts of profile.  Returns 0, or -EINVAL for an unknown profile or NULL out
+ * (*out untouched).  Any thread; the strings are static.  The struct grows by appending fields, at
+ * a new 0.MINOR (docs/abi.md). */
+CHRING_API int chring_profile_info(chring_profile_t profile, chring_profile_info_t *out);
 
 /* ---------------------------------------------------------------------------------------------
  * Ring lifecycle and membership: writer side
@@ -435,10 +461,37 @@ CHRING_API const chring_snap_t *chring_snap_hold(chring_t *r);
  * only: an extra put of a replaced snapshot still waiting for its grace period is undefined. */
 CHRING_API void chring_snap_put(chring_t *r, const chring_snap_t *s);
 
-/* The fraction of the key space whose owner (compared by name) differs between a and b, two
- * snapshots of the same ring: exact up to double rounding.  0 when both are empty; 1 when exactly
+/* The fraction of the key space whose owner (compared by name, by the profile's own rule: the
+ * nearest point for haproxy) differs between a and b, two snapshots of the same ring: exact up
+ * to double rounding, the summed lengths of chring_snap_diff's arcs over 2^bits.  0 when both are empty; 1 when exactly
  * one is empty; NaN when the profiles (or NULL) differ.  Reader side, O(points of a + b). */
 CHRING_API double chring_snap_moved(const chring_snap_t *a, const chring_snap_t *b);
+
+/* A 64-bit digest of s's placement alone: the profile and the parameters it uses and every point
+ * (position, member name) in ring order.  Snapshots that place every key alike have the same
+ * digest whatever order their membership was built in, in any process, on any machine (the
+ * encoding is fixed: docs/design.md §3); snapshots that place some key differently have
+ * different digests but for a 2^-64 chance.  Health, loads, udata and versions do not enter it:
+ * a fleet compares its instances' digests to learn whether they agree.  0 for NULL.  Reader
+ * side (or a held snapshot); O(points), no allocation. */
+CHRING_API uint64_t chring_snap_digest(const chring_snap_t *s);
+
+/* Calls fn once for each maximal arc of hash positions [from, to] (inclusive, in the unshifted
+ * hash space of chring_snap_lookup_hash, 0 .. 2^bits - 1) whose owner differs between a and b,
+ * with the owner in each (was in a, now in b; NULL in an empty snapshot), compared by name.
+ * Arcs come in ring order, from position 0 up; an arc that wraps past the top is reported as
+ * two.  A maximal arc has one (was, now) pair: neighbouring positions that moved between other
+ * owners are another arc.  Owners by each profile's own rule (haproxy: the nearest point),
+ * ignoring health, as chring_snap_moved and chring_member_share measure them: the arcs' lengths
+ * summed, over 2^bits, are chring_snap_moved(a, b).  fn returning non-zero stops the walk and
+ * its value is returned.  Returns 0, or -EINVAL for NULL a, b or fn or snapshots of different
+ * profiles or widths.  The members passed to fn are valid while a and b are.  Reader side (or
+ * held snapshots); O(points of a + points of b), no allocation; fn must not call into the ring
+ * but may read a and b. */
+CHRING_API int chring_snap_diff(const chring_snap_t *a, const chring_snap_t *b,
+                                int (*fn)(uint64_t from, uint64_t to, const chring_member_t *was,
+                                          const chring_member_t *now, void *ctx),
+                                void *ctx);
 
 /* Point i in ring order: its position in the profile's width and its member.  pos and m may be
  * NULL.  Returns 0, -ERANGE past the end, -EINVAL for NULL s. */
@@ -452,7 +505,8 @@ CHRING_API void *chring_member_udata(const chring_member_t *m);
 CHRING_API uint32_t chring_member_weight(const chring_member_t *m);
 /* Outstanding leases on the member (its load); 0 for NULL.  One atomic load. */
 CHRING_API uint64_t chring_member_load(const chring_member_t *m);
-/* The member's arc share in s: the fraction of the ring's 2^bits positions whose keys it owns.
+/* The member's arc share in s: the fraction of the ring's 2^bits positions whose keys it owns
+ * (by the profile's own rule: the nearest point for haproxy; health ignored).
  * 0 if m is not in s (or NULL). */
 CHRING_API double chring_member_share(const chring_snap_t *s, const chring_member_t *m);
 
@@ -465,12 +519,27 @@ CHRING_API int chring_lookup_name(chring_t *r, const void *key, size_t len, char
  * Bounded loads with built-in counters
  * ------------------------------------------------------------------------------------------- */
 
-/* A lease: the member a key was placed on.  Treat it as opaque apart from .member (reserved_ is
- * the library's); release the same object exactly once (a second release of it is a no-op;
- * releasing a copy is undefined). */
+/* How an acquire placed its key (chring_lease_t.outcome). */
+#define CHRING_OUTCOME_NONE 0u      /* a cleared lease (no acquire, or released) */
+#define CHRING_OUTCOME_OWNER 1u     /* on the key's owner (or the member the caller chose:
+                                       chring_acquire_member, chring_acquire_try) */
+#define CHRING_OUTCOME_SPILLED 2u   /* on another member: the owner was full, down or skipped */
+#define CHRING_OUTCOME_SATURATED 3u /* every member met looked full (only races do that): the
+                                       least loaded one relative to its weight */
+
+/* A lease: the member a key was placed on and how (outcome, one of CHRING_OUTCOME_*).  Treat it
+ * as opaque apart from .member and .outcome (reserved_ is the library's).
+ * Moves.  A lease may be moved: a bitwise copy (assignment, memcpy) whose original is never
+ * released afterwards is the lease, and is released in its place (a proxy keeps the lease in its
+ * request object and moves it on retry).  Releasing the same object twice is a no-op (the first
+ * release clears it); releasing two copies of one lease is undefined (the misuse guard of
+ * chring_release catches it only while the member has no other lease).
+ * Layout: 24 bytes on LP64 (member, reserved_, outcome and 4 bytes of padding); it grew by
+ * outcome in 0.3 (docs/abi.md). */
 typedef struct chring_lease {
     chring_member_t *member;
     uint64_t reserved_;
+    uint32_t outcome;
 } chring_lease_t;
 
 /* Places key on the current snapshot with bounded loads (factor config.balance) and increments
@@ -485,8 +554,16 @@ typedef struct chring_lease {
  * allocation.  The lease keeps its member valid until released.  Capacities count every member of
  * the snapshot that is up in n and W, also one left without points (an fnv16 member whose every
  * position was taken, a ketama member of tiny weight share): such a member is never reached, so
- * the bound can become unreachable and saturation events are counted even without races.  A
- * member at admission scale 0 (chring_set_ramp) takes a key only when no other member is met. */
+ * the bound can become unreachable and saturation events are counted even without races.
+ * Effective weights (docs/design.md §3): a member's admission scale s (chring_set_ramp, slow
+ * start) scales its weight in W too: with e_j = s_j * w_j over the members that are up and E
+ * their sum, member j's capacity is ceil(c * (m + 1) * e_j / E), so the capacities add up to at
+ * least c * (m + 1) > m while members warm up or drain, and a single-threaded acquire never
+ * saturates.  E is at most about 1 ms old while a ramp runs (no per-acquire sum over the
+ * members); with no ramp running the integer weights are used as they are.  A member at scale 0
+ * admits nothing; the saturation fallback (races only) takes the least loaded member relative to
+ * its weight (load / w), one at scale 0 only when no other member is met.  lease->outcome says
+ * whether the key went to its owner, spilled or saturated. */
 CHRING_API int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lease);
 
 /* Takes a lease on a member the caller chose (a sticky session, a pinned backend), without the
@@ -510,6 +587,28 @@ CHRING_API int chring_acquire_skip(chring_t *r, const void *key, size_t len,
                                    const chring_member_t *const *skip, size_t nskip,
                                    chring_lease_t *lease);
 
+/* As chring_acquire and chring_acquire_skip with the key already hashed: hash is the h that
+ * chring_snap_lookup_hash takes (the profile's hash of the key, or a composite key the proxy
+ * hashed itself in the profile's width; bits above the width are ignored).  Same bound, same
+ * outcome, same statistics (chring_acquire_hash_skip counts as a retry).  Returns 0 and fills
+ * *lease; -ENOENT on an empty ring or when every member is skipped or down (lease cleared);
+ * -EINVAL for NULL r/lease, or a NULL skip with nskip > 0.  Any thread; lock-free, no
+ * allocation. */
+CHRING_API int chring_acquire_hash(chring_t *r, uint64_t hash, chring_lease_t *lease);
+CHRING_API int chring_acquire_hash_skip(chring_t *r, uint64_t hash,
+                                        const chring_member_t *const *skip, size_t nskip,
+                                        chring_lease_t *lease);
+
+/* Admits m only while it is below its capacity (chring_member_capacity's rule, strict as in
+ * chring_acquire): for preference lists that keep the bound (zone-local members first, a sticky
+ * member, a multiget's shard groups), where chring_acquire_member ignores capacity.  s must be the
+ * snapshot of the caller's read section or a held snapshot of r.  Returns 0 and fills *lease
+ * (outcome CHRING_OUTCOME_OWNER; counted as an acquire with m as primary), -EBUSY when m is full,
+ * -ENOENT when s does not list m or m is down or at admission scale 0, -EINVAL for NULL
+ * arguments; the lease is cleared on failure.  Reader side; lock-free, no allocation. */
+CHRING_API int chring_acquire_try(chring_t *r, const chring_snap_t *s, const chring_member_t *m,
+                                  chring_lease_t *lease);
+
 /* Releases a lease and clears it.  A cleared (or zeroed) lease is a no-op.  Any thread;
  * lock-free.  May retire the member (config.retire) if it was removed and this was its last
  * reference.  Misuse guards (ignored, no counter moves): a lease released through another ring
@@ -518,9 +617,10 @@ CHRING_API int chring_acquire_skip(chring_t *r, const void *key, size_t len,
  * already).  A copy released while the member has other leases is undefined. */
 CHRING_API void chring_release(chring_t *r, chring_lease_t *lease);
 
-/* The capacity member m would have for the next acquire on snapshot s with the ring's balance
- * factor and its current outstanding leases, the weights of the members that are up and m's
- * admission scale (0 if m is not in s).  Reader side. */
+/* The capacity member m would have for the next acquire on snapshot s: ceil(c * (m + 1) * e / E)
+ * with the ring's balance factor c, its current outstanding leases m, m's effective weight
+ * e = s * w and E the sum of the effective weights of the members that are up (chring_acquire).
+ * 0 if m is not in s, is down or is at admission scale 0.  Reader side. */
 CHRING_API uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s,
                                            const chring_member_t *m);
 
@@ -579,10 +679,10 @@ CHRING_API int chring_set_down(chring_t *r, const char *name, int down);
 CHRING_API int chring_member_is_down(const chring_member_t *m);
 
 /* Moves a member's admission scale s linearly from `from` to `to` over ms milliseconds of
- * CLOCK_MONOTONIC, starting now (ms 0: s = to at once).  chring_acquire and chring_acquire_skip
- * admit the member only while its load is below ceil(s * cap) (s = 1: the plain bound; s = 0:
- * nothing is admitted and its keys spill clockwise, to the member that owned them before it
- * joined).  Plain and n-replica lookups ignore the scale.  A member at s = 1 costs an acquire
+ * CLOCK_MONOTONIC, starting now (ms 0: s = to at once).  The acquires judge the member by its
+ * effective weight s * w, in its own capacity and in the total E of every capacity (see
+ * chring_acquire): s = 1 is the plain bound; s = 0 admits nothing, its share goes to the others
+ * and its keys spill clockwise, to the member that owned them before it joined.  Plain and n-replica lookups ignore the scale.  A member at s = 1 costs an acquire
  * nothing more (no clock read).  Drain a leaving member with
  * chring_set_ramp(r, name, chring_member_scale(m), 0, ms) and remove it when its load is 0.
  * Returns 0, -ENOENT for a non-member, -EINVAL (from or to outside [0, 1] or NaN, NULL r or name),

@@ -63,6 +63,9 @@ typedef struct {
     ngx_http_upstream_chring_server_t *servers;
     ngx_uint_t nservers;
     ngx_uint_t nfailed; /* servers with failed set (worker-local after the fork) */
+    uint64_t digest;         /* $chring_digest of the snapshot of digest_version (worker-local) */
+    uint64_t digest_version;
+    ngx_uint_t digest_valid;
 
     ngx_str_t upstream; /* the upstream's name, for the reload list */
     ngx_cycle_t *cycle; /* the configuration this ring belongs to */
@@ -80,7 +83,7 @@ typedef struct {
     ngx_http_upstream_chring_server_t **served; /* every try, in order ($chring_member) */
     ngx_uint_t ntried;
     ngx_uint_t nserved;
-    ngx_uint_t spilled; /* the last try went elsewhere than the key's owner */
+    ngx_uint_t spilled; /* the last try went elsewhere than the key's owner (lease.outcome) */
 } ngx_http_upstream_chring_peer_data_t;
 
 static char *ngx_http_upstream_chring(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
@@ -98,6 +101,9 @@ static ngx_int_t ngx_http_upstream_chring_member_variable(ngx_http_request_t *r,
 static ngx_int_t ngx_http_upstream_chring_spilled_variable(ngx_http_request_t *r,
                                                            ngx_http_variable_value_t *v,
                                                            uintptr_t data);
+static ngx_int_t ngx_http_upstream_chring_digest_variable(ngx_http_request_t *r,
+                                                          ngx_http_variable_value_t *v,
+                                                          uintptr_t data);
 
 static ngx_command_t ngx_http_upstream_chring_commands[] = {
     {ngx_string("chring"), NGX_HTTP_UPS_CONF | NGX_CONF_1MORE, ngx_http_upstream_chring,
@@ -132,6 +138,8 @@ static ngx_http_variable_t ngx_http_upstream_chring_vars[] = {
     {ngx_string("chring_member"), NULL, ngx_http_upstream_chring_member_variable, 0,
      NGX_HTTP_VAR_NOCACHEABLE, 0},
     {ngx_string("chring_spilled"), NULL, ngx_http_upstream_chring_spilled_variable, 0,
+     NGX_HTTP_VAR_NOCACHEABLE, 0},
+    {ngx_string("chring_digest"), NULL, ngx_http_upstream_chring_digest_variable, 0,
      NGX_HTTP_VAR_NOCACHEABLE, 0},
     ngx_http_null_variable};
 
@@ -554,8 +562,6 @@ static ngx_int_t ngx_http_upstream_get_chring_peer(ngx_peer_connection_t *pc, vo
     ngx_http_upstream_chring_srv_conf_t *hcf = hp->conf;
     ngx_http_upstream_chring_server_t *srv;
     ngx_http_upstream_rr_peer_t *peer;
-    const chring_snap_t *snap;
-    const chring_member_t *owner;
     time_t now;
     int rc;
 
@@ -578,11 +584,8 @@ static ngx_int_t ngx_http_upstream_get_chring_peer(ngx_peer_connection_t *pc, vo
     }
     srv = chring_member_udata(hp->lease.member);
     peer = srv->peer;
-
-    snap = chring_snap_enter(hcf->ring);
-    owner = chring_snap_lookup(snap, hp->key.data, hp->key.len);
-    chring_snap_exit(hcf->ring, snap);
-    hp->spilled = owner != hp->lease.member;
+    /* The acquire says how it placed the key: no second lookup. */
+    hp->spilled = hp->lease.outcome != CHRING_OUTCOME_OWNER;
 
     hp->current = srv;
     hp->rrp.current = peer;
@@ -685,6 +688,45 @@ static ngx_int_t ngx_http_upstream_chring_spilled_variable(ngx_http_request_t *r
     v->len = 1;
     v->valid = 1;
     v->no_cacheable = 0;
+    v->not_found = 0;
+    return NGX_OK;
+}
+
+/* $chring_digest: the placement digest of the worker's ring for the upstream this request used
+ * (chring_snap_digest, 16 hex digits): equal in every worker and every nginx whose upstream
+ * places keys alike.  O(points) once per snapshot: cached with the snapshot's version. */
+static ngx_int_t ngx_http_upstream_chring_digest_variable(ngx_http_request_t *r,
+                                                          ngx_http_variable_value_t *v,
+                                                          uintptr_t data)
+{
+    ngx_http_upstream_chring_peer_data_t *hp;
+    ngx_http_upstream_chring_srv_conf_t *hcf;
+    const chring_snap_t *snap;
+    u_char *p;
+
+    (void)data;
+    hp = ngx_http_get_module_ctx(r, ngx_http_upstream_chring_module);
+    if (hp == NULL || hp->conf == NULL || hp->conf->ring == NULL) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+    hcf = hp->conf;
+    snap = chring_snap_enter(hcf->ring);
+    if (!hcf->digest_valid || hcf->digest_version != chring_snap_version(snap)) {
+        hcf->digest = chring_snap_digest(snap);
+        hcf->digest_version = chring_snap_version(snap);
+        hcf->digest_valid = 1;
+    }
+    chring_snap_exit(hcf->ring, snap);
+    p = ngx_pnalloc(r->pool, 16);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+    ngx_sprintf(p, "%016uxL", hcf->digest);
+    v->data = p;
+    v->len = 16;
+    v->valid = 1;
+    v->no_cacheable = 1;
     v->not_found = 0;
     return NGX_OK;
 }

@@ -277,6 +277,8 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
                         h->down_weight - b.down_weight_left + b.down_weight_joined);
     }
     chring__publish(r, next);
+    if (r->cfg.slow_start_ms > 0 && cur->nmembers > 0 && b.ncreated > 0)
+        chring__ramps_changed(r); /* members that ramp joined (effective.c) */
     b.ncreated = 0; /* the new members now belong to the published snapshot */
 unlock:
     pthread_mutex_unlock(&r->lock);

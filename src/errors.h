@@ -13,6 +13,7 @@
     X(ENOSPC, "buffer too small") \
     X(E2BIG, "too many points (member above CHRING_POINTS_MAX or ring above " \
              "CHRING_RING_POINTS_MAX)") \
-    X(ERANGE, "index out of range")
+    X(ERANGE, "index out of range") \
+    X(EBUSY, "member at its capacity")
 
 #endif

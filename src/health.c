@@ -112,6 +112,7 @@ int chring_set_down(chring_t *r, const char *name, int down)
             ck_pr_fence_store();
             CHRING_STORE_32(&m->down, 0);
         }
+        chring__ramps_touch(r); /* a cached sum of effective weights counted the old state */
     }
     pthread_mutex_unlock(&r->lock); /* a release: later read sections see the change */
     return 0;
@@ -159,8 +160,10 @@ int chring_set_ramp(chring_t *r, const char *name, double from, double to, uint3
     pthread_mutex_lock(&r->lock);
     long rank;
     chring_member_t *m = find_locked(r, name, len, &rank);
-    if (m != NULL)
+    if (m != NULL) {
         ramp_store(m, from, to, ms, start);
+        chring__ramps_changed(r); /* effective weights: E now changes (effective.c) */
+    }
     pthread_mutex_unlock(&r->lock);
     return m == NULL ? -ENOENT : 0;
 }

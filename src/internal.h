@@ -73,6 +73,9 @@ struct chring_health {
     uint64_t ndown;       /* members of the current membership that are down (stats) */
     uint64_t down_weight; /* their total weight in the current snapshot */
     chring_snap_t *const *current; /* the ring's published pointer: is a snapshot current? */
+    /* Effective weights (effective.c): 0 while no member of the current membership ramps; else
+     * the writers' latest ramp sequence number, which also invalidates cached sums. */
+    uint64_t ramp_epoch;
 };
 
 struct chring_profile_desc;
@@ -146,6 +149,12 @@ struct chring_snap {
      * point; a search goes on to the next entry that names a point (snap_sort.c, find.h). */
     size_t nbuckets;
     uint32_t *index;
+
+    /* The one mutable part (effective.c): the cached sum E of the effective weights of the
+     * members that are up, written by acquires at most once a millisecond while ramps run. */
+    uint64_t eff_stamp_ns; /* CLOCK_MONOTONIC when eff_bits was summed; 0: never */
+    uint64_t eff_epoch;    /* health->ramp_epoch it was summed under */
+    uint64_t eff_bits;     /* E, a double's bits */
 };
 
 /* The bucket of shifted position h64: the top 32 bits scaled to [0, nbuckets), so that bucket
@@ -183,6 +192,7 @@ struct chring {
     double balance;     /* cfg.balance clamped to >= 1 */
     uint64_t publishes; /* written under lock, read atomically */
     uint64_t join_seq;  /* next join sequence number, under lock */
+    uint64_t ramp_seq;  /* last ramp_epoch a writer stored (effective.c), under lock */
     struct chring_blocks blocks;
     unsigned shard_mask;
     struct chring_shard *shards;     /* shard_mask + 1 shards, CHRING_DESTRUCTIVE aligned */
@@ -230,6 +240,7 @@ struct chring_profile_desc {
      * the last point instead of wrapping to the first, and on a ring of exactly two points every
      * key starts at point 1.  Walks go on clockwise from there. */
     bool varnish_start;
+    uint32_t max_weight; /* the largest weight it takes; 0: no limit of its own */
     /* Optional: checks a member name for this profile, 0 or -EINVAL; NULL accepts every name. */
     int (*name_check)(const char *name, size_t len);
     /* Optional, for a profile whose point counts depend on the other members' weights and on
@@ -347,6 +358,32 @@ void chring__member_slow_start(chring_member_t *m, double from, uint32_t ms);
 const chring_member_t *chring__first_up(const chring_snap_t *s, size_t i);
 /* Total weight the capacities count: the snapshot's, less that of the members down. */
 uint64_t chring__up_weight(const chring_snap_t *s);
+
+/* ---- effective.c: effective weights (docs/design.md §3) ---------------------------------- */
+
+/* How old a cached sum of effective weights may be. */
+#define CHRING_EFF_MAX_AGE_NS UINT64_C(1000000)
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t chring__now_ns(void);
+/* E of s: the sum of s_j * w_j over the members of s that are up, cached in s for at most
+ * CHRING_EFF_MAX_AGE_NS and while health->ramp_epoch stays `epoch`.  A sum over the current
+ * snapshot that finds no member ramping clears the ring's ramp_epoch.  Reader side. */
+double chring__effective_weight(const chring_snap_t *s, uint64_t epoch);
+/* ceil(c * (total + 1) * e / sum) in IEEE double, left to right; 0 when e or sum is not above 0.
+ * c already clamped. */
+uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double c);
+/* Writer side, under the ring lock: a ramp was set (or a member that ramps joined): a new epoch. */
+void chring__ramps_changed(chring_t *r);
+/* Writer side, under the ring lock: health changed: a new epoch if ramps run (cached sums). */
+void chring__ramps_touch(chring_t *r);
+
+/* ---- diff.c: owners' arcs by each profile's rule (docs/design.md §3) ---------------------- */
+
+/* chring_snap_moved and chring_member_share measured on the arcs chring_snap_diff walks: the
+ * nearest-point profiles' (the others' first-point arcs are measured in snap.c).  a and b
+ * comparable and not empty. */
+double chring__moved_by_arcs(const chring_snap_t *a, const chring_snap_t *b);
+double chring__share_by_arcs(const chring_snap_t *s, const chring_member_t *member);
 
 /* ---- load.c ------------------------------------------------------------------------------- */
 

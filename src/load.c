@@ -28,8 +28,6 @@
 #include "member.h"
 #include "walk.h"
 
-#include <math.h>
-
 static unsigned next_slot;
 static _Thread_local unsigned my_slot; /* 0: not assigned yet; else slot + 1 */
 
@@ -74,44 +72,74 @@ static inline void lease_clear(chring_lease_t *lease)
 {
     lease->member = NULL;
     lease->reserved_ = 0;
+    lease->outcome = CHRING_OUTCOME_NONE;
 }
 
 static inline void lease_fill(chring_t *r, chring_lease_t *lease, chring_member_t *m,
-                              const struct chring_shard *shard)
+                              const struct chring_shard *shard, uint32_t outcome)
 {
     lease->member = m;
     lease->reserved_ = (uint64_t)(shard - r->shards) << 56 | lease_cookie(r, m);
+    lease->outcome = outcome;
 }
 
-/* The capacities one acquire judges members by: m read once, on first need, and the capacity
- * cached per weight (equal weights share one). */
+/* The capacities one acquire judges members by (docs/design.md §3): m read once, on first need.
+ * With no ramp running (epoch 0) and every member met at scale 1, the integer weights against W
+ * of the members up, the capacity cached per weight (equal weights share one): exactly the rule
+ * without ramps, no clock read.  Otherwise effective weights: e_j = s_j * w_j against E, the sum
+ * over the members up, cached in the snapshot for at most a millisecond (effective.c). */
 struct capacity {
     chring_t *r;
+    const chring_snap_t *s;
     uint64_t up_weight; /* W: the snapshot's total weight of members that are up */
+    uint64_t epoch;     /* health->ramp_epoch as read at the start */
     double c;
     bool have_total;
+    bool have_sum;
     uint64_t total;
-    uint32_t weight; /* the weight whose capacity is in cap; 0: none yet */
+    double sum;      /* E, once needed */
+    uint32_t weight; /* the weight whose capacity (scale 1) is in cap; 0: none yet */
     uint64_t cap;
 };
 
-static inline uint64_t capacity_of(struct capacity *k, uint32_t weight)
+static inline void capacity_init(struct capacity *k, chring_t *r, const chring_snap_t *s,
+                                 bool any_down)
+{
+    k->r = r;
+    k->s = s;
+    k->epoch = CHRING_LOAD_64(&s->health->ramp_epoch);
+    k->up_weight = any_down ? chring__up_weight(s) : s->total_weight;
+    k->c = r->balance;
+    k->have_total = false;
+    k->have_sum = false;
+    k->total = 0;
+    k->sum = 0.0;
+    k->weight = 0;
+    k->cap = 0;
+}
+
+static uint64_t capacity_slow(struct capacity *k, uint32_t weight, double scale)
+{
+    if (!k->have_sum) {
+        k->sum = chring__effective_weight(k->s, k->epoch);
+        k->have_sum = true;
+    }
+    return chring__capacity_effective(k->total, scale * (double)weight, k->sum, k->c);
+}
+
+static inline uint64_t capacity_of(struct capacity *k, uint32_t weight, double scale)
 {
     if (!k->have_total) {
         k->total = chring__leases(k->r);
         k->have_total = true;
     }
+    if (CHRING_UNLIKELY(k->epoch != 0 || scale < 1.0))
+        return capacity_slow(k, weight, scale);
     if (weight != k->weight) {
         k->weight = weight;
         k->cap = chring_capacity_weighted(k->total, weight, k->up_weight, k->c);
     }
     return k->cap;
-}
-
-/* ceil(scale * cap) in double, the capacity of a member with a ramp (health.c). */
-static inline uint64_t scaled(uint64_t cap, double scale)
-{
-    return scale >= 1.0 ? cap : (uint64_t)ceil(scale * (double)cap);
 }
 
 /* Whether m is one of the nskip members the caller passes over (compared by identity). */
@@ -124,12 +152,21 @@ static inline bool skipped(const chring_member_t *m, const chring_member_t *cons
     return false;
 }
 
-/* The bounded-load walk of chring_acquire and chring_acquire_skip (docs/design.md §3): from the
- * key's point, clockwise, the first member outside skip admitted below its capacity; if every
- * such member looked full, the least loaded one seen (saturation).  Returns 0 and fills the
+/* Whether load a at weight wa is below load b at weight wb relative to the weights (a / wa <
+ * b / wb): loads (the low half of the member's word) and weights are below 2^32, so the
+ * products fit in 64 bits. */
+static inline bool lighter(uint64_t a, uint32_t wa, uint64_t b, uint32_t wb)
+{
+    return a * (uint64_t)wb < b * (uint64_t)wa;
+}
+
+/* The bounded-load walk of every acquire by key or hash (docs/design.md §3): from the point of
+ * shifted position h64, clockwise, the first member outside skip admitted below its capacity; if
+ * every such member looked full (only races can do that), the least loaded one seen relative to
+ * its weight, one at scale 0 only when no other was met (saturation).  Returns 0 and fills the
  * lease, or -ENOENT when no member outside skip was met (an empty ring, or everything
- * skipped).  Inlined twice: with nskip 0 the skip test folds away. */
-static inline int place(chring_t *r, const void *key, size_t len,
+ * skipped).  Inlined for each caller: with nskip 0 the skip test folds away. */
+static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key, size_t len,
                         const chring_member_t *const *skip, size_t nskip, bool retry,
                         chring_lease_t *lease)
 {
@@ -139,23 +176,26 @@ static inline int place(chring_t *r, const void *key, size_t len,
         lease_clear(lease);
         return -ENOENT;
     }
+    if (!hashed)
+        h64 = chring__key_pos(s, key, len);
+    else if (s->prof.shift != 0)
+        h64 <<= s->prof.shift; /* bits above the profile's width fall off */
     struct chring__walk walk;
-    chring__walk_start(&walk, s, chring__start(s, chring__key_pos(s, key, len)));
+    chring__walk_start(&walk, s, chring__start(s, h64));
     const uint32_t owner = s->owner[walk.i];
 
     /* m is read only when a loaded member must be judged: a member with load 0 is below every
-     * capacity (c * (m + 1) * w / W > 0, so cap >= 1), which spares the common, lightly loaded
-     * case the read of every shard's line. */
+     * capacity of a member whose scale is above 0 (c * (m + 1) * e / E > 0, so cap >= 1), which
+     * spares the common, lightly loaded case the read of every shard's line. */
     bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
-    struct capacity capacity = {
-        r, any_down ? chring__up_weight(s) : s->total_weight, r->balance, false, 0, 0, 0};
-    /* least: the least loaded member met that may be admitted at all; parked: the least loaded
-     * one at admission scale 0, which the saturation fallback takes only when nothing else is
-     * met (a ramp's capacities can add up to less than m, so that fallback is not only for
-     * races). */
+    struct capacity capacity;
+    capacity_init(&capacity, r, s, any_down);
+    /* least: the least loaded member met (relative to its weight) that may be admitted at all;
+     * parked: the same among those at admission scale 0, which the saturation fallback takes
+     * only when nothing else is met. */
     struct chring__downs downs = {.n = 0};
     uint32_t chosen = UINT32_MAX, least = UINT32_MAX, parked = UINT32_MAX;
-    uint64_t least_load = UINT64_MAX, parked_load = UINT64_MAX;
+    uint64_t least_load = 0, parked_load = 0;
     for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         chring_member_t *m = s->slot_member[j];
         if (nskip > 0 && skipped(m, skip, nskip))
@@ -163,26 +203,26 @@ static inline int place(chring_t *r, const void *key, size_t len,
         if (any_down && chring__down_once(&downs, m))
             continue; /* out of service: as a removal would */
         uint64_t load = chring__member_load(m);
+        uint32_t weight = s->slot_weight[j];
         double scale = 1.0;
         if (CHRING_UNLIKELY(CHRING_LOAD_32(&m->ramp_gen) != 0)) {
             scale = chring__member_ramp_scale(m);
             if (scale <= 0.0) {
-                if (load < parked_load) {
+                if (parked == UINT32_MAX || lighter(load, weight, parked_load, s->slot_weight[parked])) {
                     parked_load = load;
                     parked = j;
                 }
                 continue; /* admits nothing */
             }
         }
-        if (load < least_load) {
+        if (least == UINT32_MAX || lighter(load, weight, least_load, s->slot_weight[least])) {
             least_load = load;
             least = j;
         }
-        /* ceil(scale * cap), scale in (0, 1]: still >= 1, so load 0 needs no capacity. */
-        if (load != 0 && load >= scaled(capacity_of(&capacity, s->slot_weight[j]), scale))
+        if (load != 0 && load >= capacity_of(&capacity, weight, scale))
             continue; /* looks full: no write */
         uint64_t old = chring__member_admit(m);
-        if (old == 0 || old < scaled(capacity_of(&capacity, s->slot_weight[j]), scale)) {
+        if (old == 0 || old < capacity_of(&capacity, weight, scale)) {
             chosen = j;
             break;
         }
@@ -197,10 +237,12 @@ static inline int place(chring_t *r, const void *key, size_t len,
     }
 
     struct chring_shard *shard = my_shard(r);
+    uint32_t outcome = CHRING_OUTCOME_OWNER;
     if (CHRING_UNLIKELY(chosen == UINT32_MAX)) {
         chosen = least;
         chring__member_force(s->slot_member[chosen]);
         ck_pr_inc_64(&shard->saturated);
+        outcome = CHRING_OUTCOME_SATURATED;
     }
     chring_member_t *m = s->slot_member[chosen];
     if (chosen == owner) {
@@ -208,13 +250,15 @@ static inline int place(chring_t *r, const void *key, size_t len,
     } else {
         ck_pr_inc_64(&m->spilled_in);
         ck_pr_inc_64(&shard->spills);
+        if (outcome == CHRING_OUTCOME_OWNER)
+            outcome = CHRING_OUTCOME_SPILLED;
     }
     if (retry)
         ck_pr_inc_64(&shard->retries);
     ck_pr_inc_64(&shard->leases);
     ck_pr_inc_64(&shard->acquired);
     chring_snap_exit(r, s);
-    lease_fill(r, lease, m, shard);
+    lease_fill(r, lease, m, shard, outcome);
     return 0;
 }
 
@@ -225,7 +269,7 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
             lease_clear(lease);
         return -EINVAL;
     }
-    return place(r, key, len, NULL, 0, false, lease);
+    return place(r, 0, false, key, len, NULL, 0, false, lease);
 }
 
 int chring_acquire_skip(chring_t *r, const void *key, size_t len,
@@ -236,7 +280,28 @@ int chring_acquire_skip(chring_t *r, const void *key, size_t len,
             lease_clear(lease);
         return -EINVAL;
     }
-    return place(r, key, len, skip, nskip, true, lease);
+    return place(r, 0, false, key, len, skip, nskip, true, lease);
+}
+
+int chring_acquire_hash(chring_t *r, uint64_t hash, chring_lease_t *lease)
+{
+    if (r == NULL || lease == NULL) {
+        if (lease != NULL)
+            lease_clear(lease);
+        return -EINVAL;
+    }
+    return place(r, hash, true, NULL, 0, NULL, 0, false, lease);
+}
+
+int chring_acquire_hash_skip(chring_t *r, uint64_t hash, const chring_member_t *const *skip,
+                             size_t nskip, chring_lease_t *lease)
+{
+    if (r == NULL || lease == NULL || (skip == NULL && nskip > 0)) {
+        if (lease != NULL)
+            lease_clear(lease);
+        return -EINVAL;
+    }
+    return place(r, hash, true, NULL, 0, skip, nskip, true, lease);
 }
 
 int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_member_t *m,
@@ -256,7 +321,57 @@ int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_memb
     ck_pr_inc_64(&mm->primary);
     ck_pr_inc_64(&shard->leases);
     ck_pr_inc_64(&shard->acquired);
-    lease_fill(r, lease, mm, shard);
+    lease_fill(r, lease, mm, shard, CHRING_OUTCOME_OWNER);
+    return 0;
+}
+
+/* The capacity m has for the next acquire on s, judged as place() judges it; *usable false when
+ * m cannot be admitted at all (down, scale 0). */
+static uint64_t member_capacity(chring_t *r, const chring_snap_t *s, chring_member_t *m,
+                                uint32_t weight, bool *usable)
+{
+    *usable = false;
+    if (chring__member_down(m))
+        return 0;
+    double scale = CHRING_LOAD_32(&m->ramp_gen) != 0 ? chring__member_ramp_scale(m) : 1.0;
+    if (scale <= 0.0)
+        return 0;
+    *usable = true;
+    bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
+    struct capacity capacity;
+    capacity_init(&capacity, r, s, any_down);
+    return capacity_of(&capacity, weight, scale);
+}
+
+int chring_acquire_try(chring_t *r, const chring_snap_t *s, const chring_member_t *m,
+                       chring_lease_t *lease)
+{
+    if (lease == NULL)
+        return -EINVAL;
+    lease_clear(lease);
+    if (r == NULL || s == NULL || m == NULL)
+        return -EINVAL;
+    uint32_t weight = chring_snap_weight(s, m);
+    if (weight == 0)
+        return -ENOENT;
+    chring_member_t *mm = (chring_member_t *)m;
+    bool usable;
+    uint64_t cap = member_capacity(r, s, mm, weight, &usable);
+    if (!usable)
+        return -ENOENT;
+    /* Strict admission, as in place(): keep the lease only if the load before it was below the
+     * capacity (load 0 is below every capacity of a usable member).  s's reference keeps m's
+     * word above zero meanwhile. */
+    uint64_t old = chring__member_admit(mm);
+    if (old != 0 && old >= cap) {
+        chring__member_undo(mm);
+        return -EBUSY;
+    }
+    struct chring_shard *shard = my_shard(r);
+    ck_pr_inc_64(&mm->primary);
+    ck_pr_inc_64(&shard->leases);
+    ck_pr_inc_64(&shard->acquired);
+    lease_fill(r, lease, mm, shard, CHRING_OUTCOME_OWNER);
     return 0;
 }
 
@@ -281,8 +396,8 @@ uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s, const chrin
     uint32_t w = chring_snap_weight(s, m);
     if (r == NULL || w == 0)
         return 0;
-    uint64_t cap = chring_capacity_weighted(chring__leases(r), w, chring__up_weight(s), r->balance);
-    return scaled(cap, chring__member_ramp_scale((chring_member_t *)m));
+    bool usable;
+    return member_capacity(r, s, (chring_member_t *)m, w, &usable);
 }
 
 void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)

@@ -10,6 +10,7 @@
 
 #ifdef CHRING_TSAN
 char chring__tsan_grace_token;
+char chring__tsan_barrier_token;
 #endif
 
 const chring_snap_t *chring_snap_enter(chring_t *r)

@@ -323,6 +323,7 @@ const struct chring_profile_desc chring__profiles[CHRING_PROFILE_COUNT] = {
                                 .mergeable = true,
                                 .collide = CHRING_COLLIDE_KEEP_ALL,
                                 .nearest = true,
+                                .max_weight = 256,
                                 .name_check = name_check_haproxy,
                                 .hash = hash_haproxy,
                                 .points = points_haproxy,
@@ -405,4 +406,22 @@ int chring_profile_parse(const char *name, chring_profile_t *out)
         }
     }
     return -EINVAL;
+}
+
+int chring_profile_info(chring_profile_t profile, chring_profile_info_t *out)
+{
+    const struct chring_profile_desc *d = profile_desc(profile);
+    if (d == NULL || out == NULL)
+        return -EINVAL;
+    memset(out, 0, sizeof *out);
+    out->name = d->name;
+    out->hash_bits = d->bits;
+    out->uses_vnodes = d->uses_vnodes;
+    out->names_are_ids = d->name_check != NULL;
+    out->nearest = d->nearest;
+    out->join_order = d->collide == CHRING_COLLIDE_SKIP_TAKEN;
+    out->counts_need_ring = d->counts_need_ring;
+    out->default_vnodes = d->uses_vnodes ? CHRING_DEFAULT_VNODES : 0;
+    out->max_weight = d->max_weight;
+    return 0;
 }

@@ -107,6 +107,7 @@ static void snap_rcu_done(struct rcu_head *head)
     CHRING_GRACE_ENDED();
     chring_snap_t *s = caa_container_of(head, chring_snap_t, rcu);
     chring__snap_unref(s);
+    CHRING_CALLBACK_DONE();
 }
 
 /* Drops the published reference of a snapshot that was just replaced, once no reader can
@@ -118,6 +119,7 @@ static void retire_snapshot(chring_snap_t *old)
      * test must catch this under ASan and TSan. */
     chring__snap_unref(old);
 #else
+    CHRING_CALLBACK_QUEUED();
     call_rcu(&old->rcu, snap_rcu_done);
 #endif
 }
@@ -154,6 +156,7 @@ void chring_free(chring_t **rp)
     /* Every pending callback (snapshots replaced earlier) runs before the ring goes. */
     rcu_barrier();
     CHRING_GRACE_ENDED();
+    CHRING_BARRIER_ENDED();
     chring__blocks_drop(&r->blocks);
 
     pthread_mutex_destroy(&r->lock);

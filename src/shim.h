@@ -43,11 +43,23 @@ extern char chring__tsan_grace_token;
 #define CHRING_RCU_DEREF(p) __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
 #define CHRING_GRACE_READER_DONE() __tsan_release(&chring__tsan_grace_token)
 #define CHRING_GRACE_ENDED() __tsan_acquire(&chring__tsan_grace_token)
+/* rcu_barrier(), told to TSan: a call_rcu callback's end happens before rcu_barrier returns
+ * (liburcu's completion is uninstrumented).  Then no suppression of liburcu hides what those
+ * callbacks (and the user's retire, which they call) did. */
+extern char chring__tsan_barrier_token;
+/* call_rcu's queue, told to TSan: what the writer did before queueing a callback happens before
+ * the callback (which begins with CHRING_GRACE_ENDED, an acquire of the same token). */
+#define CHRING_CALLBACK_QUEUED() __tsan_release(&chring__tsan_grace_token)
+#define CHRING_CALLBACK_DONE() __tsan_release(&chring__tsan_barrier_token)
+#define CHRING_BARRIER_ENDED() __tsan_acquire(&chring__tsan_barrier_token)
 #else
 #define CHRING_RCU_ASSIGN(p, v) rcu_assign_pointer((p), (v))
 #define CHRING_RCU_DEREF(p) rcu_dereference(p)
 #define CHRING_GRACE_READER_DONE() ((void)0)
 #define CHRING_GRACE_ENDED() ((void)0)
+#define CHRING_CALLBACK_QUEUED() ((void)0)
+#define CHRING_CALLBACK_DONE() ((void)0)
+#define CHRING_BARRIER_ENDED() ((void)0)
 #endif
 
 /* ---- plain atomic loads and stores of shared counters ------------------------------------- */

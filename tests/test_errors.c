@@ -41,7 +41,8 @@ Test(errors, strerror_names_each_listed_errno_distinctly)
 
 Test(errors, every_errno_the_header_documents_is_listed)
 {
-    const int documented[] = {-EINVAL, -ENOMEM, -ENOENT, -ENAMETOOLONG, -ENOSPC, -E2BIG, -ERANGE};
+    const int documented[] = {-EINVAL, -ENOMEM, -ENOENT, -ENAMETOOLONG, -ENOSPC, -E2BIG, -ERANGE,
+                              -EBUSY};
     for (size_t d = 0; d < sizeof documented / sizeof documented[0]; d++) {
         bool found = false;
         for (size_t i = 0; i < NLISTED; i++)
@@ -53,7 +54,7 @@ Test(errors, every_errno_the_header_documents_is_listed)
 Test(errors, values_the_library_never_returns_are_unknown)
 {
     /* -EEXIST in particular: no function returns it, so it has no name of its own. */
-    const int others[] = {-EEXIST, -EAGAIN, -EBUSY, 1, EINVAL};
+    const int others[] = {-EEXIST, -EAGAIN, 1, EINVAL};
     for (size_t k = 0; k < sizeof others / sizeof others[0]; k++)
         cr_assert_str_eq(chring_strerror(others[k]), "unknown error", "strerror(%d)", others[k]);
 }

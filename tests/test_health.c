@@ -234,9 +234,42 @@ struct ref_scale {
     double scale;
 };
 
-/* The bounded walk of docs/design.md §3 past the members of `skip`: the first member whose load
- * is below ceil(scale * ceil(c * (total + 1) * w / W)); if none, the least loaded met (the first
- * of equals), and *saturated is set. */
+/* E of docs/design.md §3 (effective weights): the sum, in name order as the library sums it, of
+ * s_j * w_j over the members not in `down`, s_j = 1 but for scale->m. */
+static double ref_effective_sum(const chring_snap_t *s, const struct set *down,
+                                const struct ref_scale *scale)
+{
+    double sum = 0.0;
+    for (size_t j = 0; j < chring_snap_len(s); j++) {
+        const chring_member_t *m = chring_snap_member(s, j);
+        if (in_set(down, m))
+            continue;
+        double w = (double)chring_snap_weight(s, m);
+        sum += scale->m == m ? scale->scale * w : w;
+    }
+    return sum;
+}
+
+/* The capacity of m by docs/design.md §3: ceil(c * (total + 1) * w / W) with every scale 1;
+ * with scale, effective weights: ceil(c * (total + 1) * (s * w) / E), left to right in double. */
+static uint64_t ref_capacity(const chring_snap_t *s, const chring_member_t *m, uint64_t total,
+                             uint64_t W, double c, const struct set *down,
+                             const struct ref_scale *scale)
+{
+    uint32_t w = chring_snap_weight(s, m);
+    if (scale == NULL || scale->m == NULL)
+        return chring_capacity_weighted(total, w, W, c);
+    double e = scale->m == m ? scale->scale * (double)w : (double)w;
+    double sum = ref_effective_sum(s, down, scale);
+    if (!(e > 0.0) || !(sum > 0.0))
+        return 0;
+    return (uint64_t)ceil(c * (double)(total + 1) * e / sum);
+}
+
+/* The bounded walk of docs/design.md §3 past the members of `skip` (down ones, or a retry's):
+ * the first member whose load is below its capacity (ref_capacity); if none, the least loaded
+ * met relative to its weight (the first of equals; one at scale 0 only if no other is met), and
+ * *saturated is set. */
 static const chring_member_t *ref_bounded(const struct ref_ring *rr, uint64_t h,
                                           const struct set *skip, ref_load_fn load, void *ctx,
                                           uint64_t total, uint64_t W, double c,
@@ -245,24 +278,30 @@ static const chring_member_t *ref_bounded(const struct ref_ring *rr, uint64_t h,
     *saturated = false;
     if (rr->n == 0)
         return NULL;
-    const chring_member_t *least = NULL;
-    uint64_t least_load = UINT64_MAX;
+    const chring_member_t *least = NULL, *parked = NULL;
+    uint64_t least_load = 0, parked_load = 0;
     size_t i = ref_first(rr, h);
     for (size_t step = 0; step < rr->n; step++, i = (i + 1) % rr->n) {
         const chring_member_t *m = rr->owner[i];
         if (in_set(skip, m))
             continue;
         uint64_t l = load(m, ctx);
-        uint64_t cap = chring_capacity_weighted(total, chring_snap_weight(rr->s, m), W, c);
-        if (scale != NULL && scale->m == m)
-            cap = (uint64_t)ceil(scale->scale * (double)cap);
-        if (l < cap)
+        uint64_t w = chring_snap_weight(rr->s, m);
+        bool zero = scale != NULL && scale->m == m && scale->scale <= 0.0;
+        if (zero) {
+            if (parked == NULL || l * chring_snap_weight(rr->s, parked) < parked_load * w)
+                parked = m, parked_load = l;
+            continue;
+        }
+        if (l < ref_capacity(rr->s, m, total, W, c, skip, scale))
             return m;
-        if (l < least_load) {
+        if (least == NULL || l * chring_snap_weight(rr->s, least) < least_load * w) {
             least_load = l;
             least = m;
         }
     }
+    if (least == NULL)
+        least = parked;
     *saturated = least != NULL;
     return least;
 }
@@ -524,10 +563,8 @@ static void acquire_and_check(const char *label, chring_t *r, const struct keys 
                 const chring_member_t *m = chring_snap_member(s, j);
                 if (in_set(down, m))
                     continue;
-                uint64_t cap = chring_capacity_weighted(chring_leases(r), chring_snap_weight(s, m),
-                                                        up_weight(s, down), CHRING_DEFAULT_BALANCE);
-                if (scale != NULL && scale->m == m)
-                    cap = (uint64_t)ceil(scale->scale * (double)cap);
+                uint64_t cap = ref_capacity(s, m, chring_leases(r), up_weight(s, down),
+                                            CHRING_DEFAULT_BALANCE, down, scale);
                 cr_assert_eq(chring_member_capacity(r, s, m), cap,
                              "%s: capacity of %s after %d leases", label, chring_member_name(m),
                              i - first);
@@ -614,7 +651,7 @@ Test(health, acquire_skip_also_passes_over_members_down)
     size_t nups = 0;
     for (int i = 1; i < NMEMBERS; i++)
         ups[nups++] = find_member(s, i);
-    chring_lease_t lease = {(chring_member_t *)downm, 42};
+    chring_lease_t lease = {(chring_member_t *)downm, 42, 0};
     cr_assert_eq(chring_acquire_skip(r, "k", 1, ups, nups, &lease), -ENOENT,
                  "only a member down is left: -ENOENT");
     cr_assert_null(lease.member, "the lease is cleared");
@@ -652,7 +689,7 @@ Test(health, every_member_down_answers_like_an_empty_ring)
         chring_snap_exit(r, s);
         cr_assert_eq(chring_lookup_name(r, "k", 1, buf, sizeof buf), -ENOENT, "%s: lookup_name",
                      pc->label);
-        chring_lease_t lease = {(chring_member_t *)1, 7};
+        chring_lease_t lease = {(chring_member_t *)1, 7, 0};
         cr_assert_eq(chring_acquire(r, "k", 1, &lease), -ENOENT, "%s: acquire", pc->label);
         cr_assert_null(lease.member, "%s: lease cleared", pc->label);
         lease.member = (chring_member_t *)1;
@@ -1096,14 +1133,19 @@ Test(health, capacity_follows_the_scale_during_a_ramp)
             sleep_ms(wait);
         const chring_snap_t *s = chring_snap_enter(r);
         const chring_member_t *m = find_member(s, 3);
-        uint64_t plain = chring_capacity_weighted(200, 3, 12, CHRING_DEFAULT_BALANCE);
         double ta = now_ms();
         uint64_t cap = chring_member_capacity(r, s, m);
         double tb = now_ms();
         chring_snap_exit(r, s);
-        uint64_t lo = (uint64_t)ceil(linear(0.0, 1.0, len, ta - t1) * (double)plain);
-        uint64_t hi = (uint64_t)ceil(linear(0.0, 1.0, len, tb - t0) * (double)plain);
-        cr_assert(cap >= lo && cap <= hi, "step %d: capacity %llu outside [%llu, %llu] of %llu",
+        /* Effective weights (docs/design.md §3): member 3 (weight 3 of 12) at scale x has
+         * capacity ceil(c * 201 * 3x / (9 + 3y)), y the scale its E was summed at, at most 1 ms
+         * earlier. */
+        double x_lo = linear(0.0, 1.0, len, ta - t1), x_hi = linear(0.0, 1.0, len, tb - t0);
+        double y_lo = linear(0.0, 1.0, len, ta - t1 - 1.0);
+        uint64_t lo = (uint64_t)ceil(CHRING_DEFAULT_BALANCE * 201.0 * (3.0 * x_lo) / (9.0 + 3.0 * x_hi));
+        uint64_t hi = (uint64_t)ceil(CHRING_DEFAULT_BALANCE * 201.0 * (3.0 * x_hi) / (9.0 + 3.0 * y_lo));
+        uint64_t plain = chring_capacity_weighted(200, 3, 12, CHRING_DEFAULT_BALANCE);
+        cr_assert(cap >= lo && cap <= hi, "step %d: capacity %llu outside [%llu, %llu] (%llu at 1)",
                   step, (unsigned long long)cap, (unsigned long long)lo, (unsigned long long)hi,
                   (unsigned long long)plain);
     }

@@ -391,7 +391,7 @@ Test(leases, zeroed_lease_release_is_a_noop)
     chring_lease_t zero;
     memset(&zero, 0, sizeof zero);
     chring_release(r, &zero);
-    chring_lease_t cleared = {NULL, 0};
+    chring_lease_t cleared = {NULL, 0, 0};
     chring_release(r, &cleared);
     cr_assert_eq(chring_leases(r), 1u, "the real lease is still counted");
     cr_assert_eq(chring_member_load(held.member), 1u, "its load is intact");
@@ -904,7 +904,7 @@ Test(leases, release_ignores_a_lease_the_library_did_not_fill_in)
     add_or_fail(r, "a", 1, NULL);
     chring_lease_t real;
     acquire_ok(r, "k", &real, "a");
-    chring_lease_t forged = {real.member, 0};
+    chring_lease_t forged = {real.member, 0, 0};
     chring_release(r, &forged);
     cr_assert_eq(load_by_name(r, "a"), 1u, "the member's load is untouched");
     cr_assert_eq(chring_leases(r), 1u, "the ring's count is untouched");

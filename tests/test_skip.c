@@ -68,14 +68,16 @@ static struct choice model_choice(chring_t *r, const chring_snap_t *s, const cha
                  "the model's owner of %s is the ring's", key);
 
     const chring_member_t *least = NULL;
-    uint64_t least_load = UINT64_MAX;
+    uint64_t least_load = 0;
     for (size_t t = 0; t < n; t++) {
         const chring_member_t *m;
         cr_assert_eq(chring_snap_point(s, (start + t) % n, NULL, &m), 0);
         if (in_skip(m, skip, nskip))
             continue;
         uint64_t load = chring_member_load(m);
-        if (load < least_load) {
+        /* The least loaded relative to its weight (docs/design.md §3). */
+        if (least == NULL ||
+            load * chring_snap_weight(s, least) < least_load * chring_snap_weight(s, m)) {
             least_load = load;
             least = m;
         }
@@ -183,7 +185,7 @@ static void one_ring(chring_profile_t profile, uint64_t *rng, struct seen *seen)
         chring_stats_t before, after;
         chring_stats(r, &before);
 
-        chring_lease_t lease = {(chring_member_t *)stale, 12345};
+        chring_lease_t lease = {(chring_member_t *)stale, 12345, 0};
         int rc = chring_acquire_skip(r, key, strlen(key), skip, nskip, &lease);
         chring_stats(r, &after);
 
@@ -298,17 +300,17 @@ Test(skip, stale_pointer_matches_nothing_not_even_its_successor)
 Test(skip, bad_arguments_and_the_empty_ring)
 {
     chring_t *r = ring_create(NULL);
-    chring_lease_t lease = {(chring_member_t *)&lease, 9};
+    chring_lease_t lease = {(chring_member_t *)&lease, 9, 0};
     cr_assert_eq(chring_acquire_skip(r, "k", 1, NULL, 0, &lease), -ENOENT, "empty ring");
     cr_assert_null(lease.member);
     add_numbered(r, "s", 0, 3);
     const chring_member_t *skip[1] = {NULL};
     cr_assert_eq(chring_acquire_skip(NULL, "k", 1, skip, 1, &lease), -EINVAL, "NULL ring");
     cr_assert_eq(chring_acquire_skip(r, "k", 1, skip, 1, NULL), -EINVAL, "NULL lease");
-    lease = (chring_lease_t){(chring_member_t *)&lease, 9};
+    lease = (chring_lease_t){(chring_member_t *)&lease, 9, 0};
     cr_assert_eq(chring_acquire_skip(r, NULL, 1, skip, 1, &lease), -EINVAL, "NULL key, len 1");
     cr_assert_null(lease.member, "the lease is cleared on -EINVAL");
-    lease = (chring_lease_t){(chring_member_t *)&lease, 9};
+    lease = (chring_lease_t){(chring_member_t *)&lease, 9, 0};
     cr_assert_eq(chring_acquire_skip(r, "k", 1, NULL, 2, &lease), -EINVAL, "NULL skip, nskip 2");
     cr_assert_null(lease.member, "the lease is cleared on -EINVAL");
     cr_assert_eq(lease.reserved_, 0u);

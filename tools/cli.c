@@ -52,9 +52,8 @@ static const cli_command_t commands[] = {
     {"DIST", cli_cmd_dist, ARGS_NONE, 0, NULL,
      "DIST                each member, in pool order     <name> points=<p> share=<x>"},
     {"SNAP", cli_cmd_snap, ARGS_WORDS, 1, "usage: SNAP <n>",
-     "SNAP <n>            record owners of key0..key<n-1>: ring, mod    OK"},
-    {"MOVED", cli_cmd_moved, ARGS_NONE, 0, NULL,
-     "MOVED               keys whose owner changed since SNAP    ring=<x> mod=<y>"},
+     "SNAP <n> / MOVED    record owners of key0..key<n-1> / count moves  OK / ring=."},
+    {"MOVED", cli_cmd_moved, ARGS_NONE, 0, NULL, NULL},
     {"WEIGHT", cli_cmd_weight, ARGS_WORDS, 2, "usage: WEIGHT <name> <weight>",
      "WEIGHT / LOAD n <x> a member's weight / the load BOUNDED sees     OK"},
     {"LOAD", cli_cmd_load, ARGS_WORDS, 2, "usage: LOAD <name> <load>", NULL},
@@ -63,12 +62,14 @@ static const cli_command_t commands[] = {
      "BOUNDED <key>       owner with bounded loads (LOAD values)        name | EMPTY"},
     {"ACQUIRE", cli_cmd_acquire, ARGS_VERBATIM, 0,
      "usage: ACQUIRE <key> (one space, then the key verbatim)",
-     "ACQUIRE <key>       place it on the built-in counters  <name> <lease> | EMPTY"},
+     "ACQUIRE[H] <key|h>  on the built-in counters (H: hash)  <name> <lease> | EMPTY"},
+    {"ACQUIREH", cli_cmd_acquire_hash, ARGS_WORDS, 1, "usage: ACQUIREH <hash>", NULL},
     {"RETRY", cli_cmd_retry, ARGS_VERBATIM, 0,
      "usage: RETRY <count> <name>... <key> (one space, then the key verbatim)",
      "RETRY k n.. <key>   ACQUIRE, passing over the k names  <name> <lease> | EMPTY"},
     {"RELEASE", cli_cmd_release, ARGS_WORDS, 1, "usage: RELEASE <lease-number>",
-     "RELEASE <lease>     release a lease                               OK"},
+     "RELEASE <l> / TRY n release / a lease on n if below capacity  OK / <name> <l>"},
+    {"TRY", cli_cmd_try, ARGS_WORDS, 1, "usage: TRY <name>", NULL},
     {"REPLICAS", cli_cmd_replicas, ARGS_VERBATIM, 0, "usage: REPLICAS <key> <n>",
      "REPLICAS <key> <n>  n distinct owners clockwise             names... | EMPTY"},
     {"DOWN", cli_cmd_down, ARGS_SOME_NAMES, 0, NULL,
@@ -80,6 +81,10 @@ static const cli_command_t commands[] = {
     {"STATS", cli_cmd_stats, ARGS_NONE, 0, NULL,
      "STATS / VERSION     ring and member counters / snapshot version"},
     {"VERSION", cli_cmd_version, ARGS_NONE, 0, NULL, NULL},
+    {"DIGEST", cli_cmd_digest, ARGS_NONE, 0, NULL,
+     "DIGEST/MARK/DIFF    placement digest / hold the ring / arcs moved since MARK"},
+    {"MARK", cli_cmd_mark, ARGS_NONE, 0, NULL, NULL},
+    {"DIFF", cli_cmd_diff, ARGS_NONE, 0, NULL, NULL},
 };
 
 #define COMMANDS_LEN (sizeof(commands) / sizeof(commands[0]))
@@ -130,6 +135,7 @@ void chring_cli_free(chring_cli_t *cli)
         return;
     cli_leases_free(cli);
     cli_snap_clear(cli);
+    cli_mark_clear(cli);
     /* chring_free retires (frees) every pool entry through cli_member_retire. */
     chring_free(&cli->ring);
     free(cli->pool);

@@ -66,6 +66,8 @@ struct chring_cli {
     uint32_t *snap_mod;
     size_t snap_count;
 
+    const chring_snap_t *marked; /* MARK's held snapshot, for DIFF (cli_agree.c); NULL: none */
+
     cli_lease_t *leases; /* sorted by number; released ones are compacted away lazily */
     size_t leases_len, leases_cap, leases_live;
     uint64_t next_lease;
@@ -199,6 +201,14 @@ void cli_cmd_down(cli_call_t *call);
 void cli_cmd_up(cli_call_t *call);
 void cli_cmd_ramp(cli_call_t *call);
 void cli_cmd_health(cli_call_t *call);
+/* By hash, within capacity (cli_leases.c); agreement and change (cli_agree.c). */
+void cli_cmd_acquire_hash(cli_call_t *call);
+void cli_cmd_try(cli_call_t *call);
+void cli_cmd_digest(cli_call_t *call);
+void cli_cmd_mark(cli_call_t *call);
+void cli_cmd_diff(cli_call_t *call);
+/* Puts MARK's snapshot (chring_cli_free, before the ring goes). */
+void cli_mark_clear(chring_cli_t *cli);
 
 /* The retire callback the ring frees pool entries with (cli_pool.c); also frees an entry that
  * never joined.  NULL-safe. */

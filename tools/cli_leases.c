@@ -187,3 +187,78 @@ void cli_cmd_release(cli_call_t *call)
     cli->leases_live--;
     cli_answer_ok(call->out);
 }
+
+/* The outcome word ACQUIREH prints. */
+static const char *outcome_word(uint32_t outcome)
+{
+    switch (outcome) {
+    case CHRING_OUTCOME_OWNER:
+        return "owner";
+    case CHRING_OUTCOME_SPILLED:
+        return "spilled";
+    case CHRING_OUTCOME_SATURATED:
+        return "saturated";
+    default:
+        return "none";
+    }
+}
+
+/* ACQUIREH <hash>: as ACQUIRE with the key's hash given (decimal, the profile's width; higher
+ * bits are ignored, chring_acquire_hash): "<owner> <lease number> owner|spilled|saturated". */
+void cli_cmd_acquire_hash(cli_call_t *call)
+{
+    chring_cli_t *cli = call->cli;
+    uint64_t hash;
+    if (!cli_parse_u64(call->words[0], UINT64_MAX, &hash)) {
+        cli_answer_err(call->out, "bad hash (decimal, 0 to 18446744073709551615)");
+        return;
+    }
+    if (!lease_room(cli, call->out))
+        return;
+    chring_lease_t lease;
+    int rc = chring_acquire_hash(cli->ring, hash, &lease);
+    uint32_t outcome = lease.outcome;
+    if (rc != 0 || !lease.member) {
+        lease_keep(cli, call->out, rc, &lease);
+        return;
+    }
+    cli_lease_t *slot = &cli->leases[cli->leases_len++];
+    slot->number = ++cli->next_lease;
+    slot->lease = lease; /* a move: the slot's copy is the lease now */
+    cli->leases_live++;
+    cli_put_name(call->out, slot->lease.member);
+    fprintf(call->out, " %" PRIu64 " %s\n", slot->number, outcome_word(outcome));
+}
+
+/* TRY <name>: a lease on that member only while it is below its capacity (chring_acquire_try):
+ * "<name> <lease number>", BUSY when it is full, REFUSED when it is not a member, is down or is
+ * at admission scale 0. */
+void cli_cmd_try(cli_call_t *call)
+{
+    chring_cli_t *cli = call->cli;
+    span_t word = call->words[0];
+    const char *reason = cli_name_check(word);
+    if (reason) {
+        cli_answer_err(call->out, reason);
+        return;
+    }
+    if (!lease_room(cli, call->out))
+        return;
+    char name[CHRING_NAME_MAX + 1];
+    memcpy(name, word.ptr, word.len);
+    name[word.len] = '\0';
+    const chring_snap_t *s = chring_snap_enter(cli->ring);
+    const chring_member_t *m = chring_snap_find(s, name);
+    chring_lease_t lease;
+    int rc = m ? chring_acquire_try(cli->ring, s, m, &lease) : -ENOENT;
+    chring_snap_exit(cli->ring, s);
+    if (rc == -EBUSY) {
+        fputs("BUSY\n", call->out);
+        return;
+    }
+    if (rc == -ENOENT) {
+        fputs("REFUSED\n", call->out);
+        return;
+    }
+    lease_keep(cli, call->out, rc, &lease);
+}

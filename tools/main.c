@@ -22,7 +22,7 @@ static const char usage_head[] =
     "usage: chring [--profile P=hash64] [--vnodes N] [--balance C] [FILE...]\n"
     "Reads commands from FILEs or stdin (-), one per line; answers each on stdout.\n"
     "  --profile P  murmur32 fnv32 fnv16 xxh3 ketama nginx haproxy envoy varnish\n"
-    "  --vnodes N   points per unit of weight (default 160; ketama, nginx ignore it)\n"
+    "  --vnodes N   points per weight, 160 (ketama nginx haproxy envoy ignore it)\n"
     "  --balance C  bounded-load factor of BOUNDED and ACQUIRE (default 1.25)\n"
     "Commands (any case; blank lines and # comments are ignored)         answer\n";
 static const char usage_tail[] =
@@ -154,12 +154,13 @@ int main(int argc, char **argv)
     }
 
     if (vnodes_text) {
-        /* ketama and nginx fix their own point counts and accept any value (docs/design.md
-         * §2.1). */
+        /* Profiles that fix their own point counts (the library's table: ketama, nginx, haproxy,
+         * envoy) accept any value, 0 included (docs/design.md §2.1). */
         chring_profile_t profile = CHRING_PROFILE_HASH64;
         if (opt.profile)
             chring_profile_parse(opt.profile, &profile);
-        bool ignored = profile == CHRING_PROFILE_KETAMA || profile == CHRING_PROFILE_NGINX;
+        chring_profile_info_t info;
+        bool ignored = chring_profile_info(profile, &info) == 0 && !info.uses_vnodes;
         unsigned long long v = 0;
         const char *p = vnodes_text;
         bool digits = *p != '\0';
@@ -172,7 +173,7 @@ int main(int argc, char **argv)
         }
         if (!digits || (!ignored && (v < 1 || v > CHRING_POINTS_MAX)))
             bad_usage("--vnodes takes a whole number from 1 to 16777216, not '%s'", vnodes_text);
-        opt.vnodes = (uint32_t)v; /* 0 (ketama, nginx) means the default, which they ignore */
+        opt.vnodes = (uint32_t)v; /* 0 (profiles that ignore it) means the default */
     }
 
     chring_cli_t *cli;

@@ -107,7 +107,8 @@ for bad in "--profile nope" "--profile custom" "--profile" "--vnodes 0" "--vnode
 done
 # Valid edge values; ketama and nginx ignore --vnodes and take any whole number
 # (docs/design.md §2.1).
-for ok in "--profile ketama --vnodes 0" "--vnodes 0 --profile=nginx" "--profile nginx --vnodes 4294967295"; do
+for ok in "--profile ketama --vnodes 0" "--vnodes 0 --profile=nginx" "--profile nginx --vnodes 4294967295" \
+    "--profile haproxy --vnodes 0" "--profile envoy --vnodes 0"; do
     # shellcheck disable=SC2086
     out=$(echo 'HASH a' | "$tool" $ok 2>&1); st=$?
     expect "option '$ok'" 0 "$st"

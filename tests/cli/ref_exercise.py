@@ -475,15 +475,20 @@ class Model:
 
     def walk(self, key, load, m, skip):
         """(chosen member, saturated): the first member clockwise from the key's point, outside
-        skip and up, whose load is 0 or below ceil(s * cap), cap = ceil(c * (m + 1) * w / W)
-        (docs/design.md §3; W is the weight of the members that are up, skipped ones too; s the
-        member's admission scale, the plain cap when s = 1); a member at s = 0 admits nothing.
-        Else the first least loaded member met outside skip at s > 0, saturated, or failing that
-        the first least loaded one at s = 0; (None, False) when there is none."""
+        skip and up, whose load is 0 or below its capacity ceil(c * (m + 1) * e / E) (docs/design.md
+        §3, effective weights: e = s * w, s the member's admission scale, and E the sum of e over
+        the members that are up, skipped ones too, in name order as the library sums it); a member
+        at s = 0 admits nothing.  Else the first least loaded member met outside skip at s > 0
+        relative to its weight (load / w), saturated, or failing that the same among those at
+        s = 0; (None, False) when there is none."""
         if not self.points:
             return None, False
         c = self.balance if self.balance >= 1 else 1.0
-        total_w = self.up_weight()
+        total_w = 0.0
+        for n in sorted(self.weight):
+            if n not in self.down:
+                s = self.scale_of(n)
+                total_w += s * self.weight[n] if s < 1 else float(self.weight[n])
         i = self.first_point(key)
         least = parked = None
         for step in range(len(self.points)):
@@ -491,16 +496,16 @@ class Model:
             if who in skip or who in self.down:
                 continue
             s = self.scale_of(who)
+            w = self.weight[who]
             if s <= 0:
-                if parked is None or load(who) < load(parked):
+                if parked is None or load(who) * self.weight[parked] < load(parked) * w:
                     parked = who
                 continue
-            cap = math.ceil(c * (m + 1) * self.weight[who] / total_w)
-            if s < 1:
-                cap = math.ceil(s * cap)
+            e = s * w if s < 1 else float(w)
+            cap = math.ceil(c * (m + 1) * e / total_w) if total_w > 0 else 0
             if load(who) == 0 or load(who) < cap:
                 return who, False
-            if least is None or load(who) < load(least):
+            if least is None or load(who) * self.weight[least] < load(least) * w:
                 least = who
         if least is None:
             least = parked

@@ -2,8 +2,10 @@
 # The ThreadSanitizer recipe of docs/install.md, as a user follows it: a TSan build of the library
 # (clang, -Db_sanitize=thread) installed in its own libdir beside the ordinary one, a threaded
 # user program built with -fsanitize=thread against it through pkg-config, run with the installed
-# share/chring/tsan.supp (liburcu's libraries only).  Passes when that run gives 0 reports and
-# the same program with a planted race of its own is reported.
+# share/chring/tsan.supp (one liburcu function, no library-wide pattern).  Passes when that run
+# gives 0 reports, the same program with a planted race of its own is reported, and so is a race
+# planted in its config.retire callback, which liburcu's call_rcu thread runs (a suppression such
+# as race:liburcu-bp.so would hide that one).
 #
 #   tsan-user.sh [SOURCE_ROOT]
 set -euo pipefail
@@ -25,6 +27,7 @@ lib="$prefix/lib/chring-tsan"
 supp="$prefix/share/chring/tsan.supp"
 [ -f "$supp" ] || die "share/chring/tsan.supp is not installed"
 grep -v '^#' "$supp" | grep -q chring && die "the suppressions name chring itself"
+grep -v '^#' "$supp" | grep -q '\.so' && die "the suppressions name a whole library"
 flags=$(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --cflags --libs chring)
 run() { # NAME EXTRA_CFLAGS -> prints the number of reports
     clang -fsanitize=thread -g -O1 $2 "$src/tests/consumers/tsan_user.c" $flags -Wl,-rpath,"$lib" -o "$tmp/$1"
@@ -44,4 +47,12 @@ for attempt in 1 2 3; do
     head -20 "$tmp/planted.log"
 done
 [ "$n" -gt 0 ] || die "TSan did not report the planted race: the run cannot fail"
+for attempt in 1 2 3; do
+    n=$(run retire -DPLANT_RETIRE_RACE)
+    echo "user program with a race in its retire callback (run $attempt): $n reports"
+    [ "$n" -gt 0 ] && grep -q count_retired "$tmp/retire.log" && break
+    head -20 "$tmp/retire.log"
+done
+[ "$n" -gt 0 ] && grep -q count_retired "$tmp/retire.log" ||
+    die "TSan did not report the race in the retire callback (call_rcu thread): the suppressions hide it"
 echo "tsan-user: ok"

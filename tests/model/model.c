@@ -618,6 +618,30 @@ double model_scaled_capacity(double cap, double scale)
     return scale >= 1.0 ? cap : ceil(scale * cap);
 }
 
+/* ---- effective weights (docs/design.md §3) ---------------------------------------------------- */
+
+double model_effective_sum(const model_snap_t *s, const unsigned char *down, const double *scale)
+{
+    double sum = 0.0;
+    for (size_t j = 0; j < s->nmembers; j++) {
+        if (down && down[j])
+            continue;
+        double w = (double)s->members[j].weight;
+        sum += scale && scale[j] < 1.0 ? scale[j] * w : w;
+    }
+    return sum;
+}
+
+double model_effective_capacity(double c, uint64_t m, double e, double sum)
+{
+    if (!(e > 0.0) || !(sum > 0.0))
+        return 0.0;
+    double x = model_balance(c) * (double)(m + 1);
+    x = x * e;
+    x = x / sum;
+    return ceil(x);
+}
+
 long model_walk_health(const model_snap_t *s, uint64_t h, double c, uint64_t m,
                        const uint64_t *loads, const unsigned char *skip, const unsigned char *down,
                        const double *scale, long *owner, int *saturated)
@@ -628,25 +652,27 @@ long model_walk_health(const model_snap_t *s, uint64_t h, double c, uint64_t m,
     if (start < 0)
         return -1;
     *owner = (long)s->points[start].member;
-    uint64_t up_weight = model_up_weight(s, down);
+    double sum = model_effective_sum(s, down, scale);
     long least = -1, parked = -1;
     for (size_t k = 0; k < s->npoints; k++) {
         uint32_t j = s->points[((size_t)start + k) % s->npoints].member;
         if (skip && skip[j])
-            continue; /* passed over as if full; it still counts in n, W and m */
+            continue; /* passed over as if full; it still counts in n, E and m */
         if (down && down[j])
-            continue; /* out of service: walked past, not counted in n and W */
+            continue; /* out of service: walked past, not counted in n and E */
         double sc = scale ? scale[j] : 1.0;
+        uint64_t w = s->members[j].weight;
         if (sc <= 0.0) {
-            if (parked < 0 || loads[j] < loads[parked])
+            if (parked < 0 || loads[j] * s->members[parked].weight < loads[parked] * w)
                 parked = (long)j; /* admits nothing; the last resort */
             continue;
         }
-        double cap = model_capacity(c, m, s->members[j].weight, up_weight);
-        if ((scale && loads[j] == 0) || (double)loads[j] < model_scaled_capacity(cap, sc))
+        double e = sc < 1.0 ? sc * (double)w : (double)w;
+        double cap = model_effective_capacity(c, m, e, sum);
+        if ((scale && loads[j] == 0) || (double)loads[j] < cap)
             return (long)j;
-        if (least < 0 || loads[j] < loads[least])
-            least = (long)j;
+        if (least < 0 || loads[j] * s->members[least].weight < loads[least] * w)
+            least = (long)j; /* least loaded relative to its weight */
     }
     if (least < 0)
         least = parked;

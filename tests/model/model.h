@@ -147,12 +147,18 @@ size_t model_lookup_n_up(const model_snap_t *s, uint64_t h, const unsigned char 
                          uint32_t *out, size_t n);
 /* A capacity under admission scale s: cap at s >= 1, else ceil(s * cap) in double. */
 double model_scaled_capacity(double cap, double scale);
+/* Effective weights (docs/design.md §3): E, the sum in name order of scale[j] * w_j over the
+ * members that are up (scale NULL: every scale 1), and the capacity ceil(c * (m + 1) * e / E) of
+ * a member of effective weight e, left to right in double (0 when e or E is not above 0). */
+double model_effective_sum(const model_snap_t *s, const unsigned char *down, const double *scale);
+double model_effective_capacity(double c, uint64_t m, double e, double sum);
 /* The walk of chring_acquire and chring_acquire_skip with health: as model_walk_skip, also
- * passing over the members that are down (W counts only the members up, skipped ones included);
- * with scale non-NULL a member is admitted when its load is 0 or below
- * model_scaled_capacity(cap, scale[j]), and a member at scale 0 admits nothing.  When nothing is
- * admitted the least loaded member met at a scale above 0 (first of equals) is returned, else
- * the least loaded one met at scale 0, with *saturated set; -1 when no member outside skip is up
+ * passing over the members that are down (E counts only the members up, skipped ones included);
+ * a member's capacity is model_effective_capacity of its effective weight scale[j] * w_j; with
+ * scale non-NULL a member is admitted when its load is 0 or below it, and a member at scale 0
+ * admits nothing.  When nothing is admitted the least loaded member met relative to its weight
+ * at a scale above 0 (first of equals) is returned, else the same among those met at scale 0,
+ * with *saturated set; -1 when no member outside skip is up
  * (*owner is still the member of h's point, up or down, whenever s has points). */
 long model_walk_health(const model_snap_t *s, uint64_t h, double c, uint64_t m,
                        const uint64_t *loads, const unsigned char *skip, const unsigned char *down,

@@ -1,11 +1,13 @@
 /* chring-nginx-expect: the nginx module tests' oracle.  Owners of keys by plain chring lookups
  * (the library's own answers), no module code.
  *
- *   chring-nginx-expect PROFILE VNODES NAME=WEIGHT... [-NAME...]  < keys  > owners
+ *   chring-nginx-expect [--digest] PROFILE VNODES NAME=WEIGHT... [-NAME...]  < keys  > owners
  *
  * Every NAME=WEIGHT is a member; a -NAME (a member listed before) is set down.  One key per line
- * on standard input, its owner's name per line on standard output.
+ * on standard input, its owner's name per line on standard output.  With --digest, only the
+ * ring's placement digest (chring_snap_digest, 16 hex digits) is printed.
  */
+#include <inttypes.h>
 #include <chring.h>
 
 #include <stdio.h>
@@ -17,8 +19,13 @@ int main(int argc, char **argv)
     chring_config_t cfg;
     chring_t *ring;
     char line[4096], name[CHRING_NAME_MAX + 1];
-    int i, rc;
+    int i, rc, digest = 0;
 
+    if (argc > 1 && strcmp(argv[1], "--digest") == 0) {
+        digest = 1;
+        argc--;
+        argv++;
+    }
     if (argc < 4) {
         fprintf(stderr, "usage: %s PROFILE VNODES NAME=WEIGHT... [-NAME...]\n", argv[0]);
         return 2;
@@ -49,6 +56,13 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: %s\n", argv[i], chring_strerror(rc));
             return 2;
         }
+    }
+    if (digest) {
+        const chring_snap_t *s = chring_snap_enter(ring);
+        printf("%016" PRIx64 "\n", chring_snap_digest(s));
+        chring_snap_exit(ring, s);
+        chring_free(&ring);
+        return 0;
     }
     while (fgets(line, sizeof(line), stdin) != NULL) {
         size_t len = strcspn(line, "\n");

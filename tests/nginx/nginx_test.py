@@ -247,6 +247,7 @@ http {{
     scgi_temp_path {d}/tmp/scgi;
     add_header X-Chring-Member $chring_member always;
     add_header X-Chring-Spilled $chring_spilled always;
+    add_header X-Chring-Digest $chring_digest always;
 {body}
 }}
 """.format(load=("load_module %s;" % os.path.abspath(MODULE)) if load else "",
@@ -402,6 +403,57 @@ def case_placement(env):
     moved = sum(1 for k in keys if lib[k][0] != ngx[k][0])
     check(moved > 0, "the default and nginx profiles agree on every key (the test cannot tell them apart)")
     log("placement: %d keys, hash64 = library, nginx = library = nginx's hash consistent" % len(keys))
+
+
+def get_digest(port, path):
+    """GET through nginx: (status, $chring_digest)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        r.read()
+        return r.status, r.getheader("X-Chring-Digest", "")
+    finally:
+        c.close()
+
+
+def case_digest(env):
+    """$chring_digest: the same in every worker and for the same servers listed in another order,
+    equal to the library's digest computed in another process (the oracle), different for a
+    different weight; and $chring_spilled comes from the
+    lease's outcome (0 for the owner with no load)."""
+    backends = [Backend(env) for _ in range(4)]
+    for b in backends:
+        b.start()
+    heavy = {backends[2].name: " weight=2"}
+    ng = Nginx(env, workers=2)
+    ng.start("\n".join([
+        upstream("fwd", "chring $arg_k", backends),
+        upstream("rev", "chring $arg_k", list(reversed(backends))),
+        upstream("heavy", "chring $arg_k", backends, heavy),
+        front(ng.port, ["fwd", "rev", "heavy"])]))
+    seen = {}
+    for tag in ("fwd", "rev", "heavy"):
+        digests = set()
+        for i in range(40):  # requests land on both workers
+            st, d = get_digest(ng.port, "/%s/?k=key%d" % (tag, i))
+            check(st == 200, "/%s/: status %d" % (tag, st))
+            check(len(d) == 16, "/%s/: $chring_digest %r is not 16 hex digits" % (tag, d))
+            digests.add(d)
+        check(len(digests) == 1, "/%s/: the workers disagree: %s" % (tag, sorted(digests)))
+        seen[tag] = digests.pop()
+    check(seen["fwd"] == seen["rev"], "the order servers are listed in changed the digest")
+    check(seen["fwd"] != seen["heavy"], "a weight change left the digest")
+    members = [(b.name, 1) for b in backends]
+    r = subprocess.run([EXPECT, "--digest", "hash64", "160"] + ["%s=%d" % m for m in members],
+                       stdout=subprocess.PIPE, timeout=60, check=True)
+    oracle = r.stdout.decode().strip()
+    check(seen["fwd"] == oracle, "$chring_digest %s, the library in another process %s"
+          % (seen["fwd"], oracle))
+    lib = route(ng.port, "fwd", ["k%d" % i for i in range(50)])
+    check(all(v[2] == "0" for v in lib.values()), "$chring_spilled is 1 with no load")
+    log("digest: %s in both workers and both orders, %s with a weight 2; the oracle agrees"
+        % (seen["fwd"], seen["heavy"]))
 
 
 def hot(port, path, clients, rounds):
@@ -698,6 +750,7 @@ CASES = {
     "reload": case_reload,
     "slow-start": case_slow_start,
     "badconf": case_badconf,
+    "digest": case_digest,
     "reloads-memory": case_reloads_memory,
 }
 

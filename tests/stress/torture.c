@@ -51,9 +51,12 @@
  *     sequence unchanged a lookup is never NULL, an acquire never -ENOENT, a retry -ENOENT only
  *     with 2 names down, lookup_n returns exactly min(n, members up) members, none down, and a
  *     bounded lookup with zero loads is the plain owner.  chring_acquire_member takes a member
- *     that is down.  Ramps only lower a capacity (ceil(s * cap) <= cap), so the hot epochs' bound
- *     below holds with them, saturated events (a member at scale 0 takes keys only through them)
- *     counted.  Between epochs the coordinator sets every member up at scale 1 again; readers put
+ *     that is down.  Effective weights (docs/design.md §3): a ramp scales its member's weight in
+ *     E too, so it raises the others' capacities; in hot epochs only the rampable slots
+ *     (RAMPABLE) ramp, and the hot bound below divides by E_min, the weight of the others.  After
+ *     every hot and health epoch, with the readers parked, the coordinator freezes each member's
+ *     scale (a constant ramp at its current value) and acquires alone: no saturation may happen
+ *     then (saturations need concurrency) unless every member up is at scale 0.  Between epochs the coordinator sets every member up at scale 1 again; readers put
  *     held snapshots on entering and leaving a health epoch, so the other epochs' checks see no
  *     member down.
  *   - fork() (the fork() paragraph of include/chring.h).  A few times per run
@@ -614,7 +617,7 @@ static const char *hot_terms(const chring_member_t *m, char *buf, size_t cap)
 {
     const hot_entry_t *e = hot_entry(m);
     snprintf(buf, cap,
-             "B = capacity_weighted(M = %" PRIu64 ", w = %u, W = %" PRIu64 ", c = %.2f)"
+             "B = capacity_weighted(M = %" PRIu64 ", w = %u, E_min = %" PRIu64 ", c = %.2f)"
              " = %" PRIu64 "; %d readers x %d leases; chring_leases now %" PRIu64,
              hot_m_bound, e->weight, hot_total_weight, BALANCE, e->bound, nthreads, K_HOT,
              chring_leases(ring));
@@ -1625,6 +1628,9 @@ static void flip(unsigned i, bool down)
         flips_up++;
 }
 
+/* The slots hot epochs ramp (effective weights: the others' weight is E_min of the hot bound). */
+#define RAMPABLE(slot) ((slot) % 3 == 0)
+
 static void *flipper_main(void *arg)
 {
     (void)arg;
@@ -1645,7 +1651,7 @@ static void *flipper_main(void *arg)
                     }
             }
             flip(i, !flip_down[i]);
-        } else if (mode != FLIP_NONE) {
+        } else if (mode != FLIP_NONE && (mode == FLIP_ALL || RAMPABLE(i))) {
             /* Constant (ms 0, or from = to over a time) or timed, 1 to 50 ms. */
             double from = scales[(r >> 12) % nscales], to = scales[(r >> 16) % nscales];
             uint32_t ms = 1 + (uint32_t)((r >> 20) % 50);
@@ -1733,6 +1739,7 @@ static int cmp_ptr(const void *a, const void *b)
 }
 
 static uint64_t checkpoints;
+static uint64_t probe_acquires; /* the coordinator's own acquires (ramp_probe) */
 
 /* Every thread is parked: nothing is in flight, so every count must be exact. */
 static void checkpoint(void)
@@ -1745,6 +1752,7 @@ static void checkpoint(void)
         acquires += threads[i].acquires;
         retries += threads[i].retries;
     }
+    acquires += probe_acquires;
     const chring_member_t **held = malloc((total + 1) * sizeof *held);
     CHECK(held != NULL, "out of memory");
     size_t k = 0;
@@ -1818,6 +1826,46 @@ static void checkpoint(void)
     free(held);
 }
 
+/* After a ramp epoch (readers parked): with every scale frozen where it is, acquires made alone
+ * never saturate (docs/design.md §3: the capacities add up to at least c * (m + 1) > m), unless
+ * no member up admits anything.  Leaves the ring's leases as it found them. */
+static void ramp_probe(void)
+{
+    pthread_mutex_lock(&flip_lock); /* the flipper idles */
+    bool someone_admits = false;
+    const chring_snap_t *s = chring_snap_enter(ring);
+    for (unsigned i = 0; i < NSLOTS; i++) {
+        if (!slots[i].present)
+            continue;
+        const chring_member_t *m = chring_snap_find(s, slots[i].name);
+        if (m == NULL)
+            continue;
+        double scale = chring_member_scale(m);
+        int rc = chring_set_ramp(ring, slots[i].name, scale, scale, 0);
+        CHECK(rc == 0, "probe: chring_set_ramp(%.40s): %s", slots[i].name, chring_strerror(rc));
+        someone_admits |= scale > 0.0 && !chring_member_is_down(m);
+    }
+    chring_snap_exit(ring, s);
+    enum { PROBE = 64 };
+    chring_lease_t lease[PROBE];
+    uint64_t before = saturated_now();
+    char key[32];
+    for (int k = 0; k < PROBE; k++) {
+        snprintf(key, sizeof key, "probe-%d", k);
+        int rc = chring_acquire(ring, key, strlen(key), &lease[k]);
+        CHECK(rc == 0 || (rc == -ENOENT && !someone_admits), "probe: chring_acquire: %s",
+              chring_strerror(rc));
+        probe_acquires += rc == 0;
+    }
+    uint64_t sat = saturated_now() - before;
+    CHECK(sat == 0 || !someone_admits,
+          "probe: %" PRIu64 " of %d acquires saturated single-threaded with the scales frozen", sat,
+          PROBE);
+    for (int k = 0; k < PROBE; k++)
+        chring_release(ring, &lease[k]);
+    pthread_mutex_unlock(&flip_lock);
+}
+
 /* Prepares a hot epoch: frees every lease (from this thread: releases may come from any thread)
  * and records each member's bound from the frozen snapshot. */
 static void prepare_hot(void)
@@ -1830,13 +1878,21 @@ static void prepare_hot(void)
     hot_table_len = chring_snap_len(s);
     for (size_t i = 0; i < hot_table_len; i++)
         total_weight += chring_snap_weight(s, chring_snap_member(s, i));
+    /* E >= E_min, the weight of the members that do not ramp (s_j <= 1 for the others), so
+     * cap_j = ceil(c * (m + 1) * s_j * w_j / E) <= capacity_weighted(M, w_j, E_min, c). */
+    for (unsigned i = 0; i < NSLOTS; i++)
+        if (slots[i].present && RAMPABLE(i)) {
+            const chring_member_t *m = chring_snap_find(s, slots[i].name);
+            total_weight -= m != NULL ? chring_snap_weight(s, m) : 0;
+        }
     hot_total_weight = total_weight;
     for (size_t i = 0; i < hot_table_len; i++) {
         const chring_member_t *m = chring_snap_member(s, i);
         hot_table[i].member = m;
         hot_table[i].weight = chring_snap_weight(s, m);
-        hot_table[i].bound =
-            chring_capacity_weighted(hot_m_bound, chring_snap_weight(s, m), total_weight, BALANCE);
+        hot_table[i].bound = total_weight == 0 ? UINT64_MAX / 4
+                                               : chring_capacity_weighted(hot_m_bound,
+                                                     chring_snap_weight(s, m), total_weight, BALANCE);
     }
     chring_snap_exit(ring, s);
     hot_saturated_start = saturated_now();
@@ -1944,6 +2000,8 @@ int main(int argc, char **argv)
         atomic_store_explicit(&epoch_stop, 1, memory_order_release);
         pthread_barrier_wait(&barrier); /* A */
         checkpoint();
+        if (epoch_kind == EPOCH_HOT || epoch_kind == EPOCH_HEALTH)
+            ramp_probe();
         epochs++;
         bool over = now_ns() >= end;
         if (over) {

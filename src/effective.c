@@ -1,0 +1,107 @@
+/* Effective weights: the bound that holds while members warm up and drain (docs/design.md §3).
+ * SPDX-License-Identifier: MIT
+ *
+ * A member's admission scale s_j (health.c) scales its weight in the capacities' total as well
+ * as its own: with e_j = s_j * w_j over the members that are up and E the sum of the e_j, member
+ * j's capacity is ceil(c * (m + 1) * e_j / E).  The capacities then add up to at least
+ * c * (m + 1) > m whatever the scales, so an acquire saturates only through races.
+ *
+ * Cost.  E changes with time while a ramp runs, and summing it is O(members): so it is summed at
+ * most once a millisecond per snapshot and cached in the snapshot (its one mutable part, three
+ * words written by whichever acquire finds the sum stale).  Whether any ramp runs at all is one
+ * word beside the published pointer, health.ramp_epoch, which every acquire reads anyway with the
+ * count of members down: 0 means no member of the current membership ramps, and an acquire then
+ * judges by the integer weights exactly as without ramps, with no clock read.  Writers set it to
+ * a new sequence number whenever a ramp is set or a ramping member joins (and, while it is not 0,
+ * whenever health changes, so that a cached sum is not used across the change).  A sum over the
+ * current snapshot that finds no member ramping any more clears it with a compare-and-swap from
+ * the epoch it read: a writer that set a ramp meanwhile stored a newer epoch (after the ramp's
+ * generation), so the swap fails or the writer's store comes after it; either way the word ends
+ * non-zero.  A reader may see a sum summed by another thread while it checks the stamp: any sum
+ * it can see is at most a millisecond old, which is the promise. */
+#include "find.h"
+#include "member.h"
+
+#include <math.h>
+#include <time.h>
+
+uint64_t chring__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO: no system call */
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+static double bits_double(uint64_t b)
+{
+    double d;
+    memcpy(&d, &b, sizeof d);
+    return d;
+}
+
+static uint64_t double_bits(double d)
+{
+    uint64_t b;
+    memcpy(&b, &d, sizeof b);
+    return b;
+}
+
+double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
+{
+    chring_snap_t *cache = (chring_snap_t *)s; /* the mutable words only */
+    uint64_t now = chring__now_ns();
+    uint64_t stamp = CHRING_LOAD_64(&cache->eff_stamp_ns);
+    ck_pr_fence_load(); /* the epoch and sum stored before that stamp */
+    if (stamp != 0 && now - stamp < CHRING_EFF_MAX_AGE_NS && now >= stamp &&
+        CHRING_LOAD_64(&cache->eff_epoch) == epoch)
+        return bits_double(CHRING_LOAD_64(&cache->eff_bits));
+
+    double sum = 0.0;
+    bool ramping = false;
+    for (size_t j = 0; j < s->nmembers; j++) {
+        chring_member_t *m = s->members[j];
+        if (chring__member_down(m))
+            continue;
+        double w = (double)s->weights[j];
+        if (CHRING_LOAD_32(&m->ramp_gen) != 0) {
+            double scale = chring__member_ramp_scale(m);
+            ramping |= CHRING_LOAD_32(&m->ramp_gen) != 0; /* not cleared on reaching 1 */
+            sum += scale * w;
+        } else {
+            sum += w;
+        }
+    }
+    if (s != &chring__empty_snap) {
+        CHRING_STORE_64(&cache->eff_bits, double_bits(sum));
+        CHRING_STORE_64(&cache->eff_epoch, epoch);
+        ck_pr_fence_store(); /* pairs with the load fence above */
+        CHRING_STORE_64(&cache->eff_stamp_ns, now == 0 ? 1 : now);
+    }
+    struct chring_health *h = (struct chring_health *)s->health;
+    if (!ramping && epoch != 0 && h->current != NULL && CHRING_RCU_DEREF(*h->current) == s)
+        ck_pr_cas_64(&h->ramp_epoch, epoch, 0); /* fails if a writer set a ramp since */
+    return sum;
+}
+
+void chring__ramps_changed(chring_t *r)
+{
+    ck_pr_fence_store(); /* the ramp's generation before the epoch (see above) */
+    CHRING_STORE_64(&r->health.ramp_epoch, ++r->ramp_seq);
+}
+
+void chring__ramps_touch(chring_t *r)
+{
+    if (CHRING_LOAD_64(&r->health.ramp_epoch) != 0)
+        chring__ramps_changed(r);
+}
+
+uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double c)
+{
+    if (!(sum > 0.0) || !(e > 0.0))
+        return 0;
+    double m1 = total == UINT64_MAX ? (double)total + 1.0 : (double)(total + 1);
+    double x = ceil(c * m1 * e / sum); /* left to right, as docs/design.md §3 writes it */
+    if (!(x < 18446744073709551616.0))
+        return UINT64_MAX;
+    return (uint64_t)x;
+}
