@@ -1,5 +1,5 @@
 /* Change, observable: the arcs of the hash space whose owner differs between two snapshots
- * (chring_snap_diff), and the arc measures of the nearest-point profiles (docs/design.md §2, §3).
+ * (chring_snap_diff), and the arc measures of the nearest-point and varnish profiles (docs/design.md §2, §3).
  * SPDX-License-Identifier: MIT
  *
  * Owners by each profile's own rule, in the unshifted hash space of chring_snap_lookup_hash
@@ -7,6 +7,10 @@
  * breakpoints per point:
  *   first point at or after (every profile but haproxy): the owner of (q_prev, q] is the first
  *   point at q, so owners change only just after a point position (q + 1) and at 0;
+ *   varnish: as first point at or after, but the arc above the last position belongs to the
+ *   last point (not the first), and a ring of two points gives every position to point 1: the
+ *   breakpoints above still bound every piece, and the lookup at each piece's start applies
+ *   the rule (chring__start);
  *   nearest point (haproxy): a position exactly at a point q belongs to the first point there,
  *   (q, mid] to the last point at q and (mid, q_next) to the first at q_next, with mid =
  *   q + floor(d / 2) and d the distance to the next position (ties go to the point before); so

@@ -124,8 +124,8 @@ double chring_member_share(const chring_snap_t *s, const chring_member_t *m)
     long j = chring__snap_rank(s, m);
     if (j < 0 || s->npoints == 0)
         return 0.0;
-    if (s->prof.desc->nearest)
-        return chring__share_by_arcs(s, m); /* the nearest-point rule's arcs (diff.c) */
+    if (s->prof.desc->nearest || s->prof.desc->varnish_start)
+        return chring__share_by_arcs(s, m); /* nearest-point or varnish arcs (diff.c) */
     uint32_t slot = s->member_slot[j];
     double share = 0.0;
     for (size_t i = 0; i < s->npoints; i++) {
@@ -151,8 +151,8 @@ double chring_snap_moved(const chring_snap_t *a, const chring_snap_t *b)
         return 0.0;
     if (a->npoints == 0 || b->npoints == 0)
         return 1.0;
-    if (a->prof.desc->nearest)
-        return chring__moved_by_arcs(a, b); /* the nearest-point rule's arcs (diff.c) */
+    if (a->prof.desc->nearest || a->prof.desc->varnish_start)
+        return chring__moved_by_arcs(a, b); /* nearest-point or varnish arcs (diff.c) */
 
     /* Sweep the union of both position lists.  Between two consecutive distinct positions
      * (q_prev, q] the owner in each snapshot is the member of its first point >= q. */

@@ -23,7 +23,7 @@
 static const chring_profile_t profiles[] = {
     CHRING_PROFILE_HASH64, CHRING_PROFILE_MURMUR32, CHRING_PROFILE_FNV32, CHRING_PROFILE_FNV16,
     CHRING_PROFILE_XXH3,   CHRING_PROFILE_KETAMA,   CHRING_PROFILE_NGINX, CHRING_PROFILE_HAPROXY,
-    CHRING_PROFILE_ENVOY};
+    CHRING_PROFILE_ENVOY,  CHRING_PROFILE_VARNISH};
 #define NPROFILES (sizeof profiles / sizeof profiles[0])
 
 static chring_t *new_ring(chring_profile_t profile, uint32_t vnodes)
@@ -421,6 +421,41 @@ Test(diff, haproxy_share_follows_the_nearest_point_rule)
     cr_assert_float_eq(sum, 1.0, 1e-12);
     chring_snap_exit(r, s);
     chring_free(&r);
+}
+
+/* varnish: the arc above the last point belongs to the last point, and a ring of two points
+ * gives everything to point 1; shares follow that rule (few points, so the top arc is wide). */
+Test(diff, varnish_share_follows_its_top_arc_rule)
+{
+    for (uint32_t vnodes = 1; vnodes <= 3; vnodes += 2) {
+        chring_t *r = new_ring(CHRING_PROFILE_VARNISH, vnodes);
+        const char *names[] = {"b1", "b2", "b3"};
+        size_t n = vnodes == 1 ? 2 : 3; /* vnodes 1, two members: the two-point ring */
+        for (size_t j = 0; j < n; j++)
+            add_or_fail(r, names[j], 1, NULL);
+        const chring_snap_t *s = chring_snap_enter(r);
+        uint64_t rng = 7;
+        size_t count[3] = {0};
+        const int samples = 200000;
+        for (int t = 0; t < samples; t++) {
+            rng = rng * 6364136223846793005u + 1442695040888963407u;
+            const chring_member_t *m = chring_snap_lookup_hash(s, rng >> 32);
+            count[chring_member_name(m)[1] - '1']++;
+        }
+        double sum = 0;
+        for (size_t j = 0; j < n; j++) {
+            const chring_member_t *m = chring_snap_member(s, j);
+            double share = chring_member_share(s, m);
+            sum += share;
+            double p = (double)count[chring_member_name(m)[1] - '1'] / samples;
+            cr_assert_float_eq(share, p, 5 * sqrt(p * (1 - p) / samples) + 1e-9,
+                               "vnodes %u, member %s: share %g, sampled %g", vnodes,
+                               chring_member_name(m), share, p);
+        }
+        cr_assert_float_eq(sum, 1.0, 1e-12);
+        chring_snap_exit(r, s);
+        chring_free(&r);
+    }
 }
 
 static int stop_at_second(uint64_t from, uint64_t to, const chring_member_t *was,

@@ -759,7 +759,7 @@ static int lease_held_member(thread_t *t, held_lease_t *h, uint64_t r)
     /* The same member on the current snapshot: -ENOENT if it has left meanwhile. */
     const chring_snap_t *cur = chring_snap_enter(ring);
     if (chring_snap_find(cur, chring_member_name(m)) != m) {
-        chring_lease_t none = {NULL, 0};
+        chring_lease_t none = {NULL, 0, 0};
         int rc2 = chring_acquire_member(ring, cur, m, &none);
         CHECK(rc2 == -ENOENT && none.member == NULL,
               "chring_acquire_member of a member not in the snapshot returned %d", rc2);
