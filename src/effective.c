@@ -60,8 +60,12 @@ double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
     bool ramping = false;
     for (size_t j = 0; j < s->nmembers; j++) {
         chring_member_t *m = s->members[j];
-        if (chring__member_down(m))
+        /* A member down keeps its ramp: it counts as ramping, or the epoch would be cleared and
+         * its scale forgotten when it comes up again (the integer weights would judge it). */
+        if (chring__member_down(m)) {
+            ramping |= CHRING_LOAD_32(&m->ramp_gen) != 0;
             continue;
+        }
         double w = (double)s->weights[j];
         if (CHRING_LOAD_32(&m->ramp_gen) != 0) {
             double scale = chring__member_ramp_scale(m);

@@ -301,3 +301,30 @@ Test(effective, with_no_ramp_capacities_are_the_plain_weighted_rule)
     free(h);
     chring_free(&r);
 }
+
+/* A drain set while the member is down, then the member up again: its scale 0 must still count in
+ * E.  (A capacity computed while it was down saw no member ramping among those up and cleared the
+ * ring's "a ramp runs" word; coming up, the member was then judged by its integer weight: found
+ * by fuzz_api, fuzz/regress/api/ramp-set-while-down-then-up-keeps-effective-weights.) */
+Test(effective, a_drain_set_while_down_still_counts_when_the_member_comes_up)
+{
+    static const char *const names[] = {"a", "b", "c", "d"};
+    static const uint32_t weights[] = {1, 1, 1, 1};
+    chring_t *r = new_ring(0, 0.1);
+    populate(r, names, weights, 4);
+    cr_assert_eq(chring_set_down(r, "d", 1), 0);
+    cr_assert_eq(chring_set_ramp(r, "d", 0.0, 0.0, 0), 0);
+    struct held *h = held_new();
+    acquire_held("down-drained", r, h, 40); /* capacities judged with d down */
+    check_capacities("down-drained", r);
+    cr_assert_eq(chring_set_down(r, "d", 0), 0);
+    check_capacities("up-drained", r);
+    acquire_held("up-drained", r, h, 360);
+    check_capacities("up-drained", r);
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_assert_eq(chring_member_load(chring_snap_find(s, "d")), 0u);
+    chring_snap_exit(r, s);
+    release_held(r, h);
+    free(h);
+    chring_free(&r);
+}

@@ -93,8 +93,20 @@ if command -v cmake >/dev/null; then
     step "cmake find_package(chring CONFIG) against $prefix"
     cp -r "$src/tests/consumers/cmake" "$tmp/cmake-src"
     cp "$src/tests/pkg/pkg_user.c" "$tmp/cmake-src/"
-    cmake -S "$tmp/cmake-src" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/cmake.log" 2>&1 ||
+    want=$(sed -nE "s/^  version: '([0-9]+\.[0-9]+)\.[0-9]+',$/\1/p" "$src/meson.build")
+    [ -n "$want" ] || die "no version in meson.build"
+    cmake -S "$tmp/cmake-src" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
+        -DCHRING_WANT="$want" >"$tmp/cmake.log" 2>&1 ||
         { cat "$tmp/cmake.log"; die "cmake does not find chring"; }
+    # While the version is 0.x every minor release has its own ABI (docs/abi.md): asking for the
+    # previous minor must fail.
+    minor=${want#*.}
+    if [ "${want%%.*}" = 0 ] && [ "$minor" -gt 0 ]; then
+        if cmake -S "$tmp/cmake-src" -B "$tmp/cmake-old" -DCMAKE_PREFIX_PATH="$prefix" \
+            -DCHRING_WANT="0.$((minor - 1))" >"$tmp/cmake-old.log" 2>&1; then
+            die "find_package(chring 0.$((minor - 1))) accepted chring $want"
+        fi
+    fi
     cmake --build "$tmp/cmake-build" -j2 >"$tmp/cmake-build.log" 2>&1 || { tail -30 "$tmp/cmake-build.log"; die "the CMake consumer does not build"; }
     libdir=$(dirname "$(find "$prefix" -name libchring.so | head -n1)")
     for exe in user_shared user_default; do
