@@ -60,12 +60,14 @@ double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
     bool ramping = false;
     for (size_t j = 0; j < s->nmembers; j++) {
         chring_member_t *m = s->members[j];
+        /* A member down keeps its ramp (not cleared on reaching 1 either): it counts again when
+         * it is up, and chring_set_down only renews a non-zero epoch. */
+        ramping |= CHRING_LOAD_32(&m->ramp_gen) != 0;
         if (chring__member_down(m))
             continue;
         double w = (double)s->weights[j];
         if (CHRING_LOAD_32(&m->ramp_gen) != 0) {
             double scale = chring__member_ramp_scale(m);
-            ramping |= CHRING_LOAD_32(&m->ramp_gen) != 0; /* not cleared on reaching 1 */
             sum += scale * w;
         } else {
             sum += w;
