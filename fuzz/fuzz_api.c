@@ -4,9 +4,11 @@
  *
  * The input is decoded into a ring configuration and a sequence of API operations (the format is
  * described in docs/fuzz.md).  Every operation runs on the library and on the model; after it the
- * two must agree exactly (owners, replica lists, bounded choices, acquire choices, error codes,
- * versions, points in ring order, shares, moved fractions, loads and statistics, health: members
- * down and constant admission scales) or the target prints what differs and aborts.  The retire callback checks that every member object is retired
+ * two must agree exactly (owners, replica lists, bounded choices, acquire choices and outcomes,
+ * chring_acquire_try's admissions, error codes, versions, points in ring order, shares, moved
+ * fractions, the arcs of chring_snap_diff, digests equal exactly when the points are, loads and
+ * statistics, health: members down and constant admission scales) or the target prints what
+ * differs and aborts.  The retire callback checks that every member object is retired
  * exactly once, only after nothing references it any more, and never for an add that failed; a
  * udata a successful call did not keep (its change named a member that exists already) must come
  * back exactly once before the call returns, and none from a failed call (config.retire in
