@@ -1798,7 +1798,8 @@ static void diff_arc_owner(const model_snap_t *m, uint64_t from, uint64_t to, co
         if ((i == 0 || m->points[i - 1].pos != m->points[i].pos) &&
             !same_name(name, &m->members[m->points[i].member]))
             fail("chring_snap_diff: in arc [%llu, %llu] the point at %llu of %s is %s's, the arc "
-                 "says %s", (unsigned long long)from, (unsigned long long)to,
+                 "says %s",
+                 (unsigned long long)from, (unsigned long long)to,
                  (unsigned long long)m->points[i].pos, which,
                  show(m->members[m->points[i].member].name, m->members[m->points[i].member].len),
                  name ? show(name, strlen(name)) : "(none)");
@@ -1831,8 +1832,8 @@ static void diff_gap(const diff_ctx_t *d, uint64_t g0, uint64_t g1)
         uint64_t ea, eb;
         const model_member_t *oa = owner_piece(d->a, h, d->top, &ea);
         const model_member_t *ob = owner_piece(d->b, h, d->top, &eb);
-        int same = oa && ob ? oa->len == ob->len && memcmp(oa->name, ob->name, oa->len) == 0
-                            : !oa && !ob;
+        int same =
+            oa && ob ? oa->len == ob->len && memcmp(oa->name, ob->name, oa->len) == 0 : !oa && !ob;
         if (!same)
             fail("chring_snap_diff: no arc covers position %llu, owned by %s in a and %s in b",
                  (unsigned long long)h, oa ? show(oa->name, oa->len) : "(none)",
@@ -1851,18 +1852,20 @@ static int diff_fn(uint64_t from, uint64_t to, const chring_member_t *was,
     const char *wn = was ? chring_member_name(was) : NULL;
     const char *nn = now ? chring_member_name(now) : NULL;
     if (from > to || to > d->top)
-        fail("chring_snap_diff: arc [%llu, %llu] is not inside [0, %llu]",
-             (unsigned long long)from, (unsigned long long)to, (unsigned long long)d->top);
+        fail("chring_snap_diff: arc [%llu, %llu] is not inside [0, %llu]", (unsigned long long)from,
+             (unsigned long long)to, (unsigned long long)d->top);
     if (d->arcs > 0 && (d->prev_to == d->top || from <= d->prev_to))
         fail("chring_snap_diff: arc [%llu, %llu] after an arc ending at %llu",
              (unsigned long long)from, (unsigned long long)to, (unsigned long long)d->prev_to);
     if (same_owner_name(wn, nn))
         fail("chring_snap_diff: arc [%llu, %llu] has the same owner %s in both",
-             (unsigned long long)from, (unsigned long long)to, wn ? show(wn, strlen(wn)) : "(none)");
+             (unsigned long long)from, (unsigned long long)to,
+             wn ? show(wn, strlen(wn)) : "(none)");
     if (d->arcs > 0 && from == d->prev_to + 1 && same_owner_name(wn, d->prev_was) &&
         same_owner_name(nn, d->prev_now))
         fail("chring_snap_diff: arcs ending at %llu and starting at %llu have the same owners: "
-             "not maximal", (unsigned long long)d->prev_to, (unsigned long long)from);
+             "not maximal",
+             (unsigned long long)d->prev_to, (unsigned long long)from);
     uint64_t gap = d->arcs > 0 ? d->prev_to + 1 : 0;
     if (from > gap)
         diff_gap(d, gap, from - 1);
@@ -1903,7 +1906,8 @@ static void check_diff(const chring_snap_t *a, const model_snap_t *am, const chr
     double want = model_moved(am, bm), lib = chring_snap_moved(a, b);
     if (!close_enough(total, want) || !close_enough(total, lib))
         fail("chring_snap_diff: %zu arcs sum to %.17g, the model's moved fraction %.17g, "
-             "chring_snap_moved %.17g", d.arcs, total, want, lib);
+             "chring_snap_moved %.17g",
+             d.arcs, total, want, lib);
 }
 
 static void op_moved(input_t *in)

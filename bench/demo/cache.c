@@ -949,9 +949,10 @@ static void write_gp(const cache_opts_t *o, char *path, size_t cap, char *png, s
                "plot $D u 1:21 w l ls 3 dt 2 t '(a) capacity', '' u 1:20 w p ls 3 t '(a) highest "
                "load', '' u 1:23 w l ls 4 dt 2 t '(b) capacity', '' u 1:22 w p ls 4 t '(b) highest "
                "load'\n");
-    fprintf(f, "unset arrow 1\nset arrow 2 from %d, graph 0 to %d, graph 1 nohead dt 2 lc rgb "
-               "'#555555'\nset arrow 3 from %d, graph 0 to %d, graph 1 nohead dt 2 lc rgb "
-               "'#555555'\n",
+    fprintf(f,
+            "unset arrow 1\nset arrow 2 from %d, graph 0 to %d, graph 1 nohead dt 2 lc rgb "
+            "'#555555'\nset arrow 3 from %d, graph 0 to %d, graph 1 nohead dt 2 lc rgb "
+            "'#555555'\n",
             CHANGE, CHANGE, CHANGE + FLAP, CHANGE + FLAP);
     fprintf(f, "set ylabel 'acquires per window'\nset yrange [-1:10]\nset key top right\n");
     fprintf(f, "set title 'saturated acquires per window (every member met looked full: "
