@@ -4,9 +4,11 @@
  *
  * The input is decoded into a ring configuration and a sequence of API operations (the format is
  * described in docs/fuzz.md).  Every operation runs on the library and on the model; after it the
- * two must agree exactly (owners, replica lists, bounded choices, acquire choices, error codes,
- * versions, points in ring order, shares, moved fractions, loads and statistics, health: members
- * down and constant admission scales) or the target prints what differs and aborts.  The retire callback checks that every member object is retired
+ * two must agree exactly (owners, replica lists, bounded choices, acquire choices and outcomes,
+ * chring_acquire_try's admissions, error codes, versions, points in ring order, shares, moved
+ * fractions, the arcs of chring_snap_diff, digests equal exactly when the points are, loads and
+ * statistics, health: members down and constant admission scales) or the target prints what
+ * differs and aborts.  The retire callback checks that every member object is retired
  * exactly once, only after nothing references it any more, and never for an add that failed; a
  * udata a successful call did not keep (its change named a member that exists already) must come
  * back exactly once before the call returns, and none from a failed call (config.retire in
@@ -250,6 +252,14 @@ static chring_lease_t other_lease;
 static const chring_snap_t *held[HELD];
 static model_snap_t held_model[HELD];
 static uint64_t held_version[HELD];
+static uint64_t held_digest[HELD]; /* chring_snap_digest when it was held: it never changes */
+
+/* The digest rule (chring_snap_digest): the last snapshot whose digest was checked, as the model
+ * builds it, and that digest.  A snapshot with the same points (position, member name, in order)
+ * must have the same digest, one with other points another digest. */
+static model_snap_t digest_model;
+static uint64_t digest_value;
+static int digest_known;
 
 static void rebuild(void)
 {
@@ -553,10 +563,52 @@ static void health_of(const model_snap_t *m, health_t *hl)
     }
 }
 
+/* Whether two model snapshots have the same points: positions and member names in ring order
+ * (what chring_snap_digest covers besides the profile and its parameters, fixed per input). */
+static int points_alike(const model_snap_t *a, const model_snap_t *b)
+{
+    if (a->npoints != b->npoints)
+        return 0;
+    for (size_t i = 0; i < a->npoints; i++) {
+        const model_member_t *ma = &a->members[a->points[i].member];
+        const model_member_t *mb = &b->members[b->points[i].member];
+        if (a->points[i].pos != b->points[i].pos || ma->len != mb->len ||
+            memcmp(ma->name, mb->name, ma->len) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* The digest of a snapshot against one of a snapshot the model says places alike or not. */
+static void expect_digest(uint64_t got, const model_snap_t *m, uint64_t other,
+                          const model_snap_t *other_m, const char *what)
+{
+    int alike = points_alike(m, other_m);
+    if (alike && got != other)
+        fail("%s: digests %016llx and %016llx of snapshots with the same points (%zu)", what,
+             (unsigned long long)got, (unsigned long long)other, m->npoints);
+    if (!alike && got == other)
+        fail("%s: digest %016llx for snapshots with different points (%zu and %zu)", what,
+             (unsigned long long)got, m->npoints, other_m->npoints);
+}
+
 static void check_all(void)
 {
     const chring_snap_t *s = enter();
     check_snapshot(s, &cur, version, "current snapshot");
+    /* The digest covers placement alone: health, ramps, loads and leases leave it, and a publish
+     * changes it exactly when the points change. */
+    uint64_t digest = chring_snap_digest(s);
+    if (digest_known)
+        expect_digest(digest, &cur, digest_value, &digest_model,
+                      "chring_snap_digest of the current snapshot against the last one checked");
+    if (!digest_known || !points_alike(&cur, &digest_model)) {
+        model_snap_free(&digest_model);
+        if (model_build(&digest_model, &mcfg, members, nmembers) != 0)
+            abort();
+    }
+    digest_value = digest;
+    digest_known = 1;
     if (chring_len(ring) != nmembers)
         fail("chring_len %zu, model %zu", chring_len(ring), nmembers);
     /* Current weights, health and capacities of the live members: W counts the members up, the
@@ -650,10 +702,21 @@ static void check_all(void)
         fail("model: loads sum to %llu, leases %llu", (unsigned long long)load_sum,
              (unsigned long long)nleases);
 
-    /* Held snapshots stay exactly as they were. */
-    for (int h = 0; h < HELD; h++)
-        if (held[h])
-            check_snapshot(held[h], &held_model[h], held_version[h], "held snapshot");
+    /* Held snapshots stay exactly as they were, their digests too; against the current one
+     * a held snapshot's digest is equal exactly when the points are. */
+    for (int h = 0; h < HELD; h++) {
+        if (!held[h])
+            continue;
+        check_snapshot(held[h], &held_model[h], held_version[h], "held snapshot");
+        if (chring_snap_digest(held[h]) != held_digest[h])
+            fail("the digest of held snapshot %d changed: %016llx, was %016llx", h,
+                 (unsigned long long)chring_snap_digest(held[h]),
+                 (unsigned long long)held_digest[h]);
+        expect_digest(held_digest[h], &held_model[h], digest, &cur,
+                      "chring_snap_digest of a held snapshot against the current one");
+    }
+    if (chring_snap_digest(NULL) != 0)
+        fail("chring_snap_digest(NULL) is not 0");
 }
 
 /* ---- writer operations --------------------------------------------------------------------- */
@@ -716,6 +779,7 @@ static const char *err_name(int rc)
     case ENOSPC: return "-ENOSPC";
     case ERANGE: return "-ERANGE";
     case EEXIST: return "-EEXIST";
+    case EBUSY: return "-EBUSY";
     default: return "(other)";
     }
 }
@@ -1479,8 +1543,91 @@ static void op_acquire_member(input_t *in)
             fail("a refused chring_acquire_member did not clear the lease");
         return;
     }
-    if (leases[slot].member != m)
-        fail("chring_acquire_member filled the lease with another member");
+    if (leases[slot].member != m || leases[slot].outcome != CHRING_OUTCOME_OWNER)
+        fail("chring_acquire_member filled the lease with another member or outcome %u",
+             leases[slot].outcome);
+    lease_obj[slot] = id;
+    add_to(&objs[id].leases, 1);
+    objs[id].load++;
+    objs[id].acquires++;
+    objs[id].primary++;
+    acquires++;
+}
+
+/* chring_acquire_try (include/chring.h): m admitted only below its capacity by the rule of
+ * chring_member_capacity (effective weights of the snapshot's members that are up, the ring's
+ * outstanding leases), strict as chring_acquire: a load of 0 is always below it; -EBUSY when m is
+ * full, -ENOENT when the snapshot does not list m or m is down or at scale 0.  The member is
+ * chosen as in op_acquire_member: of the current or a held snapshot, or of a lease (maybe
+ * removed, maybe not in the snapshot).  Selector bit 6: the NULL forms first. */
+static void op_acquire_try(input_t *in)
+{
+    int slot = take8(in) % LEASES;
+    if (lease_obj[slot] >= 0)
+        op_release_slot(slot, 0);
+    target_t t = take_target(in);
+    uint8_t sel = take8(in);
+    const chring_member_t *m = NULL;
+    int id = -1;
+    long j = -1;
+    int from = sel % LEASES;
+    if ((sel & 0x80) && lease_obj[from] >= 0) {
+        m = leases[from].member;
+        id = lease_obj[from];
+        for (size_t q = 0; q < t.m->nmembers; q++)
+            if (t.m->members[q].obj == id)
+                j = (long)q;
+    } else if (t.m->nmembers > 0) {
+        size_t i = sel % t.m->nmembers;
+        m = chring_snap_member(t.s, i);
+        j = t.m->by_name[i];
+        id = t.m->members[j].obj;
+    }
+    if (sel & 0x40) {
+        chring_lease_t l = leases[slot];
+        if (chring_acquire_try(NULL, t.s, m, &l) != -EINVAL ||
+            chring_acquire_try(ring, NULL, m, &l) != -EINVAL ||
+            chring_acquire_try(ring, t.s, NULL, &l) != -EINVAL ||
+            chring_acquire_try(ring, t.s, m, NULL) != -EINVAL || l.member != NULL)
+            fail("chring_acquire_try with a NULL argument: not -EINVAL, or the lease not cleared");
+    }
+    /* The model's answer. */
+    int expect;
+    double cap = 0;
+    uint64_t load = id >= 0 ? objs[id].load : 0;
+    if (!m) {
+        expect = -EINVAL;
+    } else if (j < 0) {
+        expect = -ENOENT;
+    } else {
+        health_t hl;
+        health_of(t.m, &hl);
+        if (hl.down[j] || hl.scale[j] <= 0.0) {
+            expect = -ENOENT;
+        } else {
+            double w = (double)t.m->members[j].weight;
+            double e = hl.scale[j] < 1.0 ? hl.scale[j] * w : w;
+            cap = model_effective_capacity(balance, model_leases(), e,
+                                           model_effective_sum(t.m, hl.down, hl.scale));
+            expect = load == 0 || (double)load < cap ? 0 : -EBUSY;
+        }
+    }
+    note("acquire_try %s into lease %d on %s snapshot (load %llu, capacity %.17g)",
+         id >= 0 ? show(objs[id].name, objs[id].len) : "(none)", slot,
+         t.is_current ? "the current" : "a held", (unsigned long long)load, cap);
+    int rc = chring_acquire_try(ring, t.s, m, &leases[slot]);
+    drop_target(&t);
+    if (rc != expect)
+        fail("chring_acquire_try = %s, model %s (load %llu, capacity %.17g)", err_name(rc),
+             err_name(expect), (unsigned long long)load, cap);
+    if (rc != 0) {
+        if (leases[slot].member != NULL || leases[slot].outcome != CHRING_OUTCOME_NONE)
+            fail("a refused chring_acquire_try did not clear the lease");
+        return;
+    }
+    if (leases[slot].member != m || leases[slot].outcome != CHRING_OUTCOME_OWNER)
+        fail("chring_acquire_try filled the lease with another member or outcome %u",
+             leases[slot].outcome);
     lease_obj[slot] = id;
     add_to(&objs[id].leases, 1);
     objs[id].load++;
@@ -1581,12 +1728,186 @@ static void op_hold(input_t *in)
     for (size_t j = 0; j < nmembers; j++)
         add_to(&objs[members[j].obj].holds, 1);
     held_version[slot] = version;
+    held_digest[slot] = chring_snap_digest(held[slot]);
     check_snapshot(held[slot], &held_model[slot], version, "newly held snapshot");
 }
 
 static void op_put(input_t *in)
 {
     op_put_slot(take8(in) % HELD);
+}
+
+/* chring_snap_diff (include/chring.h) against the model: every arc [from, to] inside the width,
+ * after the previous one (ring order, no overlap), its owners in a and b (by name, NULL for an
+ * empty snapshot) the same at both ends and at every point inside, different from each other, a
+ * neighbouring arc with another pair of owners (maximal arcs); every position between the arcs
+ * has the same owner in both (piece by piece over both snapshots' points), so the arcs are
+ * exactly the positions that moved; their lengths sum to the model's moved fraction and to
+ * chring_snap_moved.  A callback returning non-zero at arc stop_at stops the walk with that
+ * value. */
+typedef struct diff_ctx {
+    const model_snap_t *a, *b;
+    uint64_t top; /* 2^bits - 1 */
+    size_t arcs, stop_at;
+    int stop_value;
+    uint64_t prev_to;
+    const char *prev_was, *prev_now;
+    long double sum;
+} diff_ctx_t;
+
+static size_t first_at_or_after(const model_snap_t *m, uint64_t h)
+{
+    size_t lo = 0, hi = m->npoints;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->points[mid].pos < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int same_name(const char *name, const model_member_t *want)
+{
+    if (!name || !want)
+        return !name && !want;
+    return strlen(name) == want->len && memcmp(name, want->name, want->len) == 0;
+}
+
+static int same_owner_name(const char *x, const char *y)
+{
+    if (!x || !y)
+        return !x && !y;
+    return strcmp(x, y) == 0;
+}
+
+/* The owner of every position of [from, to] in m must be `name`. */
+static void diff_arc_owner(const model_snap_t *m, uint64_t from, uint64_t to, const char *name,
+                           const char *which)
+{
+    if (m->npoints == 0) {
+        if (name)
+            fail("chring_snap_diff: arc [%llu, %llu] names %s in %s, which is empty",
+                 (unsigned long long)from, (unsigned long long)to, show(name, strlen(name)), which);
+        return;
+    }
+    size_t i = first_at_or_after(m, from);
+    /* A point at the same position as the one before it owns nothing (custom hashes collide). */
+    for (; i < m->npoints && m->points[i].pos < to; i++)
+        if ((i == 0 || m->points[i - 1].pos != m->points[i].pos) &&
+            !same_name(name, &m->members[m->points[i].member]))
+            fail("chring_snap_diff: in arc [%llu, %llu] the point at %llu of %s is %s's, the arc "
+                 "says %s",
+                 (unsigned long long)from, (unsigned long long)to,
+                 (unsigned long long)m->points[i].pos, which,
+                 show(m->members[m->points[i].member].name, m->members[m->points[i].member].len),
+                 name ? show(name, strlen(name)) : "(none)");
+    const model_member_t *end = &m->members[m->points[i == m->npoints ? 0 : i].member];
+    if (!same_name(name, end))
+        fail("chring_snap_diff: arc [%llu, %llu] ends on %s in %s, the arc says %s",
+             (unsigned long long)from, (unsigned long long)to, show(end->name, end->len), which,
+             name ? show(name, strlen(name)) : "(none)");
+}
+
+/* The owner of position h in m and the last position of the piece from h on which it stays the
+ * owner (the top for the wrap); NULL and the top for an empty snapshot. */
+static const model_member_t *owner_piece(const model_snap_t *m, uint64_t h, uint64_t top,
+                                         uint64_t *end)
+{
+    *end = top;
+    if (m->npoints == 0)
+        return NULL;
+    size_t i = first_at_or_after(m, h);
+    if (i == m->npoints)
+        return &m->members[m->points[0].member];
+    *end = m->points[i].pos;
+    return &m->members[m->points[i].member];
+}
+
+/* Between the arcs, [g0, g1] has the same owner names in a and b at every position. */
+static void diff_gap(const diff_ctx_t *d, uint64_t g0, uint64_t g1)
+{
+    for (uint64_t h = g0;;) {
+        uint64_t ea, eb;
+        const model_member_t *oa = owner_piece(d->a, h, d->top, &ea);
+        const model_member_t *ob = owner_piece(d->b, h, d->top, &eb);
+        int same =
+            oa && ob ? oa->len == ob->len && memcmp(oa->name, ob->name, oa->len) == 0 : !oa && !ob;
+        if (!same)
+            fail("chring_snap_diff: no arc covers position %llu, owned by %s in a and %s in b",
+                 (unsigned long long)h, oa ? show(oa->name, oa->len) : "(none)",
+                 ob ? show(ob->name, ob->len) : "(none)");
+        uint64_t end = ea < eb ? ea : eb;
+        if (end >= g1)
+            return;
+        h = end + 1;
+    }
+}
+
+static int diff_fn(uint64_t from, uint64_t to, const chring_member_t *was,
+                   const chring_member_t *now, void *ctx)
+{
+    diff_ctx_t *d = ctx;
+    const char *wn = was ? chring_member_name(was) : NULL;
+    const char *nn = now ? chring_member_name(now) : NULL;
+    if (from > to || to > d->top)
+        fail("chring_snap_diff: arc [%llu, %llu] is not inside [0, %llu]", (unsigned long long)from,
+             (unsigned long long)to, (unsigned long long)d->top);
+    if (d->arcs > 0 && (d->prev_to == d->top || from <= d->prev_to))
+        fail("chring_snap_diff: arc [%llu, %llu] after an arc ending at %llu",
+             (unsigned long long)from, (unsigned long long)to, (unsigned long long)d->prev_to);
+    if (same_owner_name(wn, nn))
+        fail("chring_snap_diff: arc [%llu, %llu] has the same owner %s in both",
+             (unsigned long long)from, (unsigned long long)to,
+             wn ? show(wn, strlen(wn)) : "(none)");
+    if (d->arcs > 0 && from == d->prev_to + 1 && same_owner_name(wn, d->prev_was) &&
+        same_owner_name(nn, d->prev_now))
+        fail("chring_snap_diff: arcs ending at %llu and starting at %llu have the same owners: "
+             "not maximal",
+             (unsigned long long)d->prev_to, (unsigned long long)from);
+    uint64_t gap = d->arcs > 0 ? d->prev_to + 1 : 0;
+    if (from > gap)
+        diff_gap(d, gap, from - 1);
+    diff_arc_owner(d->a, from, to, wn, "a");
+    diff_arc_owner(d->b, from, to, nn, "b");
+    d->arcs++;
+    d->prev_to = to;
+    d->prev_was = wn;
+    d->prev_now = nn;
+    d->sum += (long double)(to - from) + 1.0L;
+    return d->arcs == d->stop_at ? d->stop_value : 0;
+}
+
+static void check_diff(const chring_snap_t *a, const model_snap_t *am, const chring_snap_t *b,
+                       const model_snap_t *bm, uint8_t sel)
+{
+    diff_ctx_t d = {.a = am, .b = bm};
+    d.top = am->cfg.bits == 64 ? UINT64_MAX : (UINT64_C(1) << am->cfg.bits) - 1;
+    if (sel & 0x20) {
+        d.stop_at = 1 + ((sel >> 2) & 3);
+        d.stop_value = (sel & 2) ? -7 : 3;
+    }
+    int rc = chring_snap_diff(a, b, diff_fn, &d);
+    note("diff: %zu arcs, rc %d", d.arcs, rc);
+    if (d.stop_at && d.arcs == d.stop_at) {
+        if (rc != d.stop_value)
+            fail("chring_snap_diff stopped by its callback returned %d, the callback %d", rc,
+                 d.stop_value);
+        return;
+    }
+    if (rc != 0)
+        fail("chring_snap_diff = %s", err_name(rc));
+    if (d.arcs == 0)
+        diff_gap(&d, 0, d.top);
+    else if (d.prev_to < d.top)
+        diff_gap(&d, d.prev_to + 1, d.top);
+    double total = (double)(d.sum / ((long double)d.top + 1.0L));
+    double want = model_moved(am, bm), lib = chring_snap_moved(a, b);
+    if (!close_enough(total, want) || !close_enough(total, lib))
+        fail("chring_snap_diff: %zu arcs sum to %.17g, the model's moved fraction %.17g, "
+             "chring_snap_moved %.17g",
+             d.arcs, total, want, lib);
 }
 
 static void op_moved(input_t *in)
@@ -1618,9 +1939,85 @@ static void op_moved(input_t *in)
     }
     if (!isnan(chring_snap_moved(a.s, NULL)))
         fail("chring_snap_moved(s, NULL) is not NaN");
+    check_diff(a.s, a.m, b, bm, s);
+    if (s & 0x40)
+        check_diff(b, bm, a.s, a.m, 0);
+    if (chring_snap_diff(NULL, b, diff_fn, NULL) != -EINVAL ||
+        chring_snap_diff(a.s, NULL, diff_fn, NULL) != -EINVAL ||
+        chring_snap_diff(a.s, b, NULL, NULL) != -EINVAL)
+        fail("chring_snap_diff with a NULL argument is not -EINVAL");
+    if (mcfg.profile != MODEL_HASH64) {
+        /* The other ring is hash64: another profile. */
+        const chring_snap_t *o = chring_snap_enter(other);
+        int rc = chring_snap_diff(a.s, o, diff_fn, NULL);
+        chring_snap_exit(other, o);
+        if (rc != -EINVAL)
+            fail("chring_snap_diff of snapshots of different profiles = %s", err_name(rc));
+    }
     if (opened)
         leave(opened);
     drop_target(&a);
+}
+
+/* The digest across rings (chring_snap_digest): a second ring of the same configuration gets
+ * the current members added one by one in another order (reversed, rotated, or by name), and its
+ * snapshot's digest must equal the current one's exactly when the model, building that order,
+ * gives the same points (fnv16's taken positions go to the earlier joiner, so its points can
+ * depend on the order).  chring_snap_moved and chring_snap_diff between the two rings as well. */
+static void op_digest(input_t *in)
+{
+    uint8_t sel = take8(in);
+    static model_member_t order[MAX_MEMBERS];
+    size_t n = nmembers;
+    for (size_t i = 0; i < n; i++) {
+        size_t from;
+        switch (sel & 3) {
+        case 0: from = n - 1 - i; break;
+        case 1: from = (i + 1 + (sel >> 2)) % n; break;
+        default: from = cur.by_name[(sel & 1) ? n - 1 - i : i]; break;
+        }
+        order[i] = cur.members[from];
+    }
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    static const chring_profile_t lib_profiles[] = {
+        [MODEL_HASH64] = CHRING_PROFILE_HASH64, [MODEL_MURMUR32] = CHRING_PROFILE_MURMUR32,
+        [MODEL_FNV32] = CHRING_PROFILE_FNV32,   [MODEL_FNV16] = CHRING_PROFILE_FNV16,
+        [MODEL_CUSTOM] = CHRING_PROFILE_CUSTOM, [MODEL_XXH3] = CHRING_PROFILE_XXH3,
+        [MODEL_NGINX] = CHRING_PROFILE_NGINX,   [MODEL_KETAMA] = CHRING_PROFILE_KETAMA,
+    };
+    cfg.profile = lib_profiles[mcfg.profile];
+    cfg.vnodes = mcfg.vnodes;
+    cfg.balance = balance;
+    if (mcfg.profile == MODEL_CUSTOM) {
+        cfg.hash = custom_hash;
+        cfg.hash_ctx = &custom;
+        cfg.hash_bits = custom.bits;
+    }
+    note("digest: a second ring with the %zu members in order %u", n, sel & 3);
+    chring_t *second = NULL;
+    if (chring_new(&second, &cfg) != 0)
+        fail("chring_new of the second ring failed");
+    for (size_t i = 0; i < n; i++) {
+        int rc = chring_add(second, order[i].name, order[i].weight, NULL);
+        if (rc != 0)
+            fail("chring_add(%s) to the second ring = %s", show(order[i].name, order[i].len),
+                 err_name(rc));
+    }
+    model_snap_t m2;
+    if (model_build(&m2, &mcfg, order, n) != 0)
+        abort();
+    const chring_snap_t *s = enter();
+    const chring_snap_t *s2 = chring_snap_enter(second);
+    if (chring_snap_points(s2) != m2.npoints)
+        fail("the second ring has %zu points, model %zu", chring_snap_points(s2), m2.npoints);
+    expect_digest(chring_snap_digest(s2), &m2, chring_snap_digest(s), &cur,
+                  "chring_snap_digest of the same members added in another order");
+    check_diff(s, &cur, s2, &m2, sel);
+    chring_snap_exit(second, s2);
+    leave(s);
+    model_snap_free(&m2);
+    chring_free(&second);
 }
 
 static uint64_t take_count(input_t *in)
@@ -2015,6 +2412,8 @@ static void finish(void)
                  ld(&objs[id].retired), want);
     }
     model_snap_free(&cur);
+    model_snap_free(&digest_model);
+    digest_known = 0;
     nmembers = 0;
 }
 
@@ -2061,6 +2460,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 10:
             if (op & 0x10)
                 op_acquire_member(&in);
+            else if (op & 0x20)
+                op_acquire_try(&in);
             else
                 op_acquire(&in);
             break;
@@ -2078,7 +2479,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             else
                 op_hold(&in);
             break;
-        case 13: op_moved(&in); break;
+        case 13:
+            if (op & 0x10)
+                op_digest(&in);
+            else
+                op_moved(&in);
+            break;
         case 14:
             if (op & 0x80)
                 op_quiesce();

@@ -83,6 +83,18 @@ def down(name, flag=1, sel=0): return bytes([0x0f, sel | (2 if flag else 0), nam
 def up(name): return down(name, 0)
 def ramp(name, frm, to, t=0): return bytes([0x0f, 1, name, frm, to, t])
 def health_null(): return bytes([0x0f, 0x40, A])
+# acquire_try (operation 10, bit 5): slot, target (current or held snapshot), selector (bit 7:
+# the member of that lease slot; bit 6: the NULL forms first; else member % n by name).
+def acquire_try(slot, sel, held=None):
+    t = 0 if held is None else (3 | (held << 2))
+    return bytes([0x2a, slot, t, sel])
+# The digest across rings (operation 13, bit 4): the members added to a second ring in another
+# order (selector & 3: 0 reversed, 1 rotated by 1 + (selector >> 2), 2 by name, 3 by name
+# reversed); bit 5 of the selector also stops the diff between them early.
+def digest(sel): return bytes([0x1d, sel])
+# moved with its diff stopped by the callback: selector bit 5, at arc 1 + ((sel >> 2) & 3),
+# returning -7 with bit 1, else 3; bit 7 compares with held snapshot sel % 6.
+def moved_stop(held_a, sel): return bytes([13, 3 | (held_a << 2), sel])
 
 seeds = {
     "basic-hash64": hdr(0, 4) + add(A) + add(B) + add(C, w(2)) + lookup(key(1)) + lookup_n(key(2), 3)
@@ -187,6 +199,31 @@ seeds = {
         + down(B) + acquire(13, key(3)) + ramp(B, 7, 7, 1) + up(B) + acquire(14, key(4))
         + ramp(A, 4, 6) + ramp(C, 8, 1) + b"".join(acquire(15 + i, key(i)) for i in range(3))
         + b"".join(release(i) for i in range(8)) + ramp(B, 1, 1),
+    # chring_acquire_try: admitted below the capacity (c = 1: the first lease fills a member of
+    # three), -EBUSY when full, -ENOENT for a member down, at scale 0, removed or not in the
+    # snapshot; on a held snapshot; the NULL forms; a weight and a ramp in E.
+    "acquire-try": hdr(0, 3, balance=1) + add(A) + add(B) + add(C) + acquire_try(0, 0)
+        + acquire_try(1, 0) + acquire_try(2, 1) + acquire_try(3, 0x40 | 2) + down(C)
+        + acquire_try(4, 2) + up(C) + ramp(B, 0, 0) + acquire_try(5, 1) + ramp(B, 2, 2)
+        + set_weight(A, w(3)) + acquire_try(6, 0) + acquire_try(7, 0) + hold(0) + remove(A)
+        + acquire_try(8, 0, held=0) + acquire_try(9, 0x80, held=0) + acquire_try(10, 0x80)
+        + b"".join(release(i) for i in range(11)) + acquire_try(11, 0, held=0) + put(0)
+        + quiesce(),
+    # The digest: the same members added in four other orders (fnv16: a taken position goes to
+    # the earlier joiner, so some orders place differently); unchanged by down, ramps and leases;
+    # held snapshots against the current one; diffs between the rings.
+    "digest-orders-fnv16": hdr(3, 2) + add(A, w(2)) + add(ONEA, w(2)) + add(AB) + add(B)
+        + digest(0) + digest(1) + digest(2) + digest(3) + digest(0x25) + hold(0) + down(A)
+        + ramp(B, 2, 2) + acquire(0, key(1)) + up(A) + set_weight(A, w(1)) + digest(0)
+        + moved(0) + set_weight(A, w(2)) + moved(0) + remove(ONEA) + digest(1),
+    "digest-orders-hash64": hdr(0, 4) + digest(0) + add(A) + add(B, w(2)) + add(N1) + add(HI)
+        + digest(0) + digest(5) + digest(2) + digest(3) + hold(1) + down(B) + acquire(0, key(3))
+        + digest(0) + up(B) + remove(HI) + add(HI) + moved(1) + set_weight(B, w(3)) + digest(1),
+    # Diffs: against an empty ring (one arc, everything moved), after a join and a leave, a
+    # weight change, both ways, and stopped by the callback at arcs 1 and 2.
+    "diff-murmur32": hdr(1, 3) + hold(1) + add(A) + add(B) + add(C) + moved(1) + hold(0)
+        + add(N1) + remove(B) + moved(0) + moved_stop(0, 0x20) + moved_stop(0, 0x26)
+        + set_weight(C, w(4)) + moved(0) + moved_stop(1, 0x80 | 0x2a | 1) + sync([]) + moved(0),
     "literal-names": hdr(0, 2) + b"\x00" + lit("node with spaces") + w(1)
         + b"\x00" + lit("x" * 5, long=True) + w(1)
         + lookup(key(2)) + bad(0) + bad(3) + bad(13) + bad(14),

@@ -60,16 +60,16 @@ double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
     bool ramping = false;
     for (size_t j = 0; j < s->nmembers; j++) {
         chring_member_t *m = s->members[j];
-        /* A member down keeps its ramp: it counts as ramping, or the epoch would be cleared and
-         * its scale forgotten when it comes up again (the integer weights would judge it). */
-        if (chring__member_down(m)) {
-            ramping |= CHRING_LOAD_32(&m->ramp_gen) != 0;
+        /* A member down keeps its ramp (its generation is not cleared on reaching 1 either): it
+         * counts as ramping, or the epoch would be cleared and its scale forgotten when it comes
+         * up again (chring_set_down renews only a non-zero epoch; the integer weights would
+         * judge it). */
+        ramping |= CHRING_LOAD_32(&m->ramp_gen) != 0;
+        if (chring__member_down(m))
             continue;
-        }
         double w = (double)s->weights[j];
         if (CHRING_LOAD_32(&m->ramp_gen) != 0) {
             double scale = chring__member_ramp_scale(m);
-            ramping |= CHRING_LOAD_32(&m->ramp_gen) != 0; /* not cleared on reaching 1 */
             sum += scale * w;
         } else {
             sum += w;

@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE /* strdup */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -601,6 +602,22 @@ VCL_INT vmod_director_leases(VRT_CTX, struct vmod_chring_director *d)
     CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
     CHECK_OBJ_NOTNULL(d, CHRING_DIRECTOR_MAGIC);
     return (VCL_INT)chring_leases(d->entry->ring);
+}
+
+/* The current snapshot's placement digest, after this director's membership has been synced (a
+ * VCL's first call may come before its first placement). */
+VCL_STRING vmod_director_digest(VRT_CTX, struct vmod_chring_director *d)
+{
+    CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+    CHECK_OBJ_NOTNULL(d, CHRING_DIRECTOR_MAGIC);
+    claim(ctx, d);
+    chring_t *ring = d->entry->ring;
+    const chring_snap_t *s = chring_snap_enter(ring);
+    uint64_t digest = chring_snap_digest(s);
+    chring_snap_exit(ring, s);
+    char buf[17];
+    snprintf(buf, sizeof buf, "%016" PRIx64, digest);
+    return WS_Copy(ctx->ws, buf, -1);
 }
 
 VCL_STRING vmod_director_stats(VRT_CTX, struct vmod_chring_director *d)

@@ -326,6 +326,10 @@ typedef struct window_stats {
     uint32_t other_hits;  /* ... that their other owner served from its cache */
     uint32_t on_misses;   /* misses of the focus backend (any key): what it asked its origin */
     uint32_t spills;      /* acquires placed off their key's owner (chring_stats) */
+    uint32_t saturated;   /* acquires that found every member full (chring_stats) */
+    uint32_t joiner_peak; /* the joiner's highest load after an acquire (joins, control-11) */
+    uint32_t joiner_cap;  /* its capacity (chring_member_capacity) at that moment */
+    uint32_t joiner_over; /* acquires after which its load was above its capacity */
     double scale;         /* the joiner's admission scale during the window; -1: no joiner */
     double joined_at;     /* (b), window CHANGE: its scale as chring_add returned */
 } window_stats_t;
@@ -362,6 +366,19 @@ static void route(tier_run_t *t, window_stats_t *ws)
     bool hit = lru_access(&((backend_t *)b)->cache, k);
     if (!ws)
         return;
+    if (t->focus == JOINER) {
+        /* The bound at the joiner, warming or not: its load after this acquire against the
+         * capacity the next acquire would judge it by (the effective-weight rule). */
+        const chring_snap_t *snap = chring_snap_enter(t->ring);
+        const chring_member_t *j = chring_snap_find(snap, backends[JOINER].name);
+        if (j != NULL) {
+            uint64_t load = chring_member_load(j), cap = chring_member_capacity(t->ring, snap, j);
+            if (load > ws->joiner_peak)
+                ws->joiner_peak = (uint32_t)load, ws->joiner_cap = (uint32_t)cap;
+            ws->joiner_over += load > cap;
+        }
+        chring_snap_exit(t->ring, snap);
+    }
     if (hit)
         ws->hits++;
     else
@@ -524,6 +541,7 @@ static void run_tier(int kind, const cache_opts_t *o, const warm_t *warm)
             route(&t, ws);
         chring_stats(t.ring, &st1);
         ws->spills = (uint32_t)(st1.spills - st0.spills);
+        ws->saturated = (uint32_t)(st1.saturated - st0.saturated);
     }
     stop_ring(&t);
 }
@@ -617,26 +635,30 @@ static void print_windows(const cache_opts_t *o)
     printf("\n  hit ratio per window of %u requests, of all requests and of the requests for "
            "backend-11's keys:\n",
            o->window);
-    printf("  %6s %7s %7s %7s %7s %7s %7s | %7s %7s %6s %6s\n", "window", "ctl-10", "ctl-11", "(a)",
-           "(b)", "(c)", "(d)", "keys(a)", "keys(b)", "on-11", "scale");
+    printf("  %6s %7s %7s %7s %7s %7s %7s | %7s %7s %6s %6s %7s\n", "window", "ctl-10", "ctl-11",
+           "(a)", "(b)", "(c)", "(d)", "keys(a)", "keys(b)", "on-11", "scale", "ld/cap");
     for (int w = 0; w < WINDOWS; w++) {
         const window_stats_t *b = &win[RUN_SLOW][w];
         printf("  %6d %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% |", w,
                100 * hit_ratio(&win[RUN_CTRL10][w]), 100 * hit_ratio(&win[RUN_CTRL11][w]),
                100 * hit_ratio(&win[RUN_JOIN][w]), 100 * hit_ratio(b),
                100 * hit_ratio(&win[RUN_DOWN][w]), 100 * hit_ratio(&win[RUN_REMOVE][w]));
-        if (w < CHANGE)
-            printf(" %7s %7s %6s %6s", "", "", "", "");
-        else
-            printf(" %6.1f%% %6.1f%% %5.0f%% %6.2f",
+        if (w < CHANGE) {
+            printf(" %7s %7s %6s %6s %7s", "", "", "", "", "");
+        } else {
+            char bound[24];
+            snprintf(bound, sizeof bound, "%u/%u", b->joiner_peak, b->joiner_cap);
+            printf(" %6.1f%% %6.1f%% %5.0f%% %6.2f %7s",
                    100 * ratio(win[RUN_JOIN][w].focus_hits, win[RUN_JOIN][w].focus),
                    100 * ratio(b->focus_hits, b->focus), 100 * ratio(b->focus_on, b->focus),
-                   b->scale);
+                   b->scale, bound);
+        }
         printf(" %s\n", event_of(w));
     }
     printf("  ctl-10, ctl-11: the control runs; keys(a), keys(b): the requests for the keys "
            "backend-11 owns once\n  it has joined; on-11: the share of them it served in (b); "
-           "scale: its admission scale in (b).\n");
+           "scale: its admission scale in (b);\n  ld/cap: its highest load in (b) after an "
+           "acquire, and its capacity then (chring_member_capacity).\n");
 }
 
 static void print_change(const char *what, int run, int from, int to, bool joiner)
@@ -648,6 +670,33 @@ static void print_change(const char *what, int run, int from, int to, bool joine
         printf(" %11u (%u in control-11)", win[run][from].on_misses,
                win[RUN_CTRL11][from].on_misses);
     printf("\n");
+}
+
+/* The bound through the joins: saturated acquires, and the joiner's load against its capacity
+ * (effective weights: while it warms, its scale shrinks its capacity and its share of E alike, so
+ * the capacities still add up to more than the requests in flight). */
+static void print_bound(void)
+{
+    uint64_t sat[NRUNS] = {0}, over[NRUNS] = {0};
+    uint32_t peak[NRUNS] = {0}, cap_at_peak[NRUNS] = {0};
+    const int runs[] = {RUN_JOIN, RUN_SLOW, RUN_CTRL11};
+    for (int i = 0; i < 3; i++)
+        for (int w = CHANGE; w < WINDOWS; w++) {
+            const window_stats_t *ws = &win[runs[i]][w];
+            sat[runs[i]] += ws->saturated;
+            over[runs[i]] += ws->joiner_over;
+            if (ws->joiner_peak > peak[runs[i]])
+                peak[runs[i]] = ws->joiner_peak, cap_at_peak[runs[i]] = ws->joiner_cap;
+        }
+    const window_stats_t *first = &win[RUN_SLOW][CHANGE];
+    printf("      Saturated acquires from the join on (windows %d-%d): %" PRIu64 " in (a), %" PRIu64
+           " in (b), %" PRIu64 " in\n      control-11.  backend-11's load went above its capacity "
+           "after %" PRIu64 " acquires in (b) (%" PRIu64 " in (a)):\n      warming, its capacity "
+           "is ceil(c * (m + 1) * e / E) with e = s * w its effective weight, %u at\n      scale "
+           "%.2f, where it held at most %u; its highest load in (b) was %u, against %u then.\n",
+           CHANGE, WINDOWS - 1, sat[RUN_JOIN], sat[RUN_SLOW], sat[RUN_CTRL11], over[RUN_SLOW],
+           over[RUN_JOIN], first->joiner_cap, first->scale, first->joiner_peak, peak[RUN_SLOW],
+           cap_at_peak[RUN_SLOW]);
 }
 
 static void print_summary(void)
@@ -703,6 +752,7 @@ static void print_summary(void)
                100 * hits_over(RUN_CTRL11, CHANGE, ramp_end, 2));
     else
         printf("      In all it lost less than (a): %ld cold misses against %ld.\n", cb, ca);
+    print_bound();
     long cc = cold_misses(RUN_DOWN, CHANGE, WINDOWS), cd = cold_misses(RUN_REMOVE, CHANGE, WINDOWS);
     if (same_windows(RUN_DOWN, RUN_REMOVE))
         printf("  (c) and (d): the same hits and misses in every window (%ld cold misses each).  "
@@ -730,16 +780,18 @@ static void write_csv(const cache_opts_t *o, char *path, size_t cap)
     FILE *f = open_out(o, "chring-demo-cache.csv", path, cap);
     fprintf(f, "run,window,requests,hits,misses,hit_ratio,control_misses,focus_backend,"
                "focus_requests,focus_hits,focus_on_backend,focus_on_other_owner,"
-               "other_owner_hits,focus_backend_misses,spills,joiner_scale\n");
+               "other_owner_hits,focus_backend_misses,spills,joiner_scale,saturated,"
+               "joiner_peak_load,joiner_capacity_at_peak,joiner_over_capacity\n");
     for (int r = 0; r < NRUNS; r++) {
         bool join = r == RUN_CTRL11 || r == RUN_JOIN || r == RUN_SLOW;
         for (int w = 0; w < WINDOWS; w++) {
             const window_stats_t *ws = &win[r][w];
-            fprintf(f, "%s,%d,%u,%u,%u,%.6f,%u,%s,%u,%u,%u,%u,%u,%u,%u,%.4f\n", run_name[r], w,
-                    ws->hits + ws->misses, ws->hits, ws->misses, hit_ratio(ws),
+            fprintf(f, "%s,%d,%u,%u,%u,%.6f,%u,%s,%u,%u,%u,%u,%u,%u,%u,%.4f,%u,%u,%u,%u\n",
+                    run_name[r], w, ws->hits + ws->misses, ws->hits, ws->misses, hit_ratio(ws),
                     win[control_of(r, w)][w].misses, backends[join ? JOINER : FLAPPER].name,
                     ws->focus, ws->focus_hits, ws->focus_on, ws->focus_other, ws->other_hits,
-                    ws->on_misses, ws->spills, ws->scale);
+                    ws->on_misses, ws->spills, ws->scale, ws->saturated, ws->joiner_peak,
+                    ws->joiner_cap, ws->joiner_over);
         }
     }
     if (fclose(f) != 0)
@@ -754,7 +806,8 @@ static void write_gp(const cache_opts_t *o, char *path, size_t cap, char *png, s
     snprintf(png, png_cap, "%s/chring-demo-cache.png", o->out_dir);
     fprintf(f, "# chring-demo: the cache tier's hit ratio per window (generated)\n"
                "# x ctl10 ctl11 a b c d | cold_a cold_b cold_c cold_d | miss11_a miss11_b | "
-               "keys_a keys_b on11_b scale_b | keys_c on04_c\n$D << EOD\n");
+               "keys_a keys_b on11_b scale_b | keys_c on04_c | peak11_a cap11_a peak11_b cap11_b | "
+               "sat_a sat_b sat_c sat_d\n$D << EOD\n");
     for (int w = 0; w < WINDOWS; w++) {
         fprintf(f, "%.1f", w + 0.5);
         const int runs[] = {RUN_CTRL10, RUN_CTRL11, RUN_JOIN, RUN_SLOW, RUN_DOWN, RUN_REMOVE};
@@ -770,8 +823,15 @@ static void write_gp(const cache_opts_t *o, char *path, size_t cap, char *png, s
             fprintf(f, " %u %u %.3f %.3f %.3f %.3f", a->on_misses, b->on_misses,
                     100 * ratio(a->focus_hits, a->focus), 100 * ratio(b->focus_hits, b->focus),
                     100 * ratio(b->focus_on, b->focus), 100 * b->scale);
-        fprintf(f, " %.3f %.3f\n", 100 * ratio(c->focus_hits, c->focus),
+        fprintf(f, " %.3f %.3f", 100 * ratio(c->focus_hits, c->focus),
                 100 * ratio(c->focus_on, c->focus));
+        if (w < CHANGE)
+            fprintf(f, " NaN NaN NaN NaN");
+        else
+            fprintf(f, " %u %u %u %u", a->joiner_peak, a->joiner_cap, b->joiner_peak,
+                    b->joiner_cap);
+        fprintf(f, " %u %u %u %u\n", a->saturated, b->saturated, c->saturated,
+                win[RUN_REMOVE][w].saturated);
     }
     fprintf(f, "EOD\n");
     double lo = 100, hi = 0;
@@ -788,10 +848,17 @@ static void write_gp(const cache_opts_t *o, char *path, size_t cap, char *png, s
         }
     if ((long)miss_hi > cold_hi)
         cold_hi = (long)miss_hi;
-    fprintf(f, "set terminal pngcairo noenhanced size 1500,1300 font 'sans,10'\nset output '%s'\n",
+    unsigned cap_hi = 0;
+    for (int w = CHANGE; w < WINDOWS; w++) {
+        const window_stats_t *a = &win[RUN_JOIN][w], *b = &win[RUN_SLOW][w];
+        const unsigned v[] = {a->joiner_cap, b->joiner_cap, a->joiner_peak, b->joiner_peak};
+        for (int i = 0; i < 4; i++)
+            cap_hi = v[i] > cap_hi ? v[i] : cap_hi;
+    }
+    fprintf(f, "set terminal pngcairo noenhanced size 1500,1700 font 'sans,10'\nset output '%s'\n",
             png);
     fprintf(f,
-            "set multiplot layout 3,2 title \"chring-demo cache tier: 10 backends, each an LRU "
+            "set multiplot layout 4,2 title \"chring-demo cache tier: 10 backends, each an LRU "
             "of %u keys; a Zipf(%.2f) stream over %u keys, %d requests in flight, chring_acquire "
             "with c = %.2f\\nwindows of %u requests; every run sees the same requests\" "
             "font 'sans,12'\n",
@@ -871,6 +938,28 @@ static void write_gp(const cache_opts_t *o, char *path, size_t cap, char *png, s
     fprintf(f, "set title \"flap: requests for backend-04's keys\"\n"
                "plot $D u 1:18 w l ls 5 t '(c) hit ratio', '' u 1:19 w l ls 5 dt 2 t '(c) share "
                "backend-04 served'\n");
+    /* Row 4: the bound through the changes. */
+    fprintf(f, "unset arrow 3\n");
+    fprintf(f, join_mark, CHANGE + RAMP_WINDOWS, CHANGE + RAMP_WINDOWS);
+    fprintf(f, "set ylabel 'requests in flight'\nset yrange [0:%u]\nset key bottom right\n",
+            cap_hi + cap_hi / 3 + 2);
+    fprintf(f, "set title \"join: backend-11's highest load per window and its capacity then "
+               "(effective weights:\\nwhile it warms, ceil(c * (m + 1) * s * w / E) with E the "
+               "sum of s * w)\"\n"
+               "plot $D u 1:21 w l ls 3 dt 2 t '(a) capacity', '' u 1:20 w p ls 3 t '(a) highest "
+               "load', '' u 1:23 w l ls 4 dt 2 t '(b) capacity', '' u 1:22 w p ls 4 t '(b) highest "
+               "load'\n");
+    fprintf(f,
+            "unset arrow 1\nset arrow 2 from %d, graph 0 to %d, graph 1 nohead dt 2 lc rgb "
+            "'#555555'\nset arrow 3 from %d, graph 0 to %d, graph 1 nohead dt 2 lc rgb "
+            "'#555555'\n",
+            CHANGE, CHANGE, CHANGE + FLAP, CHANGE + FLAP);
+    fprintf(f, "set ylabel 'acquires per window'\nset yrange [-1:10]\nset key top right\n");
+    fprintf(f, "set title 'saturated acquires per window (every member met looked full: "
+               "chring_stats.saturated)'\n"
+               "plot $D u 1:24 w lp ls 3 t '(a) join', '' u 1:25 w lp ls 4 t '(b) join, slow "
+               "start', '' u 1:26 w l ls 5 t '(c) down, then up', '' u 1:27 w p ls 6 t '(d) "
+               "remove, then re-add'\n");
     fprintf(f, "unset multiplot\n");
     if (fclose(f) != 0)
         demo_die(path, errno);

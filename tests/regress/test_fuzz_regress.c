@@ -300,3 +300,34 @@ Test(regress, capacity_reference_values_and_huge_balance)
     cr_assert_eq(chring_capacity_weighted(3, 1, 3, 1.25), 2u);
     cr_assert_eq(chring_capacity_weighted(3, 0, 3, 1.25), 0u);
 }
+
+/* fuzz_api found this (fuzz/regress/api/effective-weight-ramp-while-down): a member at a
+ * constant admission scale below 1 that is down when the effective weights are summed made the
+ * sum find no member ramping and turn the ring's ramp epoch off; set up again, it was counted at
+ * its full weight in the total E of every member at scale 1 (docs/design.md §3, "Effective
+ * weights"), whose capacities came out too low. */
+Test(regress, a_ramping_member_down_and_up_again_keeps_its_effective_weight)
+{
+    chring_t *r = ring_of(CHRING_PROFILE_HASH64, 16);
+    cr_assert_eq(chring_add(r, "b", 1, NULL), 0);
+    cr_assert_eq(chring_add(r, "c", 1, NULL), 0);
+    chring_lease_t leases[3];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(chring_acquire(r, "k", 1, &leases[i]), 0);
+    cr_assert_eq(chring_set_ramp(r, "b", 0.5, 0.5, 0), 0);
+    cr_assert_eq(chring_set_down(r, "b", 1), 0);
+    const chring_snap_t *s = chring_snap_enter(r);
+    /* E = 1 (c alone) while b is down: ceil(1.25 * 4 * 1 / 1) = 5; this sums E. */
+    cr_assert_eq(chring_member_capacity(r, s, chring_snap_find(s, "c")), 5u);
+    chring_snap_exit(r, s);
+    cr_assert_eq(chring_set_down(r, "b", 0), 0);
+    s = chring_snap_enter(r);
+    /* E = 0.5 + 1: c's capacity ceil(1.25 * 4 * 1 / 1.5) = 4 (3 if b counted at weight 1), b's
+     * ceil(1.25 * 4 * 0.5 / 1.5) = 2. */
+    cr_assert_eq(chring_member_capacity(r, s, chring_snap_find(s, "c")), 4u);
+    cr_assert_eq(chring_member_capacity(r, s, chring_snap_find(s, "b")), 2u);
+    chring_snap_exit(r, s);
+    for (int i = 0; i < 3; i++)
+        chring_release(r, &leases[i]);
+    chring_free(&r);
+}

@@ -285,6 +285,18 @@ def tool_owners(profile, vnodes, members, keys, down=()):
     return dict(zip(keys, out[skip:skip + len(keys)]))
 
 
+def tool_digest(profile, vnodes, members):
+    """The chring tool's DIGEST for a membership: members is a list of (name, weight), added in
+    the order given."""
+    lines = ["ADD " + " ".join(n for n, _ in members)]
+    lines += ["WEIGHT %s %d" % (n, w) for n, w in members if w != 1]
+    lines.append("DIGEST")
+    r = subprocess.run([TOOL, "--profile", profile, "--vnodes", str(vnodes)],
+                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "chring tool: %s" % r.stderr)
+    return r.stdout.split("\n")[len(lines) - 1]
+
+
 # ------------------------------------------------------------------------------------------------
 # VCL
 # ------------------------------------------------------------------------------------------------
@@ -422,6 +434,89 @@ def case_placement():
         finally:
             v.stop()
     with_setup(["b1", "b2", "b3"], run)
+
+
+def case_digest():
+    """.digest() as the tool's DIGEST for the same membership (built in another order), for a
+    hash64 and a varnish director; unchanged while a probe marks a backend sick; changed by a
+    reload that changes the membership, and back when the membership comes back."""
+    def vcl(bs, ring_members):
+        init = '  new ring = chring.director(profile = "hash64", vnodes = 160);\n'
+        for name, weight, ident in ring_members:
+            init += "  ring.add_backend(%s%s%s);\n" % (
+                name, ", weight = %d" % weight if weight != 1 else "",
+                ', ident = "%s"' % ident if ident else "")
+        init += '  new vd = chring.director(profile = "varnish");\n'
+        init += "".join("  vd.add_backend(%s);\n" % n for n, _, _ in ring_members)
+        extra = '  if (req.url == "/_digest") { return (synth(200, "digest")); }\n'
+        synth = ('  if (resp.reason == "digest") {\n'
+                 '    set resp.http.x-digest = ring.digest();\n'
+                 '    set resp.http.x-digest-vd = vd.digest();\n'
+                 '    set resp.http.x-stats = ring.stats();\n    return (deliver);\n  }')
+        return header(vcl_backends(bs, probe=True), init, recv_extra=extra, synth_extra=synth)
+
+    def digests(v):
+        st, h, _ = get(v.port, "/_digest")
+        check(st == 200, "/_digest: %d" % st)
+        return h["x-digest"], h["x-digest-vd"], h["x-stats"]
+
+    def run(bs):
+        first = [("b1", 1, None), ("b2", 2, None), ("b3", 1, "cache-3")]
+        v = Varnish(vcl(bs, first))
+        try:
+            for b in bs:
+                wait_health(v, b.name, "healthy")
+            # Asked before any key is placed: the director's membership is the ring's already.
+            ours, ours_vd, _ = digests(v)
+            check(len(ours) == 16 and all(ch in "0123456789abcdef" for ch in ours),
+                  "not 16 lowercase hex digits: %r" % ours)
+            want = tool_digest("hash64", 160, [("cache-3", 1), ("b2", 2), ("b1", 1)])
+            check(ours == want, "hash64: .digest() %s, the tool's DIGEST %s" % (ours, want))
+            want_vd = tool_digest("varnish", 67, [("b3", 1), ("b1", 1), ("b2", 1)])
+            check(ours_vd == want_vd, "varnish: .digest() %s, the tool's DIGEST %s"
+                  % (ours_vd, want_vd))
+            check(ours != ours_vd, "two placements, one digest %s" % ours)
+            # A backend its probe marks sick is down for the ring, which places no key on it;
+            # the placement's digest stays.
+            bs[1].healthy = False
+            wait_health(v, "b2", "sick")
+            sick = owners_through(v, KEYS[:60])
+            check(all(sick[k] != "b2" for k in sick), "b2 still answers while sick")
+            sick_digest, sick_vd, stats = digests(v)
+            check("down=1" in stats, "b2 is not down in the ring: %s" % stats)
+            check(sick_digest == ours and sick_vd == ours_vd,
+                  "b2 sick changed the digest: %s -> %s, %s -> %s"
+                  % (ours, sick_digest, ours_vd, sick_vd))
+            bs[1].healthy = True
+            wait_health(v, "b2", "healthy")
+            # A reload that changes the membership: b4 joins, b3 (cache-3) leaves.
+            second = [("b1", 1, None), ("b2", 2, None), ("b4", 1, None)]
+            v.reload(vcl(bs, second))
+            changed, changed_vd, stats = digests(v)
+            check("members=3" in stats, "after the reload: %s" % stats)
+            check(changed != ours and changed_vd != ours_vd,
+                  "the reload changed the membership, not the digest: %s, %s"
+                  % (changed, changed_vd))
+            want = tool_digest("hash64", 160, [("b4", 1), ("b1", 1), ("b2", 2)])
+            check(changed == want, "after the reload: .digest() %s, the tool's %s"
+                  % (changed, want))
+            want_vd = tool_digest("varnish", 67, [("b4", 1), ("b2", 1), ("b1", 1)])
+            check(changed_vd == want_vd, "after the reload (varnish): .digest() %s, the tool's %s"
+                  % (changed_vd, want_vd))
+            # The first membership again, on the ring carried over: the first digest again.
+            v.reload(vcl(bs, first))
+            back, back_vd, _ = digests(v)
+            check(back == ours and back_vd == ours_vd,
+                  "the first membership again: %s, %s; first %s, %s"
+                  % (back, back_vd, ours, ours_vd))
+            n, stats = leases(v)
+            check(n == 0, "leases at rest: %d (%s)" % (n, stats))
+            log("digest: hash64 %s and varnish %s as the tool's DIGEST; unchanged with b2 sick; "
+                "%s and %s after the reload (b4 for b3), the first again after the reload back"
+                % (ours, ours_vd, changed, changed_vd))
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3", "b4"], run)
 
 
 def case_parity():
@@ -883,6 +978,7 @@ def case_unload():
 
 CASES = {
     "placement": case_placement,
+    "digest": case_digest,
     "parity": case_parity,
     "hotkey": case_hotkey,
     "sick": case_sick,
