@@ -16,8 +16,8 @@
  * every member but the failed one (chring_acquire_skip), then 502.
  *
  * The main thread owns the ring's writer side: it loads the membership, and on SIGHUP re-reads
- * --members and applies it with chring_sync() (connections are not dropped: members that stay
- * keep their object, counters and pools).  A removed member's struct backend is handed to the
+ * --members and applies its differences with one chring_update() (connections are not dropped:
+ * members that stay keep their object, counters and pools).  A removed member's struct backend is handed to the
  * ring's retire callback, which may run on any thread: it queues the backend and wakes every
  * worker; each worker frees its own pool of it; the last one frees the object.
  *
@@ -39,7 +39,8 @@
  *                 GET /_chring/
  *   worker.c      worker threads: event loop, listener, the request entry point
  *   membership.c  the ring's writer side: --backend plus --members (or etcd's set) applied
- *                 with chring_sync, members leaving through a drain kept until they leave
+ *                 as differences with chring_update, members leaving through a drain kept
+ *                 until they leave
  *   health.c      passive health through the ring (chring_set_down), drains, on the main thread
  *   etcd.c        the membership from etcd: range, then watch, over etcd's v3 JSON gateway
  *   etcd_read.c   etcd's answers (JSON through libjansson, base64) read into changes
@@ -107,12 +108,13 @@ extern _Atomic uint64_t lb_reloads, lb_reload_errors;
 int lb_membership_apply(bool initial);
 /* SIGHUP: lb_membership_apply(false), counted in lb_reloads or lb_reload_errors. */
 void lb_membership_reload(void);
-/* Makes the ring's membership exactly es (what: for the log), with --drain applied: a member
- * that is not in es ramps to 0 and stays until health.c removes it; one in es that was leaving
- * stays.  skip_bad: an entry whose backend cannot be set up (its host does not resolve) is
- * logged and left out instead of failing the whole call (etcd).  Main thread only.  Returns 0,
- * or -1 with the membership unchanged. */
-int lb_membership_set(const lb_entries_t *es, const char *what, bool skip_bad);
+/* Makes the ring's membership exactly es (distinct names; what: for the log) with one
+ * lb_membership_change holding only the differences, --drain applied: a member that is not in es
+ * ramps to 0 and stays until health.c removes them; one in es that was leaving stays.  Names the
+ * ring does not hold yet are resolved (on this thread); a name that does not resolve fails the
+ * whole call.  O(entries + members).  Main thread only.  Returns 0, or -1 with the membership
+ * unchanged. */
+int lb_membership_set(const lb_entries_t *es, const char *what);
 
 /* One change of lb_membership_change: weight 0 removes name (or drains it, with --drain); weight
  * >= 1 adds it with be (resolved by the caller; be NULL: a member already in the ring only) or
