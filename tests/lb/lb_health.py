@@ -270,9 +270,11 @@ def drain(env):
 
 # ------------------------------------------------------------------------------------------------
 def wait_reload(lb, n, timeout=20):
-    return wait_for("reload %d applied" % n,
-                    lambda: (lambda st: st if st["balancer"]["reloads"] + st["balancer"]["reload_errors"] >= n
-                             else None)(lb.stats()), timeout)
+    """The stats once reload n is done, read again after the counter moved (an answer lists the
+    members before the counters)."""
+    wait_for("reload %d applied" % n,
+             lambda: (lambda b: b["reloads"] + b["reload_errors"] >= n)(lb.stats()["balancer"]), timeout)
+    return lb.stats()
 
 
 def digest(env):

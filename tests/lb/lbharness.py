@@ -317,10 +317,12 @@ class Balancer:
         return out
 
 
-def expect(members, keys, profile=None, replicas=1):
+def expect(members, keys, profile=None, replicas=1, vnodes=None):
     argv = [CHRING_LB_EXPECT]
     if profile:
         argv += ["--profile", profile]
+    if vnodes:
+        argv += ["--vnodes", str(vnodes)]
     if replicas > 1:
         argv += ["--replicas", str(replicas)]
     argv += list(members)
