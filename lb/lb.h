@@ -100,13 +100,25 @@ void lb_status_stop(void);
 /* ------------------------------------------------------------------------------------------ */
 /* membership (membership.c)                                                                   */
 
-/* Successful and failed SIGHUP reloads, for the stats. */
-extern _Atomic uint64_t lb_reloads, lb_reload_errors;
+/* Successful and failed SIGHUP reloads, and the new names a reload has with its resolver
+ * thread now, for the stats. */
+extern _Atomic uint64_t lb_reloads, lb_reload_errors, lb_reload_resolving;
 
-/* Makes the ring's membership exactly --backend plus the members file (logged).  Main thread
- * only.  Returns 0, or -1 with the membership unchanged. */
-int lb_membership_apply(bool initial);
-/* SIGHUP: lb_membership_apply(false), counted in lb_reloads or lb_reload_errors. */
+/* The start: makes the ring's membership exactly --backend plus the members file (logged),
+ * resolving names on the calling thread.  Main thread, before lb_membership_start.  Returns 0, or
+ * -1 with the membership unchanged. */
+int lb_membership_load(void);
+/* Sets up the reloads' wake-up on the main thread's event base.  Returns 0 / -1. */
+int lb_membership_start(struct event_base *base);
+/* Waits for a reload's lookups under way and drops that reload.  Main thread, before the ring
+ * is freed. */
+void lb_membership_stop(void);
+/* SIGHUP: re-reads --backend plus the members file, counted in lb_reloads or lb_reload_errors
+ * (logged, with the time it took).  The file is read and its differences applied on the main
+ * thread; only names the ring does not hold yet and that are not numeric addresses need DNS, and
+ * those are resolved by a thread of the reload's own, the file applied when they are (or refused
+ * whole if one does not resolve).  A SIGHUP while names are resolved reads the file again once
+ * that reload is done.  Refused while etcd gives the membership.  Main thread. */
 void lb_membership_reload(void);
 /* Makes the ring's membership exactly es (distinct names; what: for the log) with one
  * lb_membership_change holding only the differences, --drain applied: a member that is not in es

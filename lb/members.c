@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "members.h"
 
+#include <arpa/inet.h>
 #include <chring.h>
 #include <ctype.h>
 #include <errno.h>
@@ -43,6 +44,15 @@ int lb_split_hostport(const char *name, char *host, size_t hostcap, uint16_t *po
     host[hl] = '\0';
     *port = (uint16_t)p;
     return 0;
+}
+
+bool lb_name_is_numeric(const char *name)
+{
+    char h[256];
+    uint16_t p;
+    unsigned char a[16];
+    return lb_split_hostport(name, h, sizeof h, &p) == 0 &&
+           (inet_pton(AF_INET, h, a) == 1 || inet_pton(AF_INET6, h, a) == 1);
 }
 
 int lb_parse_entry(const char *tok, lb_entry_t *e, const char **err)

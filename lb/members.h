@@ -6,6 +6,7 @@
 #ifndef CHRING_LB_MEMBERS_H
 #define CHRING_LB_MEMBERS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,9 @@ const lb_entry_t *lb_entries_find(const lb_entries_t *es, const char *name);
  * '#' starts a comment.  Returns 0, or -1 with a message written into msg. */
 int lb_entries_read_file(lb_entries_t *es, const char *path, char *msg, size_t msgcap);
 void lb_entries_free(lb_entries_t *es);
+
+/* True when name is "host:port" with a numeric IPv4 or IPv6 host: setting it up needs no DNS. */
+bool lb_name_is_numeric(const char *name);
 
 /* Splits "host:port" ("[v6]:port" too) into host and port.  Returns 0 / -1. */
 int lb_split_hostport(const char *name, char *host, size_t hostcap, uint16_t *port);

@@ -8,6 +8,7 @@
 #include "lb.h"
 #include "text.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,42 +52,53 @@ static bool entry_wanted(const char *name, void *ctx)
     return lb_entries_find(ctx, name) != NULL;
 }
 
-/* Main thread only (the only writer), so what the snapshot shows is still the membership when
- * lb_membership_change runs.  Only names the ring does not hold yet are set up (and resolved,
- * on this thread: a name the ring knows costs no lookup); the rest is the differences. */
-int lb_membership_set(const lb_entries_t *es, const char *what)
+/* Applies es with be[i] set up for entry i already (NULL: none yet; be NULL: none at all), each
+ * owned by the call.  Main thread only (the only writer), so what the snapshot shows is still
+ * the membership when lb_membership_change runs.  Names the ring does not hold and that have no
+ * backend yet are set up here, on this thread; the rest is the differences. */
+static int set_with(const lb_entries_t *es, struct backend **be, const char *what)
 {
     char msg[512] = "";
     struct lb_change *ch = calloc(es->n + 1, sizeof *ch);
+    int rc = 0;
+    size_t k = 0;
     if (!ch) {
         lb_log("%s: out of memory; membership unchanged", what);
-        return -1;
+        rc = -1;
+        goto out;
     }
     const chring_snap_t *s = chring_snap_enter(lb_ring);
-    size_t k = 0;
-    int rc = 0;
-    for (size_t i = 0; i < es->n; i++) {
-        ch[k] = (struct lb_change){es->v[i].name, es->v[i].weight, NULL};
-        if (!chring_snap_find(s, es->v[i].name)) {
-            ch[k].be = lb_backend_new(es->v[i].name, msg, sizeof msg);
+    for (; k < es->n; k++) {
+        ch[k] = (struct lb_change){es->v[k].name, es->v[k].weight, be ? be[k] : NULL};
+        if (be)
+            be[k] = NULL;
+        if (!ch[k].be && !chring_snap_find(s, es->v[k].name)) {
+            ch[k].be = lb_backend_new(es->v[k].name, msg, sizeof msg);
             if (!ch[k].be) {
                 log_quoted(msg, "membership unchanged");
                 rc = -1;
                 break;
             }
         }
-        k++;
     }
     chring_snap_exit(lb_ring, s);
-    if (rc < 0) {
+    if (rc == 0)
+        rc = lb_membership_change(ch, k, entry_wanted, (void *)es, what);
+    else
         for (size_t i = 0; i < k; i++)
             if (ch[i].be)
                 lb_backend_discard(ch[i].be);
-    } else {
-        rc = lb_membership_change(ch, k, entry_wanted, (void *)es, what);
-    }
+out:
+    for (size_t i = 0; be && i < es->n; i++)
+        if (be[i])
+            lb_backend_discard(be[i]);
     free(ch);
     return rc;
+}
+
+int lb_membership_set(const lb_entries_t *es, const char *what)
+{
+    return set_with(es, NULL, what);
 }
 
 static int64_t ms_of(clockid_t clock)
@@ -96,34 +108,197 @@ static int64_t ms_of(clockid_t clock)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int lb_membership_apply(bool initial)
+/* The start: names resolved on this thread, before anything is served. */
+int lb_membership_load(void)
 {
-    if (!initial && lb_etcd_active()) {
-        lb_log("SIGHUP: the membership comes from etcd (--etcd); --members not applied");
-        return -1;
-    }
     int64_t t0 = ms_of(CLOCK_MONOTONIC), c0 = ms_of(CLOCK_PROCESS_CPUTIME_ID);
     lb_entries_t es = {0};
     if (read_entries(&es) < 0)
         return -1;
     int64_t t1 = ms_of(CLOCK_MONOTONIC), c1 = ms_of(CLOCK_PROCESS_CPUTIME_ID);
-    int rc = lb_membership_set(&es, initial ? "loaded" : "reloaded");
-    /* The process's CPU time: the workers' share of it is small while a reload runs, and it is
-     * what the tests bound (wall clock on a shared machine says less). */
-    lb_log("%s: %zu entries read in %lld ms (%lld ms of CPU), applied in %lld ms (%lld ms of CPU)%s",
-           initial ? "load" : "reload", es.n, (long long)(t1 - t0), (long long)(c1 - c0),
-           (long long)(ms_of(CLOCK_MONOTONIC) - t1),
+    int rc = lb_membership_set(&es, "loaded");
+    lb_log("load: %zu entries read in %lld ms (%lld ms of CPU), applied in %lld ms (%lld ms of "
+           "CPU)%s",
+           es.n, (long long)(t1 - t0), (long long)(c1 - c0), (long long)(ms_of(CLOCK_MONOTONIC) - t1),
            (long long)(ms_of(CLOCK_PROCESS_CPUTIME_ID) - c1), rc < 0 ? "; failed" : "");
     lb_entries_free(&es);
     return rc;
 }
 
-void lb_membership_reload(void)
+/* ------------------------------------------------------------------------------------------ */
+/* SIGHUP: names that need DNS resolved by a thread of the reload's own                        */
+
+/* A reload whose new names are not numeric addresses.  The main thread reads the file; the
+ * thread resolves the names that need DNS (lb_backend_new only allocates, resolves and
+ * registers the object under the backends' lock, so any thread may call it) and wakes the main
+ * thread, which applies the whole file, or nothing if a name did not resolve.  Meanwhile the
+ * main thread goes on (passive health, drains, the stats listener); a SIGHUP that arrives then
+ * is remembered and the file read again once this reload is done. */
+struct reload {
+    lb_entries_t es;
+    struct backend **be; /* [es.n]: entry i's backend, set up by the thread */
+    bool *resolve;       /* [es.n]: entry i is the thread's to set up */
+    size_t nresolve;
+    int64_t read_ms, read_cpu, resolve_t0;
+    bool failed;   /* the thread: a name did not resolve (err) */
+    char err[512]; /* its reason */
+};
+
+static struct reload *pending; /* with the thread (main thread) */
+static bool reload_again;      /* a SIGHUP came meanwhile */
+static pthread_t reload_thread;
+static struct event *reload_done_ev;
+_Atomic uint64_t lb_reload_resolving;
+
+static void reload_free(struct reload *r)
 {
-    if (lb_membership_apply(false) == 0)
+    for (size_t i = 0; r->be && i < r->es.n; i++)
+        if (r->be[i])
+            lb_backend_discard(r->be[i]);
+    lb_entries_free(&r->es);
+    free(r->be);
+    free(r->resolve);
+    free(r);
+}
+
+static void *reload_main(void *arg)
+{
+    struct reload *r = arg;
+    for (size_t i = 0; i < r->es.n && !r->failed; i++)
+        if (r->resolve[i]) {
+            r->be[i] = lb_backend_new(r->es.v[i].name, r->err, sizeof r->err);
+            r->failed = r->be[i] == NULL;
+        }
+    event_active(reload_done_ev, 0, 0); /* the event base is thread-safe (evthread_use_pthreads) */
+    return NULL;
+}
+
+/* Applies r (or refuses it: a name did not resolve, or etcd took over meanwhile), counts it,
+ * logs its timing line and frees it.  Main thread. */
+static void reload_finish(struct reload *r)
+{
+    int64_t t = ms_of(CLOCK_MONOTONIC), c = ms_of(CLOCK_PROCESS_CPUTIME_ID);
+    int rc = -1;
+    if (r->failed)
+        log_quoted(r->err, "membership unchanged");
+    else if (lb_etcd_active())
+        lb_log("SIGHUP: the membership comes from etcd (--etcd) now; --members not applied");
+    else
+        rc = set_with(&r->es, r->be, "reloaded");
+    char resolved[96] = "";
+    if (r->nresolve)
+        snprintf(resolved, sizeof resolved, ", %zu names resolved off the main thread in %lld ms",
+                 r->nresolve, (long long)(t - r->resolve_t0));
+    /* The process's CPU time: the workers' share of it is small while a reload runs, and it is
+     * what the tests bound (wall clock on a shared machine says less). */
+    lb_log("reload: %zu entries read in %lld ms (%lld ms of CPU), applied in %lld ms (%lld ms of "
+           "CPU)%s%s",
+           r->es.n, (long long)r->read_ms, (long long)r->read_cpu,
+           (long long)(ms_of(CLOCK_MONOTONIC) - t),
+           (long long)(ms_of(CLOCK_PROCESS_CPUTIME_ID) - c), resolved, rc < 0 ? "; failed" : "");
+    if (rc == 0)
         ADD(lb_reloads, 1);
     else
         ADD(lb_reload_errors, 1);
+    reload_free(r);
+}
+
+static void on_reload_done(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    struct reload *r = pending;
+    if (!r)
+        return;
+    pthread_join(reload_thread, NULL);
+    pending = NULL;
+    SUB(lb_reload_resolving, r->nresolve);
+    reload_finish(r);
+    if (reload_again) {
+        reload_again = false;
+        lb_membership_reload();
+    }
+}
+
+int lb_membership_start(struct event_base *base)
+{
+    reload_done_ev = event_new(base, -1, 0, on_reload_done, NULL);
+    return reload_done_ev ? 0 : -1;
+}
+
+void lb_membership_stop(void)
+{
+    if (pending) { /* waits for the lookups under way (bounded by the resolver's timeouts) */
+        pthread_join(reload_thread, NULL);
+        SUB(lb_reload_resolving, pending->nresolve);
+        reload_free(pending);
+        pending = NULL;
+    }
+    if (reload_done_ev)
+        event_free(reload_done_ev);
+    reload_done_ev = NULL;
+}
+
+static void reload_refused(const char *why)
+{
+    lb_log("SIGHUP: %s; membership unchanged", why);
+    ADD(lb_reload_errors, 1);
+}
+
+void lb_membership_reload(void)
+{
+    if (pending) {
+        reload_again = true;
+        lb_log("SIGHUP: a reload is resolving names; the members file is read again after it");
+        return;
+    }
+    if (lb_etcd_active()) {
+        lb_log("SIGHUP: the membership comes from etcd (--etcd); --members not applied");
+        ADD(lb_reload_errors, 1);
+        return;
+    }
+    struct reload *r = calloc(1, sizeof *r);
+    if (!r) {
+        reload_refused("out of memory");
+        return;
+    }
+    int64_t t0 = ms_of(CLOCK_MONOTONIC), c0 = ms_of(CLOCK_PROCESS_CPUTIME_ID);
+    if (read_entries(&r->es) < 0) { /* logged */
+        free(r);
+        ADD(lb_reload_errors, 1);
+        return;
+    }
+    r->read_ms = ms_of(CLOCK_MONOTONIC) - t0;
+    r->read_cpu = ms_of(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    r->be = calloc(r->es.n + 1, sizeof *r->be);
+    r->resolve = calloc(r->es.n + 1, sizeof *r->resolve);
+    if (!r->be || !r->resolve) {
+        reload_free(r);
+        reload_refused("out of memory");
+        return;
+    }
+    /* Only names the ring does not hold need a backend; numeric ones are set up by set_with,
+     * here, at once. */
+    const chring_snap_t *s = chring_snap_enter(lb_ring);
+    for (size_t i = 0; i < r->es.n; i++)
+        if (!lb_name_is_numeric(r->es.v[i].name) && !chring_snap_find(s, r->es.v[i].name)) {
+            r->resolve[i] = true;
+            r->nresolve++;
+        }
+    chring_snap_exit(lb_ring, s);
+    if (r->nresolve > 0 && reload_done_ev) {
+        r->resolve_t0 = ms_of(CLOCK_MONOTONIC);
+        if (pthread_create(&reload_thread, NULL, reload_main, r) == 0) {
+            pending = r;
+            ADD(lb_reload_resolving, r->nresolve);
+            lb_log("SIGHUP: %zu new names to resolve, off the main thread", r->nresolve);
+            return;
+        }
+        lb_log("SIGHUP: cannot start the reload's resolver thread; resolving here");
+    }
+    r->nresolve = 0; /* whatever needs a lookup is resolved by set_with, on this thread */
+    reload_finish(r);
 }
 
 /* Main thread only, like lb_membership_set: a member found in the snapshot is still a member

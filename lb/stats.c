@@ -216,13 +216,14 @@ static void add_balancer(struct evbuffer *b)
         "],\n\"balancer\":{\"threads\":%u,\"requests\":%llu,\"proxied\":%llu,"
         "\"retries\":%llu,\"bad_gateway\":%llu,\"aborted\":%llu,\"client_gone\":%llu,"
         "\"no_backend\":%llu,\"stats\":%llu,\"active\":%llu,\"reloads\":%llu,"
-        "\"reload_errors\":%llu,\"backpressure_pauses\":%llu,"
+        "\"reload_errors\":%llu,\"reload_resolving\":%llu,\"backpressure_pauses\":%llu,"
         "\"outcomes\":{\"owner\":%llu,\"spilled\":%llu,\"saturated\":%llu}}",
         lb_cfg.threads, (unsigned long long)t[0], (unsigned long long)t[1],
         (unsigned long long)t[2], (unsigned long long)t[3], (unsigned long long)t[4],
         (unsigned long long)t[5], (unsigned long long)t[6], (unsigned long long)t[7],
         (unsigned long long)t[8], (unsigned long long)GET(lb_reloads),
-        (unsigned long long)GET(lb_reload_errors), (unsigned long long)t[9],
+        (unsigned long long)GET(lb_reload_errors), (unsigned long long)GET(lb_reload_resolving),
+        (unsigned long long)t[9],
         (unsigned long long)o[CHRING_OUTCOME_OWNER], (unsigned long long)o[CHRING_OUTCOME_SPILLED],
         (unsigned long long)o[CHRING_OUTCOME_SATURATED]);
     lb_etcd_stats(b);

@@ -12,6 +12,12 @@
                              member, the last weight counts, at start and on SIGHUP; a reload
                              that changes nothing publishes nothing; a bad entry: the reload
                              refused, the membership unchanged
+    lb_reload.py resolve     a new name that takes 2 s to resolve (tests/lb/gai_shim.c): the
+                             main thread answers the stats listener meanwhile, then the file is
+                             applied; names the ring holds are not looked up again; a SIGHUP
+                             while a reload resolves reads the file again after it; a name that
+                             does not resolve refuses the reload, the membership unchanged;
+                             SIGTERM while a reload resolves: a clean exit
 
 Everything on 127.0.0.1 under a temporary directory, stopped by PID; every wait bounded.
 """
@@ -163,7 +169,118 @@ def duplicates(env):
     lb.stop()
 
 
-TESTS = {"big": big, "duplicates": duplicates}
+# ------------------------------------------------------------------------------------------------
+def lookups(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def wait_resolving(lb, reloads_before, until_done=False, timeout=10):
+    """Polls the stats listener (served by the main thread) until a reload has names with its
+    resolver thread (until_done: and then until it is done); fails when the reload completes
+    before one is seen resolving, which is what a main thread blocked in the lookup shows (the
+    stats answer waits for it).  Returns the answers served while it resolved."""
+    end = time.time() + timeout
+    served = 0
+    while time.time() < end:
+        b = lb.stats()["balancer"]
+        done = b["reloads"] + b["reload_errors"] > reloads_before
+        if b["reload_resolving"] > 0:
+            check(not done, "a reload counted while one resolves: %s" % b)
+            served += 1
+            if not until_done:
+                return served
+        elif done:
+            check(served > 0, "the reload was done before the stats listener saw it resolving: "
+                  "the main thread waited for the lookup")
+            return served
+        time.sleep(0.02)
+    raise h.TestFailure("no reload resolving, then done, within %.0f s" % timeout)
+
+
+def resolve(env):
+    shim = os.environ.get("LB_GAI_SHIM")
+    if not shim or not os.path.exists(shim):
+        print("LB_GAI_SHIM not built: skipped")
+        raise SystemExit(77)
+    bs = [h.Backend(env, i).start() for i in range(3)]
+    pm = {b.port: b for b in bs}
+    count = env.path("lookups")
+    envv = dict(os.environ)
+    envv["LD_PRELOAD"] = shim
+    envv["GAI_SHIM_COUNT"] = count
+    envv["ASAN_OPTIONS"] = envv.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+    path = env.path("members")
+    write_members(path, [bs[0].member, bs[1].member])
+    lb = h.Balancer(env, ["--members", path], stats_listen=True, spawn_kw={"env": envv}).start()
+
+    slow = "shim-slow-a:%d" % bs[2].port
+    first = [bs[0].member, bs[1].member, slow]
+    write_members(path, first)
+    t0 = time.time()
+    lb.hup()
+    served = wait_resolving(lb, 0, until_done=True)
+    st = wait_reload(lb, 1, 30)
+    took = time.time() - t0
+    check(st["balancer"]["reloads"] == 1 and sorted(weights(st)) == sorted(first),
+          "after the slow name resolved: %s, %s" % (st["balancer"], sorted(weights(st))))
+    check(lookups(count) == 1, "%d lookups of shim names, want 1" % lookups(count))
+    check("1 names resolved off the main thread" in lb.output(), "no timing line for the lookup")
+    log("SIGHUP with a name taking 2 s to resolve: %d stats answers from the main thread while it "
+        "resolved, applied after %.2f s" % (served, took))
+    keys = ["/s/%d" % i for i in range(120)]
+    c = h.Client(lb.port)
+    for k, own in zip(keys, h.expect(first, keys)):
+        s, body, _ = c.get(k)
+        want = bs[2] if own == slow else pm[int(own.rsplit(":", 1)[1])]
+        check(s == 200 and h.port_of(body) == want.port, "%s (owner %s): %d from %s" %
+              (k, own, s, h.port_of(body)))
+    c.close()
+
+    # the same file again: nothing to resolve, applied at once
+    lb.hup()
+    st = wait_reload(lb, 2, 10)
+    check(lookups(count) == 1, "a name the ring holds was looked up again (%d lookups)" % lookups(count))
+    log("the same file again: no lookup")
+
+    # a SIGHUP while a reload resolves: the file is read again after it
+    second = [bs[0].member, "shim-slow-b:%d" % bs[1].port]
+    third = second + ["shim-slow-c:%d" % bs[2].port]
+    write_members(path, second)
+    lb.hup()
+    wait_resolving(lb, 2)
+    write_members(path, third)
+    lb.hup()
+    st = wait_reload(lb, 4, 30)
+    check(st["balancer"]["reloads"] == 4 and sorted(weights(st)) == sorted(third),
+          "after two SIGHUPs, the second while the first resolved: %s, %s" %
+          (st["balancer"], sorted(weights(st))))
+    check(lookups(count) == 3, "%d lookups, want 3 (b and c once each)" % lookups(count))
+    check("read again after it" in lb.output(), "the second SIGHUP is not logged as deferred")
+    log("a SIGHUP while a reload resolved: both applied in order, the last file is the membership")
+
+    # a name that does not resolve: the reload refused whole
+    v = st["ring"]["version"]
+    write_members(path, third + ["nohost-1.invalid:80", bs[1].member])
+    lb.hup()
+    st = wait_reload(lb, 5, 30)
+    check(st["balancer"]["reload_errors"] == 1 and sorted(weights(st)) == sorted(third) and
+          st["ring"]["version"] == v, "an unresolvable name: %s, %s" % (st["balancer"], sorted(weights(st))))
+    check("nohost-1.invalid" in lb.output(), "the unresolvable name is not logged")
+    log("an unresolvable name: reload refused, membership unchanged")
+
+    # SIGTERM while a reload resolves: it waits for the lookup, drops the reload, exits cleanly
+    lb.wait_idle()
+    write_members(path, third + ["shim-slow-d:%d" % bs[0].port])
+    lb.hup()
+    wait_resolving(lb, 5)
+    lb.stop()
+    log("SIGTERM while a reload resolved: clean exit")
+
+
+TESTS = {"big": big, "duplicates": duplicates, "resolve": resolve}
 
 
 def main():
