@@ -17,9 +17,9 @@
  *
  * The main thread owns the ring's writer side: it loads the membership, and on SIGHUP re-reads
  * --members and applies its differences with one chring_update() (connections are not dropped:
- * members that stay keep their object, counters and pools).  A removed member's struct backend is handed to the
- * ring's retire callback, which may run on any thread: it queues the backend and wakes every
- * worker; each worker frees its own pool of it; the last one frees the object.
+ * members that stay keep their object, counters and pools).  A removed member's struct backend
+ * is handed to the ring's retire callback, which may run on any thread: it queues the backend
+ * and wakes every worker; each worker frees its own pool of it; the last one frees the object.
  *
  * Files, each one concept (and its header: config.h, h1.h, conn.h, log.h, backend.h, worker.h,
  * proxy.h, limits.h; the rest is declared below):

@@ -119,7 +119,8 @@ int lb_membership_load(void)
     int rc = lb_membership_set(&es, "loaded");
     lb_log("load: %zu entries read in %lld ms (%lld ms of CPU), applied in %lld ms (%lld ms of "
            "CPU)%s",
-           es.n, (long long)(t1 - t0), (long long)(c1 - c0), (long long)(ms_of(CLOCK_MONOTONIC) - t1),
+           es.n, (long long)(t1 - t0), (long long)(c1 - c0),
+           (long long)(ms_of(CLOCK_MONOTONIC) - t1),
            (long long)(ms_of(CLOCK_PROCESS_CPUTIME_ID) - c1), rc < 0 ? "; failed" : "");
     lb_entries_free(&es);
     return rc;

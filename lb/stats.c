@@ -39,8 +39,7 @@ static void add_ring(struct evbuffer *b, const chring_snap_t *s, const chring_st
                         (unsigned long long)st->points, (unsigned long long)st->leases,
                         (unsigned long long)st->acquires, (unsigned long long)st->spills,
                         (unsigned long long)st->saturated, (unsigned long long)st->down,
-                        (unsigned long long)st->retries,
-                        (unsigned long long)chring_snap_digest(s));
+                        (unsigned long long)st->retries, (unsigned long long)chring_snap_digest(s));
 }
 
 /* Member index by pointer: an open-addressing table built once per request, O(members). */
@@ -223,8 +222,8 @@ static void add_balancer(struct evbuffer *b)
         (unsigned long long)t[5], (unsigned long long)t[6], (unsigned long long)t[7],
         (unsigned long long)t[8], (unsigned long long)GET(lb_reloads),
         (unsigned long long)GET(lb_reload_errors), (unsigned long long)GET(lb_reload_resolving),
-        (unsigned long long)t[9],
-        (unsigned long long)o[CHRING_OUTCOME_OWNER], (unsigned long long)o[CHRING_OUTCOME_SPILLED],
+        (unsigned long long)t[9], (unsigned long long)o[CHRING_OUTCOME_OWNER],
+        (unsigned long long)o[CHRING_OUTCOME_SPILLED],
         (unsigned long long)o[CHRING_OUTCOME_SATURATED]);
     lb_etcd_stats(b);
     struct lb_limit_stats l;
