@@ -83,7 +83,7 @@ int main(int argc, char **argv)
         lb_log("chring_new: %s", chring_strerror(err));
         goto out_init;
     }
-    if (lb_membership_apply(true) < 0)
+    if (lb_membership_load() < 0)
         goto out_ring;
 
     main_base = event_base_new();
@@ -98,7 +98,7 @@ int main(int argc, char **argv)
         goto out_signals;
     }
     if (lb_status_start(main_base) < 0 || lb_health_start(main_base) < 0 ||
-        lb_etcd_start(main_base) < 0)
+        lb_membership_start(main_base) < 0 || lb_etcd_start(main_base) < 0)
         goto out_signals;
 
     /* Workers start with every signal blocked: libevent's signal pipe lives in the main loop. */
@@ -129,6 +129,7 @@ int main(int argc, char **argv)
         pthread_join(lb_workers[i].thread, NULL);
 
 out_signals:
+    lb_membership_stop();
     lb_etcd_stop();
     lb_health_stop(); /* workers have stopped: nobody wakes it any more */
     if (sig_hup)

@@ -26,7 +26,8 @@ static void usage(FILE *f)
         "  --backend HOST:PORT[=W]   a backend (repeatable); its member name is HOST:PORT as "
         "written\n"
         "  --members FILE            backends, one HOST:PORT[=W] per line, '#' comments;\n"
-        "                            re-read on SIGHUP and applied with chring_sync\n"
+        "                            re-read on SIGHUP, its differences applied with one\n"
+        "                            chring_update\n"
         "  --key path|header:NAME|query:NAME   routing key (default path)\n"
         "  --key-prefix N            route by the key's first N bytes\n"
         "  --profile NAME            hash64 (default), xxh3, murmur32, fnv32, fnv16, ketama, "
@@ -67,6 +68,9 @@ static void usage(FILE *f)
         "  --stats-allow LIST        peers allowed to /_chring/: any, or CIDRs separated by "
         "commas\n"
         "                            (default 127.0.0.0/8,::1)\n"
+        "  --outcome-header          add X-Chring-Outcome: owner, spilled or saturated (how the\n"
+        "                            answering backend was chosen) to proxied answers; it tells\n"
+        "                            clients about the backends' load (default: off)\n"
         "  --verbose                 log retries and retirements\n"
         "Timeouts are seconds, at least 0.001 (1 ms).\n"
         "GET /_chring/stats answers the ring's and every member's statistics as JSON;\n"
@@ -194,6 +198,7 @@ enum {
     O_ETCDMAXANSWER,
     O_ETCDMAXPOINTS,
     O_ETCDRANGETIMEOUT,
+    O_OUTCOMEHEADER,
     O_HELP
 };
 
@@ -227,6 +232,7 @@ static const struct option opts[] = {
     {"etcd-max-answer", required_argument, 0, O_ETCDMAXANSWER},
     {"etcd-max-points", required_argument, 0, O_ETCDMAXPOINTS},
     {"etcd-range-timeout", required_argument, 0, O_ETCDRANGETIMEOUT},
+    {"outcome-header", no_argument, 0, O_OUTCOMEHEADER},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -369,6 +375,7 @@ static int parse_option(int c, const char *arg)
             return bad("--etcd-range-timeout: seconds, 0.001..86400");
         lb_cfg.etcd_range_timeout_ms = (uint32_t)(d * 1000);
         return 0;
+    case O_OUTCOMEHEADER: lb_cfg.outcome_header = true; return 0;
     case O_HELP: usage(stdout); exit(0);
     default: usage(stderr); return -1;
     }

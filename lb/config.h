@@ -41,6 +41,7 @@ struct lb_config {
     const char *members_file;
     lb_entries_t static_entries; /* from --backend */
     bool verbose;
+    bool outcome_header; /* --outcome-header: X-Chring-Outcome on proxied answers */
     /* limits (limits.c) and the stats listener (status.c) */
     unsigned max_conns;      /* client connections in all; at the limit accept pauses */
     unsigned max_requests;   /* requests in flight in all; above: 503 */

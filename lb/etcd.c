@@ -354,15 +354,6 @@ static void resolve_queue(struct fentry *e)
     pthread_mutex_unlock(&rq_lock);
 }
 
-static bool numeric_host(const char *name)
-{
-    char h[256];
-    uint16_t p;
-    unsigned char a[16];
-    return lb_split_hostport(name, h, sizeof h, &p) == 0 &&
-           (inet_pton(AF_INET, h, a) == 1 || inet_pton(AF_INET6, h, a) == 1);
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* applying                                                                                    */
 
@@ -388,7 +379,7 @@ static void apply(const char *what, uint64_t rev, bool full)
                 continue; /* joins when its answer comes back, with the weight it has then */
             if (e->resolve == RS_FAILED)
                 continue; /* tried again by on_retry, never once per batch */
-            if (!numeric_host(e->name)) {
+            if (!lb_name_is_numeric(e->name)) {
                 resolve_queue(e);
                 continue;
             }

@@ -4,6 +4,10 @@
  * separated by a space (chring_lookup_name for the owner, chring_snap_lookup_n for more).
  *
  *   chring-lb-expect [--profile NAME] [--vnodes N] [--replicas R] HOST:PORT[=W]... < keys
+ *   chring-lb-expect [--profile NAME] [--vnodes N] --digest HOST:PORT[=W]...
+ *
+ * --digest prints the placement digest of that ring (chring_snap_digest, 16 hex digits, as the
+ * balancer's stats show it) and reads no keys.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -20,6 +24,7 @@ int main(int argc, char **argv)
     chring_config_t cfg;
     chring_config_default(&cfg);
     unsigned replicas = 1;
+    int digest = 0;
     lb_entries_t es = {0};
     for (int i = 1; i < argc; i++) {
         const char *err;
@@ -34,6 +39,8 @@ int main(int argc, char **argv)
             replicas = (unsigned)strtoul(argv[++i], NULL, 10);
             if (replicas < 1 || replicas > 16)
                 replicas = 1;
+        } else if (strcmp(argv[i], "--digest") == 0) {
+            digest = 1;
         } else if (lb_entries_put(&es, argv[i], &err) < 0) {
             fprintf(stderr, "%s: %s\n", argv[i], err);
             return 2;
@@ -51,6 +58,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "chring_add %s: %s\n", es.v[i].name, chring_strerror(rc));
             return 1;
         }
+    }
+    if (digest) {
+        const chring_snap_t *s = chring_snap_enter(r);
+        printf("%016llx\n", (unsigned long long)chring_snap_digest(s));
+        chring_snap_exit(r, s);
+        chring_free(&r);
+        lb_entries_free(&es);
+        return 0;
     }
     char *line = NULL;
     size_t cap = 0;

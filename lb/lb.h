@@ -16,10 +16,10 @@
  * every member but the failed one (chring_acquire_skip), then 502.
  *
  * The main thread owns the ring's writer side: it loads the membership, and on SIGHUP re-reads
- * --members and applies it with chring_sync() (connections are not dropped: members that stay
- * keep their object, counters and pools).  A removed member's struct backend is handed to the
- * ring's retire callback, which may run on any thread: it queues the backend and wakes every
- * worker; each worker frees its own pool of it; the last one frees the object.
+ * --members and applies its differences with one chring_update() (connections are not dropped:
+ * members that stay keep their object, counters and pools).  A removed member's struct backend
+ * is handed to the ring's retire callback, which may run on any thread: it queues the backend
+ * and wakes every worker; each worker frees its own pool of it; the last one frees the object.
  *
  * Files, each one concept (and its header: config.h, h1.h, conn.h, log.h, backend.h, worker.h,
  * proxy.h, limits.h; the rest is declared below):
@@ -39,7 +39,8 @@
  *                 GET /_chring/
  *   worker.c      worker threads: event loop, listener, the request entry point
  *   membership.c  the ring's writer side: --backend plus --members (or etcd's set) applied
- *                 with chring_sync, members leaving through a drain kept until they leave
+ *                 as differences with chring_update, members leaving through a drain kept
+ *                 until they leave
  *   health.c      passive health through the ring (chring_set_down), drains, on the main thread
  *   etcd.c        the membership from etcd: range, then watch, over etcd's v3 JSON gateway
  *   etcd_read.c   etcd's answers (JSON through libjansson, base64) read into changes
@@ -99,20 +100,33 @@ void lb_status_stop(void);
 /* ------------------------------------------------------------------------------------------ */
 /* membership (membership.c)                                                                   */
 
-/* Successful and failed SIGHUP reloads, for the stats. */
-extern _Atomic uint64_t lb_reloads, lb_reload_errors;
+/* Successful and failed SIGHUP reloads, and the new names a reload has with its resolver
+ * thread now, for the stats. */
+extern _Atomic uint64_t lb_reloads, lb_reload_errors, lb_reload_resolving;
 
-/* Makes the ring's membership exactly --backend plus the members file (logged).  Main thread
- * only.  Returns 0, or -1 with the membership unchanged. */
-int lb_membership_apply(bool initial);
-/* SIGHUP: lb_membership_apply(false), counted in lb_reloads or lb_reload_errors. */
+/* The start: makes the ring's membership exactly --backend plus the members file (logged),
+ * resolving names on the calling thread.  Main thread, before lb_membership_start.  Returns 0, or
+ * -1 with the membership unchanged. */
+int lb_membership_load(void);
+/* Sets up the reloads' wake-up on the main thread's event base.  Returns 0 / -1. */
+int lb_membership_start(struct event_base *base);
+/* Waits for a reload's lookups under way and drops that reload.  Main thread, before the ring
+ * is freed. */
+void lb_membership_stop(void);
+/* SIGHUP: re-reads --backend plus the members file, counted in lb_reloads or lb_reload_errors
+ * (logged, with the time it took).  The file is read and its differences applied on the main
+ * thread; only names the ring does not hold yet and that are not numeric addresses need DNS, and
+ * those are resolved by a thread of the reload's own, the file applied when they are (or refused
+ * whole if one does not resolve).  A SIGHUP while names are resolved reads the file again once
+ * that reload is done.  Refused while etcd gives the membership.  Main thread. */
 void lb_membership_reload(void);
-/* Makes the ring's membership exactly es (what: for the log), with --drain applied: a member
- * that is not in es ramps to 0 and stays until health.c removes it; one in es that was leaving
- * stays.  skip_bad: an entry whose backend cannot be set up (its host does not resolve) is
- * logged and left out instead of failing the whole call (etcd).  Main thread only.  Returns 0,
- * or -1 with the membership unchanged. */
-int lb_membership_set(const lb_entries_t *es, const char *what, bool skip_bad);
+/* Makes the ring's membership exactly es (distinct names; what: for the log) with one
+ * lb_membership_change holding only the differences, --drain applied: a member that is not in es
+ * ramps to 0 and stays until health.c removes them; one in es that was leaving stays.  Names the
+ * ring does not hold yet are resolved (on this thread); a name that does not resolve fails the
+ * whole call.  O(entries + members).  Main thread only.  Returns 0, or -1 with the membership
+ * unchanged. */
+int lb_membership_set(const lb_entries_t *es, const char *what);
 
 /* One change of lb_membership_change: weight 0 removes name (or drains it, with --drain); weight
  * >= 1 adds it with be (resolved by the caller; be NULL: a member already in the ring only) or

@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "members.h"
 
+#include <arpa/inet.h>
 #include <chring.h>
 #include <ctype.h>
 #include <errno.h>
@@ -43,6 +44,15 @@ int lb_split_hostport(const char *name, char *host, size_t hostcap, uint16_t *po
     host[hl] = '\0';
     *port = (uint16_t)p;
     return 0;
+}
+
+bool lb_name_is_numeric(const char *name)
+{
+    char h[256];
+    uint16_t p;
+    unsigned char a[16];
+    return lb_split_hostport(name, h, sizeof h, &p) == 0 &&
+           (inet_pton(AF_INET, h, a) == 1 || inet_pton(AF_INET6, h, a) == 1);
 }
 
 int lb_parse_entry(const char *tok, lb_entry_t *e, const char **err)
@@ -93,17 +103,64 @@ int lb_parse_entry(const char *tok, lb_entry_t *e, const char **err)
     return 0;
 }
 
+/* FNV-1a, mixed: the index's hash of a name. */
+static uint64_t name_hash(const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = (h ^ *c) * 0x100000001b3ull;
+    return chring_mix64(h);
+}
+
+/* The slot holding name, or the empty slot where it would go.  nslot > 0. */
+static size_t *index_slot(const lb_entries_t *es, const char *name)
+{
+    size_t mask = es->nslot - 1;
+    for (size_t j = (size_t)name_hash(name) & mask;; j = (j + 1) & mask)
+        if (es->slot[j] == 0 || strcmp(es->v[es->slot[j] - 1].name, name) == 0)
+            return &es->slot[j];
+}
+
+/* Makes room in the index for one more entry (at most half full).  Returns 0 / -1. */
+static int index_reserve(lb_entries_t *es)
+{
+    if (2 * (es->n + 1) <= es->nslot)
+        return 0;
+    size_t nslot = es->nslot ? es->nslot * 2 : 16;
+    size_t *slot = calloc(nslot, sizeof *slot);
+    if (!slot)
+        return -1;
+    free(es->slot);
+    es->slot = slot;
+    es->nslot = nslot;
+    for (size_t i = 0; i < es->n; i++)
+        *index_slot(es, es->v[i].name) = i + 1;
+    return 0;
+}
+
+const lb_entry_t *lb_entries_find(const lb_entries_t *es, const char *name)
+{
+    if (es->nslot == 0)
+        return NULL;
+    size_t i = *index_slot(es, name);
+    return i ? &es->v[i - 1] : NULL;
+}
+
 int lb_entries_put(lb_entries_t *es, const char *tok, const char **err)
 {
     lb_entry_t e;
     if (lb_parse_entry(tok, &e, err) < 0)
         return -1;
-    for (size_t i = 0; i < es->n; i++) {
-        if (strcmp(es->v[i].name, e.name) == 0) {
-            es->v[i].weight = e.weight;
-            free(e.name);
-            return 0;
-        }
+    if (index_reserve(es) < 0) {
+        free(e.name);
+        *err = "out of memory";
+        return -1;
+    }
+    size_t *slot = index_slot(es, e.name);
+    if (*slot) {
+        es->v[*slot - 1].weight = e.weight;
+        free(e.name);
+        return 0;
     }
     if (es->n == es->cap) {
         size_t nc = es->cap ? es->cap * 2 : 8;
@@ -117,6 +174,7 @@ int lb_entries_put(lb_entries_t *es, const char *tok, const char **err)
         es->cap = nc;
     }
     es->v[es->n++] = e;
+    *slot = es->n;
     return 0;
 }
 
@@ -168,6 +226,8 @@ void lb_entries_free(lb_entries_t *es)
     for (size_t i = 0; i < es->n; i++)
         free(es->v[i].name);
     free(es->v);
+    free(es->slot);
     es->v = NULL;
-    es->n = es->cap = 0;
+    es->slot = NULL;
+    es->n = es->cap = es->nslot = 0;
 }

@@ -1,6 +1,6 @@
 /* chring-lb: the ring's writer side: the membership is --backend plus the members file, applied
- * with one chring_sync at start and on every SIGHUP (or etcd's set, etcd.c); with --drain, members
- * that leave stay in the sync until health.c removes them.
+ * as its differences with one chring_update at start and on every SIGHUP (or etcd's set and
+ * changes, etcd.c); with --drain, members that leave stay until health.c removes them.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -8,9 +8,11 @@
 #include "lb.h"
 #include "text.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 _Atomic uint64_t lb_reloads, lb_reload_errors;
 
@@ -45,118 +47,259 @@ static int read_entries(lb_entries_t *es)
     return 0;
 }
 
-static int cmp_name(const void *a, const void *b)
+static bool entry_wanted(const char *name, void *ctx)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    return lb_entries_find(ctx, name) != NULL;
 }
 
-/* Main thread only (the only writer), so a name found in the snapshot is still a member when
- * chring_sync runs: the sync runs inside the read section on s, which writers may do. */
-int lb_membership_set(const lb_entries_t *es, const char *what, bool skip_bad)
+/* Applies es with be[i] set up for entry i already (NULL: none yet; be NULL: none at all), each
+ * owned by the call.  Main thread only (the only writer), so what the snapshot shows is still
+ * the membership when lb_membership_change runs.  Names the ring does not hold and that have no
+ * backend yet are set up here, on this thread; the rest is the differences. */
+static int set_with(const lb_entries_t *es, struct backend **be, const char *what)
 {
     char msg[512] = "";
-    const chring_snap_t *s = chring_snap_enter(lb_ring);
-    size_t nm = chring_snap_len(s);
-    chring_change_t *ch = calloc(es->n + nm + 1, sizeof *ch);
-    struct backend **fresh = calloc(es->n + 1, sizeof *fresh);
-    const char **wanted = calloc(es->n + 1, sizeof *wanted);
-    const chring_member_t **leaving = calloc(nm + 1, sizeof *leaving);
-    if (!ch || !fresh || !wanted || !leaving) {
-        chring_snap_exit(lb_ring, s);
-        free(ch);
-        free(fresh);
-        free(wanted);
-        free(leaving);
-        return -1;
-    }
+    struct lb_change *ch = calloc(es->n + 1, sizeof *ch);
     int rc = 0;
-    size_t k = 0, nleaving = 0, skipped = 0;
-    for (size_t i = 0; i < es->n; i++) {
-        wanted[i] = es->v[i].name;
-        ch[k].name = es->v[i].name;
-        ch[k].weight = es->v[i].weight;
-        const chring_member_t *m = chring_snap_find(s, es->v[i].name);
-        if (m) {
-            ch[k++].udata = chring_member_udata(m);
-            continue;
-        }
-        fresh[i] = lb_backend_new(es->v[i].name, msg, sizeof msg);
-        if (!fresh[i] && skip_bad) {
-            log_quoted(msg, "left out");
-            skipped++;
-            continue;
-        }
-        if (!fresh[i]) {
-            log_quoted(msg, "membership unchanged");
-            rc = -1;
-            break;
-        }
-        ch[k++].udata = fresh[i];
+    size_t k = 0;
+    if (!ch) {
+        lb_log("%s: out of memory; membership unchanged", what);
+        rc = -1;
+        goto out;
     }
-    /* --drain: members that leave stay (own weight, own udata) until health.c removes them */
-    if (rc == 0 && lb_cfg.drain_ms > 0) {
-        qsort(wanted, es->n, sizeof *wanted, cmp_name);
-        for (size_t j = 0; j < nm; j++) {
-            const chring_member_t *m = chring_snap_member(s, j);
-            const char *name = chring_member_name(m);
-            if (es->n && bsearch(&name, wanted, es->n, sizeof *wanted, cmp_name))
-                continue;
-            ch[k].name = name;
-            ch[k].weight = chring_snap_weight(s, m);
-            ch[k++].udata = chring_member_udata(m);
-            leaving[nleaving++] = m;
+    const chring_snap_t *s = chring_snap_enter(lb_ring);
+    for (; k < es->n; k++) {
+        ch[k] = (struct lb_change){es->v[k].name, es->v[k].weight, be ? be[k] : NULL};
+        if (be)
+            be[k] = NULL;
+        if (!ch[k].be && !chring_snap_find(s, es->v[k].name)) {
+            ch[k].be = lb_backend_new(es->v[k].name, msg, sizeof msg);
+            if (!ch[k].be) {
+                log_quoted(msg, "membership unchanged");
+                rc = -1;
+                break;
+            }
         }
-    }
-    if (rc == 0) {
-        rc = chring_sync(lb_ring, ch, k);
-        if (rc < 0)
-            lb_log("chring_sync: %s; membership unchanged", chring_strerror(rc));
-    }
-    if (rc < 0) {
-        for (size_t i = 0; i < es->n; i++)
-            if (fresh[i])
-                lb_backend_discard(fresh[i]);
-    } else {
-        for (size_t j = 0; j < nleaving; j++)
-            lb_health_drain(s, leaving[j]);
-        for (size_t i = 0; i < es->n; i++) {
-            const chring_member_t *m = fresh[i] ? NULL : chring_snap_find(s, es->v[i].name);
-            if (m)
-                lb_health_undrain(m);
-        }
-        chring_stats_t st;
-        chring_stats(lb_ring, &st);
-        lb_log("%s: %zu members (%zu left out, %zu leaving), ring version %llu", what,
-               es->n - skipped, skipped, nleaving, (unsigned long long)st.version);
     }
     chring_snap_exit(lb_ring, s);
+    if (rc == 0)
+        rc = lb_membership_change(ch, k, entry_wanted, (void *)es, what);
+    else
+        for (size_t i = 0; i < k; i++)
+            if (ch[i].be)
+                lb_backend_discard(ch[i].be);
+out:
+    for (size_t i = 0; be && i < es->n; i++)
+        if (be[i])
+            lb_backend_discard(be[i]);
     free(ch);
-    free(fresh);
-    free(wanted);
-    free(leaving);
     return rc;
 }
 
-int lb_membership_apply(bool initial)
+int lb_membership_set(const lb_entries_t *es, const char *what)
 {
-    if (!initial && lb_etcd_active()) {
-        lb_log("SIGHUP: the membership comes from etcd (--etcd); --members not applied");
-        return -1;
-    }
+    return set_with(es, NULL, what);
+}
+
+static int64_t ms_of(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The start: names resolved on this thread, before anything is served. */
+int lb_membership_load(void)
+{
+    int64_t t0 = ms_of(CLOCK_MONOTONIC), c0 = ms_of(CLOCK_PROCESS_CPUTIME_ID);
     lb_entries_t es = {0};
     if (read_entries(&es) < 0)
         return -1;
-    int rc = lb_membership_set(&es, initial ? "loaded" : "reloaded", false);
+    int64_t t1 = ms_of(CLOCK_MONOTONIC), c1 = ms_of(CLOCK_PROCESS_CPUTIME_ID);
+    int rc = lb_membership_set(&es, "loaded");
+    lb_log("load: %zu entries read in %lld ms (%lld ms of CPU), applied in %lld ms (%lld ms of "
+           "CPU)%s",
+           es.n, (long long)(t1 - t0), (long long)(c1 - c0),
+           (long long)(ms_of(CLOCK_MONOTONIC) - t1),
+           (long long)(ms_of(CLOCK_PROCESS_CPUTIME_ID) - c1), rc < 0 ? "; failed" : "");
     lb_entries_free(&es);
     return rc;
 }
 
-void lb_membership_reload(void)
+/* ------------------------------------------------------------------------------------------ */
+/* SIGHUP: names that need DNS resolved by a thread of the reload's own                        */
+
+/* A reload whose new names are not numeric addresses.  The main thread reads the file; the
+ * thread resolves the names that need DNS (lb_backend_new only allocates, resolves and
+ * registers the object under the backends' lock, so any thread may call it) and wakes the main
+ * thread, which applies the whole file, or nothing if a name did not resolve.  Meanwhile the
+ * main thread goes on (passive health, drains, the stats listener); a SIGHUP that arrives then
+ * is remembered and the file read again once this reload is done. */
+struct reload {
+    lb_entries_t es;
+    struct backend **be; /* [es.n]: entry i's backend, set up by the thread */
+    bool *resolve;       /* [es.n]: entry i is the thread's to set up */
+    size_t nresolve;
+    int64_t read_ms, read_cpu, resolve_t0;
+    bool failed;   /* the thread: a name did not resolve (err) */
+    char err[512]; /* its reason */
+};
+
+static struct reload *pending; /* with the thread (main thread) */
+static bool reload_again;      /* a SIGHUP came meanwhile */
+static pthread_t reload_thread;
+static struct event *reload_done_ev;
+_Atomic uint64_t lb_reload_resolving;
+
+static void reload_free(struct reload *r)
 {
-    if (lb_membership_apply(false) == 0)
+    for (size_t i = 0; r->be && i < r->es.n; i++)
+        if (r->be[i])
+            lb_backend_discard(r->be[i]);
+    lb_entries_free(&r->es);
+    free(r->be);
+    free(r->resolve);
+    free(r);
+}
+
+static void *reload_main(void *arg)
+{
+    struct reload *r = arg;
+    for (size_t i = 0; i < r->es.n && !r->failed; i++)
+        if (r->resolve[i]) {
+            r->be[i] = lb_backend_new(r->es.v[i].name, r->err, sizeof r->err);
+            r->failed = r->be[i] == NULL;
+        }
+    event_active(reload_done_ev, 0, 0); /* the event base is thread-safe (evthread_use_pthreads) */
+    return NULL;
+}
+
+/* Applies r (or refuses it: a name did not resolve, or etcd took over meanwhile), counts it,
+ * logs its timing line and frees it.  Main thread. */
+static void reload_finish(struct reload *r)
+{
+    int64_t t = ms_of(CLOCK_MONOTONIC), c = ms_of(CLOCK_PROCESS_CPUTIME_ID);
+    int rc = -1;
+    if (r->failed)
+        log_quoted(r->err, "membership unchanged");
+    else if (lb_etcd_active())
+        lb_log("SIGHUP: the membership comes from etcd (--etcd) now; --members not applied");
+    else
+        rc = set_with(&r->es, r->be, "reloaded");
+    char resolved[96] = "";
+    if (r->nresolve)
+        snprintf(resolved, sizeof resolved, ", %zu names resolved off the main thread in %lld ms",
+                 r->nresolve, (long long)(t - r->resolve_t0));
+    /* The process's CPU time: the workers' share of it is small while a reload runs, and it is
+     * what the tests bound (wall clock on a shared machine says less). */
+    lb_log("reload: %zu entries read in %lld ms (%lld ms of CPU), applied in %lld ms (%lld ms of "
+           "CPU)%s%s",
+           r->es.n, (long long)r->read_ms, (long long)r->read_cpu,
+           (long long)(ms_of(CLOCK_MONOTONIC) - t),
+           (long long)(ms_of(CLOCK_PROCESS_CPUTIME_ID) - c), resolved, rc < 0 ? "; failed" : "");
+    if (rc == 0)
         ADD(lb_reloads, 1);
     else
         ADD(lb_reload_errors, 1);
+    reload_free(r);
+}
+
+static void on_reload_done(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    struct reload *r = pending;
+    if (!r)
+        return;
+    pthread_join(reload_thread, NULL);
+    pending = NULL;
+    SUB(lb_reload_resolving, r->nresolve);
+    reload_finish(r);
+    if (reload_again) {
+        reload_again = false;
+        lb_membership_reload();
+    }
+}
+
+int lb_membership_start(struct event_base *base)
+{
+    reload_done_ev = event_new(base, -1, 0, on_reload_done, NULL);
+    return reload_done_ev ? 0 : -1;
+}
+
+void lb_membership_stop(void)
+{
+    if (pending) { /* waits for the lookups under way (bounded by the resolver's timeouts) */
+        pthread_join(reload_thread, NULL);
+        SUB(lb_reload_resolving, pending->nresolve);
+        reload_free(pending);
+        pending = NULL;
+    }
+    if (reload_done_ev)
+        event_free(reload_done_ev);
+    reload_done_ev = NULL;
+}
+
+static void reload_refused(const char *why)
+{
+    lb_log("SIGHUP: %s; membership unchanged", why);
+    ADD(lb_reload_errors, 1);
+}
+
+void lb_membership_reload(void)
+{
+    if (pending) {
+        reload_again = true;
+        lb_log("SIGHUP: a reload is resolving names; the members file is read again after it");
+        return;
+    }
+    if (lb_etcd_active()) {
+        lb_log("SIGHUP: the membership comes from etcd (--etcd); --members not applied");
+        ADD(lb_reload_errors, 1);
+        return;
+    }
+    struct reload *r = calloc(1, sizeof *r);
+    if (!r) {
+        reload_refused("out of memory");
+        return;
+    }
+    int64_t t0 = ms_of(CLOCK_MONOTONIC), c0 = ms_of(CLOCK_PROCESS_CPUTIME_ID);
+    if (read_entries(&r->es) < 0) { /* logged */
+        free(r);
+        ADD(lb_reload_errors, 1);
+        return;
+    }
+    r->read_ms = ms_of(CLOCK_MONOTONIC) - t0;
+    r->read_cpu = ms_of(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    r->be = calloc(r->es.n + 1, sizeof *r->be);
+    r->resolve = calloc(r->es.n + 1, sizeof *r->resolve);
+    if (!r->be || !r->resolve) {
+        reload_free(r);
+        reload_refused("out of memory");
+        return;
+    }
+    /* Only names the ring does not hold need a backend; numeric ones are set up by set_with,
+     * here, at once. */
+    const chring_snap_t *s = chring_snap_enter(lb_ring);
+    for (size_t i = 0; i < r->es.n; i++)
+        if (!lb_name_is_numeric(r->es.v[i].name) && !chring_snap_find(s, r->es.v[i].name)) {
+            r->resolve[i] = true;
+            r->nresolve++;
+        }
+    chring_snap_exit(lb_ring, s);
+    if (r->nresolve > 0 && reload_done_ev) {
+        r->resolve_t0 = ms_of(CLOCK_MONOTONIC);
+        if (pthread_create(&reload_thread, NULL, reload_main, r) == 0) {
+            pending = r;
+            ADD(lb_reload_resolving, r->nresolve);
+            lb_log("SIGHUP: %zu new names to resolve, off the main thread", r->nresolve);
+            return;
+        }
+        lb_log("SIGHUP: cannot start the reload's resolver thread; resolving here");
+    }
+    r->nresolve = 0; /* whatever needs a lookup is resolved by set_with, on this thread */
+    reload_finish(r);
 }
 
 /* Main thread only, like lb_membership_set: a member found in the snapshot is still a member
@@ -195,9 +338,11 @@ int lb_membership_change(struct lb_change *ch, size_t n, bool (*known)(const cha
             cc[k++] = (chring_change_t){ch[i].name, 0, NULL};
             removed++;
         } else if (m) {
-            if (chring_snap_weight(s, m) != ch[i].weight)
+            /* the same weight is no change: the batch holds only the differences */
+            if (chring_snap_weight(s, m) != ch[i].weight) {
                 set++;
-            cc[k++] = (chring_change_t){ch[i].name, ch[i].weight, chring_member_udata(m)};
+                cc[k++] = (chring_change_t){ch[i].name, ch[i].weight, chring_member_udata(m)};
+            }
             undrain[nu++] = m;
         } else if (ch[i].be) {
             cc[k++] = (chring_change_t){ch[i].name, ch[i].weight, ch[i].be};
@@ -227,7 +372,7 @@ int lb_membership_change(struct lb_change *ch, size_t n, bool (*known)(const cha
             lb_health_drain(s, drain[j]);
         for (size_t j = 0; j < nu; j++)
             lb_health_undrain(undrain[j]);
-        if (added + removed + set + nd > 0) {
+        if (added + removed + set + nd > 0 || known) {
             chring_stats_t st;
             chring_stats(lb_ring, &st);
             lb_log("%s: %zu added, %zu removed, %zu weights set, %zu draining; %llu members, "

@@ -52,6 +52,15 @@ struct proxy {
 
 static int proxy_start_attempt(struct proxy *p);
 
+/* How a lease was placed, as chring says it (lease.outcome): counted per worker for the stats,
+ * and named in X-Chring-Outcome (--outcome-header). */
+static const char *const outcome_names[4] = {"none", "owner", "spilled", "saturated"};
+
+static void count_outcome(struct worker *w, const chring_lease_t *lease)
+{
+    ADD(w->outcomes[lease->outcome < 4 ? lease->outcome : 0], 1);
+}
+
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -212,6 +221,7 @@ static bool proxy_retry(struct proxy *p)
         return false;
     chring_release(lb_ring, &p->lease);
     p->lease = retry;
+    count_outcome(p->w, &p->lease);
     p->be = chring_member_udata(retry.member);
     ADD(p->be->retries_in, 1);
     ADD(p->w->retries, 1);
@@ -255,6 +265,13 @@ static int relay_head(struct proxy *p, const struct h1_head *h)
 {
     if (lb_copy_fields(h, p->req->out) < 0)
         return -1;
+    if (lb_cfg.outcome_header) { /* ours alone: one the backend sent is dropped */
+        while (evhttp_find_header(p->req->out, "X-Chring-Outcome"))
+            evhttp_remove_header(p->req->out, "X-Chring-Outcome");
+        uint32_t o = p->lease.outcome < 4 ? p->lease.outcome : 0;
+        if (evhttp_add_header(p->req->out, "X-Chring-Outcome", outcome_names[o]) < 0)
+            return -1;
+    }
     int64_t length = h->has_length && h->framing != H1_CHUNKED ? (int64_t)h->length : -1;
     char reason[256];
     snprintf(reason, sizeof reason, "%.*s", (int)h->rlen, h->reason);
@@ -457,6 +474,7 @@ void lb_proxy_start(struct worker *w, struct lb_req *req)
         proxy_fail(p, 503, "Service Unavailable", "no backend");
         return;
     }
+    count_outcome(w, &p->lease);
     p->be = chring_member_udata(p->lease.member);
     /* Passive health needs nothing here: a backend that failed less than --fail-timeout ago is
      * down in the ring (health.c), so chring_acquire placed the key on its next replica. */

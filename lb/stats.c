@@ -32,13 +32,14 @@ static void add_ring(struct evbuffer *b, const chring_snap_t *s, const chring_st
     evbuffer_add_printf(b,
                         ",\"balance\":%.17g,\"version\":%llu,\"publishes\":%llu,\"members\":%llu,"
                         "\"points\":%llu,\"leases\":%llu,\"acquires\":%llu,\"spills\":%llu,"
-                        "\"saturated\":%llu,\"down\":%llu,\"retries\":%llu,",
+                        "\"saturated\":%llu,\"down\":%llu,\"retries\":%llu,"
+                        "\"digest\":\"%016llx\",",
                         lb_cfg.balance, (unsigned long long)st->version,
                         (unsigned long long)st->publishes, (unsigned long long)st->members,
                         (unsigned long long)st->points, (unsigned long long)st->leases,
                         (unsigned long long)st->acquires, (unsigned long long)st->spills,
                         (unsigned long long)st->saturated, (unsigned long long)st->down,
-                        (unsigned long long)st->retries);
+                        (unsigned long long)st->retries, (unsigned long long)chring_snap_digest(s));
 }
 
 /* Member index by pointer: an open-addressing table built once per request, O(members). */
@@ -193,7 +194,7 @@ static void add_member(struct evbuffer *b, const chring_snap_t *s, const chring_
 
 static void add_balancer(struct evbuffer *b)
 {
-    uint64_t t[10] = {0};
+    uint64_t t[10] = {0}, o[4] = {0};
     for (unsigned i = 0; i < lb_cfg.threads; i++) {
         struct worker *x = &lb_workers[i];
         t[0] += GET(x->requests);
@@ -206,18 +207,24 @@ static void add_balancer(struct evbuffer *b)
         t[7] += GET(x->stats_served);
         t[8] += GET(x->active_n);
         t[9] += GET(x->pauses);
+        for (int k = 0; k < 4; k++)
+            o[k] += GET(x->outcomes[k]);
     }
     evbuffer_add_printf(
         b,
         "],\n\"balancer\":{\"threads\":%u,\"requests\":%llu,\"proxied\":%llu,"
         "\"retries\":%llu,\"bad_gateway\":%llu,\"aborted\":%llu,\"client_gone\":%llu,"
         "\"no_backend\":%llu,\"stats\":%llu,\"active\":%llu,\"reloads\":%llu,"
-        "\"reload_errors\":%llu,\"backpressure_pauses\":%llu}",
+        "\"reload_errors\":%llu,\"reload_resolving\":%llu,\"backpressure_pauses\":%llu,"
+        "\"outcomes\":{\"owner\":%llu,\"spilled\":%llu,\"saturated\":%llu}}",
         lb_cfg.threads, (unsigned long long)t[0], (unsigned long long)t[1],
         (unsigned long long)t[2], (unsigned long long)t[3], (unsigned long long)t[4],
         (unsigned long long)t[5], (unsigned long long)t[6], (unsigned long long)t[7],
         (unsigned long long)t[8], (unsigned long long)GET(lb_reloads),
-        (unsigned long long)GET(lb_reload_errors), (unsigned long long)t[9]);
+        (unsigned long long)GET(lb_reload_errors), (unsigned long long)GET(lb_reload_resolving),
+        (unsigned long long)t[9], (unsigned long long)o[CHRING_OUTCOME_OWNER],
+        (unsigned long long)o[CHRING_OUTCOME_SPILLED],
+        (unsigned long long)o[CHRING_OUTCOME_SATURATED]);
     lb_etcd_stats(b);
     struct lb_limit_stats l;
     lb_limits_get(&l);

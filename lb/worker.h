@@ -29,6 +29,9 @@ struct worker {
     struct proxy *active;
     _Atomic uint64_t requests, proxied, retries, bad_gateway, aborts, client_gone, no_backend,
         stats_served, active_n, pauses;
+    /* leases taken (a request's placement and its retry) by their lease.outcome: [0] unused,
+     * CHRING_OUTCOME_OWNER, _SPILLED, _SATURATED */
+    _Atomic uint64_t outcomes[4];
 };
 
 /* [lb_cfg.threads], allocated by main before the ring exists. */

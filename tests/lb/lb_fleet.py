@@ -7,7 +7,8 @@ started by the test on 127.0.0.1 (temporary data dir, non-default ports), real n
                           a backend deleted and another added with etcdctl: all three agree
                           again (convergence time measured and logged) and only the changed
                           members' keys moved; bad keys and values are skipped without touching
-                          the ring
+                          the ring; the three report one placement digest (the oracle's for
+                          etcd's set), a new one after the change
     lb_fleet.py restart   an instance started while etcd is down serves its starting list; etcd
                           stopped under traffic and started again: every request answered
                           throughout, the instances keep the last membership, then converge
@@ -156,6 +157,10 @@ def agree(env):
         wrong = sum(1 for a, b in zip(m, want) if a != b)
         check(wrong == 0, "%s: %d of 1000 keys differ from chring's owner" % (lb.name, wrong))
     log("three instances, 1000 keys: identical, each on chring's owner")
+    d1 = [h.digest_of(lb.stats()) for lb in lbs]
+    d1_want = h.expect_digest([bs[0].member, bs[1].member + "=2", bs[2].member, bs[3].member])
+    check(d1 == [d1_want] * 3, "digests after converging %s, the oracle's %s" % (d1, d1_want))
+    log("three instances, one placement digest %s (the oracle's for etcd's set)" % d1_want)
     for lb, m in zip(lbs, maps):
         log("%s: keys per backend %s" % (lb.name, " ".join("%s=%d" % (b.member, m.count(b.member)) for b in bs)))
     v0 = [lb.stats()["ring"]["version"] for lb in lbs]
@@ -189,6 +194,11 @@ def agree(env):
     for lb, m in zip(lbs, maps2):
         check(m == want2, "%s: %d keys differ from chring's owner after the change" %
               (lb.name, sum(1 for a, b in zip(m, want2) if a != b)))
+    d2 = [h.digest_of(lb.stats()) for lb in lbs]
+    d2_want = h.expect_digest([bs[0].member, bs[1].member + "=2", bs[3].member, new.member])
+    check(d2 == [d2_want] * 3 and d2_want != d1_want,
+          "digests after the change %s (before %s), the oracle's %s" % (d2, d1_want, d2_want))
+    log("after the change: one new digest %s on the three" % d2_want)
     moved = [(a, b) for a, b in zip(maps[0], maps2[0]) if a != b]
     stray = [(a, b) for a, b in moved if a != gone.member and b != new.member]
     check(not stray, "%d keys moved between unchanged members: %s" % (len(stray), stray[:5]))
@@ -222,11 +232,17 @@ def restart(env):
     check(not e["applied"] and e["state"] in ("retrying", "connecting") and e["errors"] >= 2,
           "etcd down at start: %s" % e)
     log("etcd down at start: the starting list served, %d connection attempts failed" % e["errors"])
+    d_start = h.digest_of(starter.stats())
+    check(d_start == h.expect_digest([bs[0].member, bs[1].member]), "the starting list's digest")
     etcd.start()
     for b in bs[:3]:
         etcd.put(b.member)
     lbs = fleet(env, etcd, n=2) + [starter]
     wait_converged(lbs, [b.member for b in bs[:3]], "etcd up")
+    d_up = [h.digest_of(lb.stats()) for lb in lbs]
+    check(d_up == [h.expect_digest([b.member for b in bs[:3]])] * 3 and d_up[0] != d_start,
+          "digests once etcd is up %s (the starting list's %s)" % (d_up, d_start))
+    log("digest %s on the starter alone, then %s on all three" % (d_start, d_up[0]))
 
     errors, done = [], [0]
     stop = threading.Event()

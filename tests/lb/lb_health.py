@@ -12,6 +12,14 @@ start and drain"):
                               ring, ramping down, while requests are held on it, and leaves when
                               its load reaches 0; with requests longer than --drain it leaves
                               after --drain, and those requests still complete
+    lb_health.py digest       the placement digest in the stats is the oracle's for the members
+                              file; unchanged while a backend is down by passive health, changed
+                              by a SIGHUP that removes a member or changes a weight, back to the
+                              first when the file is
+    lb_health.py outcome      X-Chring-Outcome (--outcome-header, off by default): owner without
+                              load, spilled for the keys of a backend that failed (its retry, then
+                              walked past while down); one the backend sends is replaced; the
+                              stats' outcomes count every lease taken
 
 Everything on 127.0.0.1 under a temporary directory, stopped by PID; every wait bounded.
 """
@@ -260,7 +268,143 @@ def drain(env):
     lb.stop()
 
 
-TESTS = {"passive": passive, "slow-start": slow_start, "drain": drain}
+# ------------------------------------------------------------------------------------------------
+def wait_reload(lb, n, timeout=20):
+    """The stats once reload n is done, read again after the counter moved (an answer lists the
+    members before the counters)."""
+    wait_for("reload %d applied" % n,
+             lambda: (lambda b: b["reloads"] + b["reload_errors"] >= n)(lb.stats()["balancer"]), timeout)
+    return lb.stats()
+
+
+def digest(env):
+    bs = [h.Backend(env, i).start() for i in range(4)]
+    members = [b.member for b in bs]
+    path = env.path("members")
+    write_members(path, members)
+    lb = h.Balancer(env, ["--members", path, "--fail-timeout", "30"]).start()
+    d0 = h.digest_of(lb.stats())
+    check(d0 == h.expect_digest(members), "digest %s, the oracle's %s" % (d0, h.expect_digest(members)))
+    log("4 members: digest %s, the oracle's" % d0)
+
+    # passive health: down in the ring, the placement (and so the digest) unchanged
+    victim = bs[1]
+    victim.stop()
+    keys = keys_for(200)
+    owners = h.expect(members, keys)
+    c = h.Client(lb.port)
+    for k, own in zip(keys, owners):
+        if own == victim.member:
+            s, _, _ = c.get(k)
+            check(s == 200, "%s answered %d with its owner stopped" % (k, s))
+            break
+    st = lb.stats()
+    check(member(st, victim.member)["ring_down"] and st["ring"]["down"] == 1,
+          "the stopped backend is not down in the ring")
+    check(h.digest_of(st) == d0, "passive health changed the digest: %s -> %s" % (d0, h.digest_of(st)))
+    log("%s down in the ring (passive health): digest still %s" % (victim.member, d0))
+
+    # SIGHUP: a member removed, then a weight changed, then the first file again
+    steps = [("without %s" % bs[3].member, members[:3]),
+             ("%s at weight 3" % bs[0].member, [members[0] + "=3"] + members[1:3]),
+             ("the first file again", members)]
+    seen = [d0]
+    for i, (what, ms) in enumerate(steps, 1):
+        write_members(path, ms)
+        lb.hup()
+        st = wait_reload(lb, i)
+        check(st["balancer"]["reload_errors"] == 0, "reload %d failed" % i)
+        d = h.digest_of(st)
+        want = h.expect_digest(ms)
+        check(d == want, "after the reload %s: digest %s, the oracle's %s" % (what, d, want))
+        log("SIGHUP, %s: digest %s" % (what, d))
+        seen.append(d)
+    check(len(set(seen[:3])) == 3, "a placement change kept the digest: %s" % seen)
+    check(seen[3] == d0, "the first membership again, another digest: %s, %s" % (seen[3], d0))
+    victim.start()
+    c.close()
+    lb.wait_idle()
+    lb.stop()
+
+
+def outcome_of(r):
+    vals = r.msg.get_all("X-Chring-Outcome") or []
+    return vals[0] if len(vals) == 1 else (None if not vals else vals)
+
+
+def outcome(env):
+    bs = [h.Backend(env, i).start() for i in range(3)]
+    members = [b.member for b in bs]
+    pm = {b.port: b.member for b in bs}
+    keys = keys_for(150)
+    owners = h.expect(members, keys)
+
+    # off by default
+    args = []
+    for m in members:
+        args += ["--backend", m]
+    plain = h.Balancer(env, args, name="lb-plain").start()
+    c = h.Client(plain.port)
+    for k in keys[:30]:
+        s, _, r = c.get(k)
+        check(s == 200 and outcome_of(r) is None, "without --outcome-header %s got %r" % (k, outcome_of(r)))
+    c.close()
+    st = plain.wait_idle()
+    o = st["balancer"]["outcomes"]
+    check(o == {"owner": 30, "spilled": 0, "saturated": 0}, "outcomes without load: %s" % o)
+    plain.stop()
+    log("off by default: no X-Chring-Outcome; stats count 30 leases on their owner")
+
+    lb = h.Balancer(env, args + ["--outcome-header", "--fail-timeout", "30"]).start()
+    c = h.Client(lb.port)
+    for k, own in zip(keys, owners):
+        s, body, r = c.get(k)
+        check(s == 200 and pm.get(h.port_of(body)) == own and outcome_of(r) == "owner",
+              "%s without load: %d from %s, X-Chring-Outcome %r" % (k, s, pm.get(h.port_of(body)), outcome_of(r)))
+    log("%d keys without load: each on its owner, X-Chring-Outcome: owner" % len(keys))
+    victim = bs[2]
+    victim.stop()
+    got = {"owner": 0, "spilled": 0}
+    for k, own in zip(keys, owners):
+        s, body, r = c.get(k)
+        want = "spilled" if own == victim.member else "owner"
+        check(s == 200 and outcome_of(r) == want,
+              "%s (owner %s, stopped %s): %d, X-Chring-Outcome %r, want %s" %
+              (k, own, victim.member, s, outcome_of(r), want))
+        got[want] += 1
+    st = lb.wait_idle()
+    o, b = st["balancer"]["outcomes"], st["balancer"]
+    log("with %s stopped: %d keys spilled, %d on their owner; stats %s, retries %d" %
+        (victim.member, got["spilled"], got["owner"], o, b["retries"]))
+    check(got["spilled"] > 0, "no key of the stopped backend among %d" % len(keys))
+    # a request whose attempt on the stopped backend failed took a lease on its owner first,
+    # then its retry's (spilled); the others one lease each
+    check(o["owner"] == len(keys) + got["owner"] + b["retries"] and o["spilled"] == got["spilled"] and
+          o["saturated"] == 0 and b["retries"] >= 1,
+          "outcomes %s: want owner %d, spilled %d (%d retries)" %
+          (o, len(keys) + got["owner"] + b["retries"], got["spilled"], b["retries"]))
+    c.close()
+    lb.stop()
+
+    # one the backend sends is not passed on as ours
+    rb = h.RawBackend(lambda path: b"HTTP/1.1 200 OK\r\nX-Chring-Outcome: saturated\r\n"
+                      b"X-Chring-Outcome: forged\r\nContent-Length: 2\r\n\r\nok")
+    try:
+        lb = h.Balancer(env, ["--backend", rb.member, "--outcome-header"], name="lb-raw").start()
+        c = h.Client(lb.port)
+        s, body, r = c.get("/forged")
+        check(s == 200 and body == b"ok" and outcome_of(r) == "owner",
+              "a backend's own X-Chring-Outcome: %d %r, the client saw %r" % (s, body, r.msg.get_all("X-Chring-Outcome")))
+        c.close()
+        lb.wait_idle()
+        lb.stop()
+    finally:
+        rb.close()
+    log("a backend's own X-Chring-Outcome fields replaced by the one of chring-lb")
+
+
+TESTS = {"passive": passive, "slow-start": slow_start, "drain": drain, "digest": digest,
+         "outcome": outcome}
 
 
 def main():

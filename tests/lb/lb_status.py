@@ -4,7 +4,8 @@ loads it from a running chring-lb (its --stats-listen) while traffic flows, and 
 the rendered DOM: every member present with its state (one marked down by passive health, one warming up after
 joining with --slow-start), the
 ring drawn with an arc per member, the load of a member with requests held on it, and numbers
-that change between refreshes within one page load and between two loads.  A screenshot is kept
+that change between refreshes within one page load and between two loads, and the placement
+digest the stats report.  A screenshot is kept
 as lb-status.png in LB_ARTIFACT_DIR (the build directory under meson).
 
     lb_status.py page
@@ -180,6 +181,9 @@ def page(env):
         check(refreshes >= 2 and len(hist) >= 2, "the page did not refresh itself: %s" % d1.live)
         check(hist == sorted(hist) and hist[-1] > hist[0],
               "acquires did not grow between the refreshes of one page load: %s" % hist)
+        dg = h.digest_of(lb.stats())
+        check(d1.ids.get("digest") == "digest " + dg, "the page shows %r, the stats' digest is %s" %
+              (d1.ids.get("digest"), dg))
         a1 = int(d1.ids.get("k-acquires", "0"))
         log("page load 1: %d members (%s down, %s warming), %d arcs drawn, loads %s, %d refreshes with "
             "acquires %s" % (len(names), dead, rbs[2].member, sum(d1.arcs.values()), load, refreshes,

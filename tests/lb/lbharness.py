@@ -317,10 +317,12 @@ class Balancer:
         return out
 
 
-def expect(members, keys, profile=None, replicas=1):
+def expect(members, keys, profile=None, replicas=1, vnodes=None):
     argv = [CHRING_LB_EXPECT]
     if profile:
         argv += ["--profile", profile]
+    if vnodes:
+        argv += ["--vnodes", str(vnodes)]
     if replicas > 1:
         argv += ["--replicas", str(replicas)]
     argv += list(members)
@@ -331,6 +333,27 @@ def expect(members, keys, profile=None, replicas=1):
     if replicas == 1:
         return lines
     return [l.split(" ") for l in lines]
+
+
+def expect_digest(members, profile=None, vnodes=None):
+    """The placement digest (16 hex digits) of a ring of these members, by the oracle."""
+    argv = [CHRING_LB_EXPECT]
+    if profile:
+        argv += ["--profile", profile]
+    if vnodes:
+        argv += ["--vnodes", str(vnodes)]
+    argv += ["--digest"] + list(members)
+    out = subprocess.run(argv, stdout=subprocess.PIPE, check=True, timeout=60).stdout.decode().strip()
+    check(len(out) == 16 and all(c in "0123456789abcdef" for c in out), "oracle digest %r" % out)
+    return out
+
+
+def digest_of(st):
+    """The digest in a stats answer, checked to be 16 lower-case hex digits."""
+    d = st["ring"].get("digest")
+    check(isinstance(d, str) and len(d) == 16 and all(c in "0123456789abcdef" for c in d),
+          "stats digest %r is not 16 hex digits" % (d,))
+    return d
 
 
 class Client:
