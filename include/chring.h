@@ -462,18 +462,21 @@ CHRING_API const chring_snap_t *chring_snap_hold(chring_t *r);
 CHRING_API void chring_snap_put(chring_t *r, const chring_snap_t *s);
 
 /* The fraction of the key space whose owner (compared by name, by the profile's own rule: the
- * nearest point for haproxy) differs between a and b, two snapshots of the same ring: exact up
- * to double rounding, the summed lengths of chring_snap_diff's arcs over 2^bits.  0 when both are empty; 1 when exactly
- * one is empty; NaN when the profiles (or NULL) differ.  Reader side, O(points of a + b). */
+ * nearest point for haproxy, the top arc to the last point for varnish) differs between a and b,
+ * two snapshots of the same ring: exact up to double rounding, the summed lengths of
+ * chring_snap_diff's arcs over 2^bits.  0 when both are empty; 1 when exactly one is empty; NaN
+ * when the profiles (or NULL) differ.  Reader side, O(points of a + b). */
 CHRING_API double chring_snap_moved(const chring_snap_t *a, const chring_snap_t *b);
 
 /* A 64-bit digest of s's placement alone: the profile and the parameters it uses and every point
- * (position, member name) in ring order.  Snapshots that place every key alike have the same
- * digest whatever order their membership was built in, in any process, on any machine (the
- * encoding is fixed: docs/design.md §3); snapshots that place some key differently have
- * different digests but for a 2^-64 chance.  Health, loads, udata and versions do not enter it:
- * a fleet compares its instances' digests to learn whether they agree.  0 for NULL.  Reader
- * side (or a held snapshot); O(points), no allocation. */
+ * (position, member name) in ring order.  Snapshots with the same points have the same digest
+ * whatever order their membership was built in, in any process, on any machine (the encoding is
+ * fixed: docs/design.md §3); snapshots that place some key differently have different digests
+ * but for a 2^-64 chance.  It digests the points, not only the map from keys to owners: a change
+ * that moves points but no key (the weight of a ring's only member) changes it too.  Health,
+ * loads, udata and versions do not enter it: a fleet compares its instances' digests to learn
+ * whether they agree.  0 for NULL.  Reader side (or a held snapshot); O(points), no
+ * allocation. */
 CHRING_API uint64_t chring_snap_digest(const chring_snap_t *s);
 
 /* Calls fn once for each maximal arc of hash positions [from, to] (inclusive, in the unshifted
@@ -481,9 +484,10 @@ CHRING_API uint64_t chring_snap_digest(const chring_snap_t *s);
  * with the owner in each (was in a, now in b; NULL in an empty snapshot), compared by name.
  * Arcs come in ring order, from position 0 up; an arc that wraps past the top is reported as
  * two.  A maximal arc has one (was, now) pair: neighbouring positions that moved between other
- * owners are another arc.  Owners by each profile's own rule (haproxy: the nearest point),
- * ignoring health, as chring_snap_moved and chring_member_share measure them: the arcs' lengths
- * summed, over 2^bits, are chring_snap_moved(a, b).  fn returning non-zero stops the walk and
+ * owners are another arc.  Owners by each profile's own rule (haproxy: the nearest point;
+ * varnish: its top-arc and two-point rules), ignoring health, as chring_snap_moved and
+ * chring_member_share measure them: the arcs' lengths summed, over 2^bits, are
+ * chring_snap_moved(a, b).  fn returning non-zero stops the walk and
  * its value is returned.  Returns 0, or -EINVAL for NULL a, b or fn or snapshots of different
  * profiles or widths.  The members passed to fn are valid while a and b are.  Reader side (or
  * held snapshots); O(points of a + points of b), no allocation; fn must not call into the ring
@@ -506,7 +510,8 @@ CHRING_API uint32_t chring_member_weight(const chring_member_t *m);
 /* Outstanding leases on the member (its load); 0 for NULL.  One atomic load. */
 CHRING_API uint64_t chring_member_load(const chring_member_t *m);
 /* The member's arc share in s: the fraction of the ring's 2^bits positions whose keys it owns
- * (by the profile's own rule: the nearest point for haproxy; health ignored).
+ * (by the profile's own rule: the nearest point for haproxy, the top arc to the last point for
+ * varnish; health ignored).
  * 0 if m is not in s (or NULL). */
 CHRING_API double chring_member_share(const chring_snap_t *s, const chring_member_t *m);
 
