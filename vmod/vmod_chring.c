@@ -554,6 +554,12 @@ VCL_BOOL vmod_director_spilled(VRT_CTX, struct vmod_chring_director *d)
     const struct task_state *t = p == NULL ? NULL : p->priv;
     if (t == NULL || !t->held)
         return 0;
+    /* The lease says how it was placed (docs/design.md §3): no second lookup, but for the rare
+     * saturated pick, which may have landed on the owner itself. */
+    if (t->lease.outcome == CHRING_OUTCOME_OWNER)
+        return 0;
+    if (t->lease.outcome == CHRING_OUTCOME_SPILLED)
+        return 1;
     chring_t *ring = d->entry->ring;
     const chring_snap_t *s = chring_snap_enter(ring);
     const chring_member_t *owner = chring_snap_lookup(s, t->key, t->key_len);
