@@ -10,7 +10,7 @@
  *
  *   1. plan:     a slot for every member, which keep their points, which old slots drop theirs;
  *   2. generate: the slot tables, and the fresh points, sorted;
- *   3. drop:     the old points that go, in ring order;
+ *   3. drop:     the old points that go, in ring order (found by position when few);
  *   4. weave:    old runs and fresh points into the new ring, in (position, name) order;
  *   5. index:    shifted from prev's, or rebuilt when much changed.
  *
@@ -29,7 +29,8 @@ struct merge {
     uint32_t *slot_of;   /* the slot of members[j] */
     uint32_t *keeps;     /* 1: same object and weight as in prev, points copied */
     unsigned char *drop; /* per old slot: its old points go */
-    size_t kept, fresh, gone, nslots;
+    uint32_t *gone_rank; /* the ranks in prev of the members whose old points go */
+    size_t kept, fresh, gone, ngone, nslots;
 
     /* generate / drop */
     uint64_t *fpos, *tpos; /* fresh points and sort scratch */
@@ -49,7 +50,7 @@ static void plan(struct merge *g)
 {
     const chring_snap_t *prev = g->prev;
     size_t ia = 0, free_cursor = 0;
-    g->kept = g->fresh = g->gone = 0;
+    g->kept = g->fresh = g->gone = g->ngone = 0;
     g->nslots = prev->nslots;
     memset(g->drop, 0, prev->nslots);
     for (size_t j = 0; j <= g->nmembers; j++) {
@@ -62,6 +63,7 @@ static void plan(struct merge *g)
                                   g->members[j]->name, g->members[j]->name_len) < 0))) {
             g->drop[prev->member_slot[ia]] = 1;
             g->gone += prev->member_points[ia];
+            g->gone_rank[g->ngone++] = (uint32_t)ia;
             ia++;
         }
         if (j == g->nmembers)
@@ -75,6 +77,7 @@ static void plan(struct merge *g)
             } else {
                 g->drop[g->slot_of[j]] = 1; /* re-weighted: its points are generated afresh */
                 g->gone += prev->member_points[ia];
+                g->gone_rank[g->ngone++] = (uint32_t)ia;
                 g->fresh += (size_t)points_of(g, j);
             }
             ia++;
@@ -123,11 +126,67 @@ static void generate(struct merge *g, chring_snap_t *s)
     chring__sort_points(g->fresh, g->fpos, g->fowner, g->tpos, g->towner);
 }
 
-/* 3. The old points that go, in order (a scan of the owners; the branch is rarely taken). */
+/* 3a. The old points that go, found from their positions: the members that lose them are few,
+ * and their old points are a pure function of (name, old weight), generated again, sorted, and
+ * looked up in prev by binary search; every point of prev at such a position whose slot drops
+ * is listed, in ring order.  False (nothing listed) when the points found are not exactly the
+ * gone ones (a custom hash that is not a function of its input), or without memory: the caller
+ * scans instead. */
+static bool find_dropped(struct merge *g)
+{
+    const chring_snap_t *prev = g->prev;
+    size_t n = g->gone;
+    char *scratch = chring__alloc(n * 2 * (sizeof(uint64_t) + sizeof(uint32_t)));
+    if (scratch == NULL)
+        return false;
+    uint64_t *gpos = (uint64_t *)(void *)scratch, *tpos = gpos + n;
+    uint32_t *gslot = (uint32_t *)(void *)(tpos + n), *tslot = gslot + n;
+    size_t at = 0;
+    for (size_t k = 0; k < g->ngone; k++) {
+        size_t ia = g->gone_rank[k];
+        const chring_member_t *m = prev->members[ia];
+        size_t count = prev->member_points[ia];
+        g->prof->desc->positions(g->prof, m->name, m->name_len, count, gpos + at);
+        for (size_t i = 0; i < count; i++) {
+            gpos[at + i] <<= g->prof->shift;
+            gslot[at + i] = prev->member_slot[ia];
+        }
+        at += count;
+    }
+    chring__sort_points(n, gpos, gslot, tpos, tslot);
+    size_t found = 0, cursor = 0;
+    bool exact = true;
+    for (size_t k = 0; k < n && exact; k++) {
+        if (k > 0 && gpos[k] == gpos[k - 1])
+            continue; /* the run of points at this position was listed once */
+        size_t i = chring__pos_search(prev->pos, cursor, prev->npoints, gpos[k]);
+        for (; i < prev->npoints && prev->pos[i] == gpos[k]; i++) {
+            if (!g->drop[prev->owner[i]])
+                continue;
+            if (found == n) {
+                exact = false;
+                break;
+            }
+            g->removed[found] = prev->pos[i];
+            g->dropped[found++] = i;
+        }
+        cursor = i;
+    }
+    chring__free(scratch);
+    if (!exact || found != n)
+        return false;
+    g->ndropped = found;
+    return true;
+}
+
+/* 3. The old points that go, in order: found by position when they are few (3a), else by a
+ * scan of the owners (the branch is rarely taken). */
 static void list_dropped(struct merge *g)
 {
     const chring_snap_t *prev = g->prev;
     g->ndropped = 0;
+    if (g->gone > 0 && g->gone * 64 <= prev->npoints && find_dropped(g))
+        return;
     for (size_t i = 0; g->gone > 0 && i < prev->npoints; i++) {
         if (g->drop[prev->owner[i]]) {
             g->removed[g->ndropped] = prev->pos[i];
@@ -208,15 +267,17 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
                       .weights = weights,
                       .nmembers = nmembers,
                       .total_weight = total_weight};
-    /* Scratch of the plan: the slots, the keep flags, the drop flags. */
-    size_t head = nmembers * 2 * sizeof(uint32_t) + prev->nslots;
+    /* Scratch of the plan: the slots, the keep flags, the ranks that lose their points, the
+     * drop flags. */
+    size_t head = (nmembers * 2 + prev->nmembers) * sizeof(uint32_t) + prev->nslots;
     g.slot_of = chring__alloc(head ? head : 1);
     if (g.slot_of == NULL) {
         *err = -ENOMEM;
         return NULL;
     }
     g.keeps = g.slot_of + nmembers;
-    g.drop = (unsigned char *)(g.keeps + nmembers);
+    g.gone_rank = g.keeps + nmembers;
+    g.drop = (unsigned char *)(g.gone_rank + prev->nmembers);
     plan(&g);
 
     size_t npoints = g.kept + g.fresh;

@@ -821,3 +821,148 @@ Test(ring, large_ring_lookups_find_the_first_point_at_or_after_after_every_chang
     free(pts);
     chring_free(&r);
 }
+
+/* A publish of one change to a ring of more than half a million points keeps the points of the
+ * unchanged members and merges the changed ones in (docs/design.md §4): after each kind of
+ * change the snapshot is exactly the one a fresh build of the same membership makes, point for
+ * point, with the same digest and the same owner for every key (the index included). */
+Test(ring, one_change_to_a_large_ring_gives_the_fresh_build_of_its_membership, .timeout = 180)
+{
+    enum {
+        MEMBERS = 3400,
+        EXTRA = 8
+    };
+    static char names[MEMBERS + EXTRA][16];
+    static uint32_t weight[MEMBERS + EXTRA];
+    chring_change_t *all = calloc(MEMBERS + EXTRA, sizeof *all);
+    cr_assert_not_null(all);
+    /* fnv32 too: 32-bit positions at this size collide, so equal positions of different
+     * members are merged and dropped as well. */
+    static const chring_profile_t profiles[] = {CHRING_PROFILE_HASH64, CHRING_PROFILE_FNV32};
+    for (size_t pr = 0; pr < sizeof profiles / sizeof profiles[0]; pr++) {
+        chring_config_t cfg;
+        chring_config_default(&cfg);
+        cfg.profile = profiles[pr];
+        for (int i = 0; i < MEMBERS + EXTRA; i++) {
+            snprintf(names[i], sizeof names[i], "node-%05d", i);
+            weight[i] = i < MEMBERS ? 1 : 0;
+        }
+        chring_t *r = ring_create(&cfg);
+        for (int i = 0; i < MEMBERS; i++)
+            all[i] = (chring_change_t){names[i], 1, NULL};
+        cr_assert_eq(chring_sync(r, all, MEMBERS), 0);
+        for (int step = 0; step < 5; step++) {
+            switch (step) {
+            case 0: /* a new member */
+                cr_assert_eq(chring_add(r, names[MEMBERS], 1, NULL), 0);
+                weight[MEMBERS] = 1;
+                break;
+            case 1: /* a member leaves */
+                cr_assert_eq(chring_remove(r, names[1234]), 0);
+                weight[1234] = 0;
+                break;
+            case 2: /* a member's weight changes */
+                cr_assert_eq(chring_set_weight(r, names[77], 3), 0);
+                weight[77] = 3;
+                break;
+            case 3: { /* one update: a member leaves, one joins, one is re-weighted */
+                chring_change_t batch[3] = {
+                    {names[5], 0, NULL}, {names[MEMBERS + 1], 2, NULL}, {names[3000], 2, NULL}};
+                cr_assert_eq(chring_update(r, batch, 3), 0);
+                weight[5] = 0, weight[MEMBERS + 1] = 2, weight[3000] = 2;
+                break;
+            }
+            default: /* the first member back */
+                cr_assert_eq(chring_add(r, names[1234], 1, NULL), 0);
+                weight[1234] = 1;
+            }
+            size_t n = 0;
+            for (int i = 0; i < MEMBERS + EXTRA; i++)
+                if (weight[i] > 0)
+                    all[n++] = (chring_change_t){names[i], weight[i], NULL};
+            chring_t *fresh = ring_create(&cfg);
+            cr_assert_eq(chring_sync(fresh, all, n), 0);
+            const chring_snap_t *a = chring_snap_hold(r), *b = chring_snap_hold(fresh);
+            size_t np = chring_snap_points(a);
+            cr_assert_gt(np, (size_t)1 << 19, "the ring is large enough for the shortcuts");
+            cr_assert_eq(np, chring_snap_points(b), "step %d: point counts", step);
+            for (size_t i = 0; i < np; i++) {
+                uint64_t pa, pb;
+                const chring_member_t *ma, *mb;
+                cr_assert_eq(chring_snap_point(a, i, &pa, &ma), 0);
+                cr_assert_eq(chring_snap_point(b, i, &pb, &mb), 0);
+                cr_assert_eq(pa, pb, "step %d point %zu: position", step, i);
+                cr_assert_str_eq(chring_member_name(ma), chring_member_name(mb),
+                                 "step %d point %zu: member", step, i);
+            }
+            cr_assert_eq(chring_snap_digest(a), chring_snap_digest(b), "step %d: digest", step);
+            uint64_t h = 99;
+            for (int k = 0; k < 50000; k++) {
+                h = h * 6364136223846793005u + 1442695040888963407u;
+                cr_assert_str_eq(chring_member_name(chring_snap_lookup_hash(a, h)),
+                                 chring_member_name(chring_snap_lookup_hash(b, h)),
+                                 "step %d hash %llu", step, (unsigned long long)h);
+            }
+            chring_snap_put(r, a);
+            chring_snap_put(fresh, b);
+            chring_free(&fresh);
+        }
+        chring_free(&r);
+    }
+    free(all);
+}
+
+/* A removed member's points are found by their positions when few go (docs/design.md §4); a
+ * custom hash that is not the function it was (here its salt changes under the ring) finds none
+ * of them again, and the publish falls back to reading every owner: the member's points still
+ * all go, and every other point stays as it was. */
+static uint64_t salted_hash(const void *data, size_t len, void *ctx)
+{
+    const unsigned char *p = data;
+    uint64_t h = 1469598103934665603u ^ *(const uint64_t *)ctx;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 1099511628211u;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdu;
+    return h ^ (h >> 33);
+}
+
+Test(ring, removal_with_a_hash_that_changed_still_drops_exactly_the_members_points)
+{
+    uint64_t salt = 1;
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.profile = CHRING_PROFILE_CUSTOM;
+    cfg.hash = salted_hash;
+    cfg.hash_ctx = &salt;
+    cfg.hash_bits = 64;
+    chring_t *r = ring_create(&cfg);
+    char names[100][16];
+    chring_change_t all[100];
+    for (int i = 0; i < 100; i++) {
+        snprintf(names[i], sizeof names[i], "node-%d", i);
+        all[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    cr_assert_eq(chring_sync(r, all, 100), 0);
+    const chring_snap_t *a = chring_snap_hold(r);
+    size_t n = chring_snap_points(a);
+    salt = 2; /* the positions the ring holds are no longer the hash's */
+    cr_assert_eq(chring_remove(r, names[42]), 0);
+    const chring_snap_t *b = chring_snap_hold(r);
+    cr_assert_eq(chring_snap_points(b), n - 160);
+    size_t ib = 0;
+    for (size_t ia = 0; ia < n; ia++) {
+        uint64_t pa, pb;
+        const chring_member_t *ma, *mb;
+        cr_assert_eq(chring_snap_point(a, ia, &pa, &ma), 0);
+        if (strcmp(chring_member_name(ma), names[42]) == 0)
+            continue;
+        cr_assert_eq(chring_snap_point(b, ib++, &pb, &mb), 0);
+        cr_assert_eq(pa, pb, "point %zu", ia);
+        cr_assert_eq(ma, mb, "point %zu", ia);
+    }
+    cr_assert_eq(ib, n - 160);
+    chring_snap_put(r, a);
+    chring_snap_put(r, b);
+    chring_free(&r);
+}
