@@ -4,7 +4,7 @@
 # The output's extension picks the terminal: .svg gives SVG, anything else PNG (pngcairo).
 if (!exists("csv")) csv = 'scale_plot.csv'
 if (!exists("out")) out = 'scale.png'
-if (out[strlen(out)-3:] eq 'svg') {
+if (out[strlen(out)-2:] eq 'svg') {
     set terminal svg size 1400,600 dynamic enhanced font 'sans,12' background rgb 'white'
 } else {
     set terminal pngcairo size 1400,600 enhanced font 'sans,10' background rgb 'white'
