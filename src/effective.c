@@ -25,27 +25,6 @@
 #include <math.h>
 #include <time.h>
 
-uint64_t chring__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO: no system call */
-    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
-}
-
-static double bits_double(uint64_t b)
-{
-    double d;
-    memcpy(&d, &b, sizeof d);
-    return d;
-}
-
-static uint64_t double_bits(double d)
-{
-    uint64_t b;
-    memcpy(&b, &d, sizeof b);
-    return b;
-}
-
 double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
 {
     chring_snap_t *cache = (chring_snap_t *)s; /* the mutable words only */
@@ -54,7 +33,7 @@ double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
     ck_pr_fence_load(); /* the epoch and sum stored before that stamp */
     if (stamp != 0 && now - stamp < CHRING_EFF_MAX_AGE_NS && now >= stamp &&
         CHRING_LOAD_64(&cache->eff_epoch) == epoch)
-        return bits_double(CHRING_LOAD_64(&cache->eff_bits));
+        return chring__bits_double(CHRING_LOAD_64(&cache->eff_bits));
 
     double sum = 0.0;
     bool ramping = false;
@@ -76,7 +55,7 @@ double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
         }
     }
     if (s != &chring__empty_snap) {
-        CHRING_STORE_64(&cache->eff_bits, double_bits(sum));
+        CHRING_STORE_64(&cache->eff_bits, chring__double_bits(sum));
         CHRING_STORE_64(&cache->eff_epoch, epoch);
         ck_pr_fence_store(); /* pairs with the load fence above */
         CHRING_STORE_64(&cache->eff_stamp_ns, now == 0 ? 1 : now);

@@ -24,27 +24,6 @@
 #include <math.h>
 #include <time.h>
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO: no system call */
-    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t double_bits(double d)
-{
-    uint64_t b;
-    memcpy(&b, &d, sizeof b);
-    return b;
-}
-
-static double bits_double(uint64_t b)
-{
-    double d;
-    memcpy(&d, &b, sizeof d);
-    return d;
-}
-
 /* ---- down --------------------------------------------------------------------------------- */
 
 uint64_t chring__up_weight(const chring_snap_t *s)
@@ -141,8 +120,8 @@ static void ramp_store(chring_member_t *m, double from, double to, uint32_t ms, 
     }
     CHRING_STORE_64(&m->ramp_start_ns, start);
     CHRING_STORE_64(&m->ramp_len_ns, (uint64_t)ms * UINT64_C(1000000));
-    CHRING_STORE_64(&m->ramp_from, double_bits(from));
-    CHRING_STORE_64(&m->ramp_to, double_bits(to));
+    CHRING_STORE_64(&m->ramp_from, chring__double_bits(from));
+    CHRING_STORE_64(&m->ramp_to, chring__double_bits(to));
     ck_pr_fence_store();
     uint32_t gen = CHRING_LOAD_32(&m->ramp_gen) + 1; /* a reader may clear it (compare-and-swap) */
     CHRING_STORE_32(&m->ramp_gen, gen == 0 ? 1 : gen);
@@ -156,7 +135,7 @@ int chring_set_ramp(chring_t *r, const char *name, double from, double to, uint3
     int err = chring__name_check(name, &len);
     if (err != 0)
         return err;
-    uint64_t start = now_ns();
+    uint64_t start = chring__now_ns();
     pthread_mutex_lock(&r->lock);
     long rank;
     chring_member_t *m = find_locked(r, name, len, &rank);
@@ -170,7 +149,7 @@ int chring_set_ramp(chring_t *r, const char *name, double from, double to, uint3
 
 void chring__member_slow_start(chring_member_t *m, double from, uint32_t ms)
 {
-    ramp_store(m, from, 1.0, ms, now_ns());
+    ramp_store(m, from, 1.0, ms, chring__now_ns());
 }
 
 double chring__member_ramp_scale(chring_member_t *m)
@@ -181,9 +160,9 @@ double chring__member_ramp_scale(chring_member_t *m)
     ck_pr_fence_load(); /* pairs with ramp_store's store fence */
     uint64_t start = CHRING_LOAD_64(&m->ramp_start_ns);
     uint64_t len = CHRING_LOAD_64(&m->ramp_len_ns);
-    double from = bits_double(CHRING_LOAD_64(&m->ramp_from));
-    double to = bits_double(CHRING_LOAD_64(&m->ramp_to));
-    uint64_t now = now_ns();
+    double from = chring__bits_double(CHRING_LOAD_64(&m->ramp_from));
+    double to = chring__bits_double(CHRING_LOAD_64(&m->ramp_to));
+    uint64_t now = chring__now_ns();
     double s;
     if (now < start || len == 0 || now - start >= len) {
         s = now < start ? from : to;

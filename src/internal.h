@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "chring.h"
 
@@ -363,8 +364,27 @@ uint64_t chring__up_weight(const chring_snap_t *s);
 
 /* How old a cached sum of effective weights may be. */
 #define CHRING_EFF_MAX_AGE_NS UINT64_C(1000000)
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t chring__now_ns(void);
+/* CLOCK_MONOTONIC in nanoseconds (the vDSO: no system call).  Used by the ramps (health.c) and
+ * the effective-weight cache (effective.c). */
+static inline uint64_t chring__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+/* A double's bits and back: how a scale or a sum is stored in a 64-bit atomic word. */
+static inline uint64_t chring__double_bits(double d)
+{
+    uint64_t b;
+    memcpy(&b, &d, sizeof b);
+    return b;
+}
+static inline double chring__bits_double(uint64_t b)
+{
+    double d;
+    memcpy(&d, &b, sizeof d);
+    return d;
+}
 /* E of s: the sum of s_j * w_j over the members of s that are up, cached in s for at most
  * CHRING_EFF_MAX_AGE_NS and while health->ramp_epoch stays `epoch`.  A sum over the current
  * snapshot that finds no member ramping clears the ring's ramp_epoch.  Reader side. */
