@@ -23,13 +23,18 @@
 /* Stage 1: the index entry of the key's bucket. */
 static inline void prefetch_entry(const chring_snap_t *s, uint64_t h64)
 {
-    CHRING_PREFETCH(&s->index[chring__bucket(s, h64)]);
+    if (s->lines != NULL)
+        CHRING_PREFETCH(&s->lines[chring__bucket(s, h64)]);
+    else
+        CHRING_PREFETCH(&s->index[chring__bucket(s, h64)]);
 }
 
 /* Stage 2: what the entry names, the bucket's first points and their owner slots, or the slot's
  * member for an empty bucket that names its owner. */
 static inline void prefetch_points(const chring_snap_t *s, uint64_t h64)
 {
+    if (s->lines != NULL)
+        return; /* a line names its key's owner: the first pass fetched all there is */
     uint32_t e = s->index[chring__bucket(s, h64)];
     if (e & CHRING_INDEX_SLOT) {
         CHRING_PREFETCH(&s->slot_member[e & CHRING_INDEX_POINT]);

@@ -8,6 +8,10 @@
 #include "hash.h"
 #include "internal.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* A key's position shifted to 64 bits: the default profile's hash inlined (FNV-1a 64 then
  * SplitMix64), the others through their descriptor. */
 static inline uint64_t chring__key_pos(const chring_snap_t *s, const void *key, size_t len)
@@ -28,6 +32,50 @@ static inline size_t chring__bucket_first(const chring_snap_t *s, size_t b)
     return e;
 }
 
+/* Of line l and a key's offset k in it: the number of listed points below the key, the index of
+ * the slot that names its owner (internal.h).  The offsets are sorted and the pads are above
+ * every offset, so the points below are a prefix: with SSE2, two compares of eight offsets at
+ * once and the first that is not below; else a scan that the pad at entry 14 ends. */
+static inline unsigned chring__line_below(const struct chring_line *l, uint16_t k)
+{
+#if defined(__SSE2__)
+    const __m128i key = _mm_set1_epi16((short)k);
+    const __m128i zero = _mm_setzero_si128();
+    __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)&l->off[0]);
+    __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)&l->off[8]);
+    /* off >= k exactly where k - off saturates to 0 (unsigned); bit 30 stops the count at 15,
+     * the eighth lane of hi (slot[0]) is not an offset. */
+    unsigned ge = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_subs_epu16(key, lo), zero)) |
+                  (((unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_subs_epu16(key, hi), zero)) &
+                    0x3fffu) << 16) |
+                  (1u << 30);
+    return (unsigned)__builtin_ctz(ge) / 2;
+#else
+    unsigned e = 0;
+    while (l->off[e] < k)
+        e++;
+    return e;
+#endif
+}
+
+/* The first point at or after h64 (wrapping to 0) by the line index: the line's first point plus
+ * the points below the key, or where the key's offset is a point's or the line lists no points
+ * (CHRING_LINE_FULL), a binary search of the line's points. */
+static inline size_t chring__line_find(const chring_snap_t *s, uint64_t h64)
+{
+    size_t b = chring__bucket(s, h64);
+    const struct chring_line *l = &s->lines[b];
+    uint16_t k = chring__line_off(s, h64);
+    unsigned below = chring__line_below(l, k);
+    size_t i;
+    if (CHRING_UNLIKELY((l->first & CHRING_LINE_FULL) != 0 || l->off[below] == k))
+        i = chring__pos_search(s->pos, l->first & ~CHRING_LINE_FULL, chring__index_first(s, b + 1),
+                               h64);
+    else
+        i = l->first + below;
+    return i == s->npoints ? 0 : i;
+}
+
 /* Index of the first point at or after the shifted position h64 (wrapping to 0).
  * The bucket's first three points (or the sentinels past the last point, UINT64_MAX) are
  * compared with h64 at once: three loads that do not wait for each other, and no branch for the
@@ -37,6 +85,8 @@ static inline size_t chring__bucket_first(const chring_snap_t *s, size_t b)
  * search up to the next bucket's first point. */
 static inline size_t chring__find(const chring_snap_t *s, uint64_t h64)
 {
+    if (s->lines != NULL)
+        return chring__line_find(s, h64);
     size_t b = chring__bucket(s, h64);
     uint32_t e = s->index[b];
     const uint64_t *pos = s->pos;
@@ -111,6 +161,22 @@ static inline const chring_member_t *chring__owner_up(const chring_snap_t *s, si
 
 static inline const chring_member_t *chring__owner_of(const chring_snap_t *s, uint64_t h64)
 {
+    if (s->lines != NULL) {
+        /* One line: the slot after the points below the key names its owner, with no point
+         * read; the rare keys that need the positions go through chring__line_find. */
+        uint64_t at = (h64 >> 32) * (uint64_t)s->nbuckets;
+        const struct chring_line *l = &s->lines[at >> 32];
+        uint16_t k = (uint16_t)((uint32_t)at >> 16);
+        unsigned below = chring__line_below(l, k);
+        if (CHRING_UNLIKELY((l->first & CHRING_LINE_FULL) != 0 || l->off[below] == k))
+            return chring__owner_up(s, chring__line_find(s, h64));
+        const chring_member_t *m = s->slot_member[l->slot[below]];
+        if (CHRING_LIKELY(CHRING_LOAD_64(&s->health->alive_down) == 0) ||
+            CHRING_LOAD_32(&m->down) == 0)
+            return m;
+        size_t i = l->first + below;
+        return chring__first_up(s, i == s->npoints ? 0 : i);
+    }
     uint32_t e = s->index[chring__bucket(s, h64)];
     if (e & CHRING_INDEX_SLOT) {
         const chring_member_t *m = s->slot_member[e & CHRING_INDEX_POINT];

@@ -23,6 +23,28 @@
 #define CHRING_INDEX_SLOT UINT32_C(0x80000000)
 #define CHRING_INDEX_POINT UINT32_C(0x7fffffff)
 #define CHRING_INDEX_REACH 16
+/* The line index (snap_sort.c, find.h): on rings of at least CHRING_LINES_MIN points whose owner
+ * is the first point at or after a key, with slots that fit 16 bits, the bucket index gives way
+ * to lines of one cache line each, about one line per CHRING_LINE_LOAD points.  A line lists its
+ * points (at most CHRING_LINE_POINTS): each one's offset within the line (16 bits, in position
+ * order) and its owner's slot; after them, CHRING_LINE_PAD offsets whose slots name the owner of
+ * the first point after the line.  So a key reads its line and nothing else of the ring: the
+ * points below it are those of smaller offset, the slot after them is its owner.  A key whose
+ * offset equals a point's (about one key in 8,000) and a line of more points than it lists
+ * (CHRING_LINE_FULL: about 1.7 % of lines) search the positions instead. */
+#define CHRING_LINE_ENTRIES 15
+#define CHRING_LINE_POINTS (CHRING_LINE_ENTRIES - 1)
+#define CHRING_LINE_FULL UINT32_C(0x80000000)
+#define CHRING_LINE_PAD UINT16_C(0xffff)
+#define CHRING_LINE_LOAD 8
+#define CHRING_LINES_MIN ((size_t)1 << 16)
+struct chring_line {
+    uint32_t first; /* the first point at or after the line's start; CHRING_LINE_FULL: not listed */
+    uint16_t off[CHRING_LINE_ENTRIES];  /* the points' offsets, then CHRING_LINE_PAD */
+    uint16_t slot[CHRING_LINE_ENTRIES]; /* their owners' slots, then the next point's owner's */
+};
+_Static_assert(sizeof(struct chring_line) == CHRING_CACHELINE, "a line is one cache line");
+
 /* UINT64_MAX positions after the last point: the search reads up to three points from any
  * bucket's first point, which may be the end. */
 #define CHRING_SENTINELS 3
@@ -150,6 +172,10 @@ struct chring_snap {
      * point; a search goes on to the next entry that names a point (snap_sort.c, find.h). */
     size_t nbuckets;
     uint32_t *index;
+    /* The line index instead (CHRING_LINE_ENTRIES above), NULL where the ring has the bucket
+     * index: nbuckets lines (a position's line is its bucket) and a last one whose first is
+     * npoints; index is then NULL. */
+    struct chring_line *lines;
 
     /* The one mutable part (effective.c): the cached sum E of the effective weights of the
      * members that are up, written by acquires at most once a millisecond while ramps run. */
@@ -163,6 +189,21 @@ struct chring_snap {
 static inline size_t chring__bucket(const chring_snap_t *s, uint64_t h64)
 {
     return (size_t)(((h64 >> 32) * (uint64_t)s->nbuckets) >> 32);
+}
+
+/* A shifted position's offset within its line (find.h): the low half of the product that gives
+ * its line, which grows with the position within a line, to 16 bits. */
+static inline uint16_t chring__line_off(const chring_snap_t *s, uint64_t h64)
+{
+    return (uint16_t)((uint32_t)((h64 >> 32) * (uint64_t)s->nbuckets) >> 16);
+}
+
+/* The first point at or after the start of bucket (or line) b, b <= nbuckets, of an index entry
+ * that names a point. */
+static inline size_t chring__index_first(const chring_snap_t *s, size_t b)
+{
+    return s->lines != NULL ? (size_t)(s->lines[b].first & ~CHRING_LINE_FULL)
+                            : (size_t)(s->index[b] & CHRING_INDEX_POINT);
 }
 
 /* The lowest position of bucket b (b < nbuckets). */
@@ -301,6 +342,11 @@ void chring__blocks_drop(struct chring_blocks *blocks);
 void chring__sort_points(size_t n, uint64_t *pos, uint32_t *owner, uint64_t *tpos,
                          uint32_t *towner);
 size_t chring__index_buckets(size_t npoints, unsigned width, size_t prev_buckets);
+/* Whether a snapshot of this profile, points and slots takes the line index. */
+bool chring__index_lines(const struct chring_prof *prof, size_t npoints, size_t nslots);
+/* Lines for npoints points: prev_lines (the previous snapshot's) while it keeps 7 to 9 points a
+ * line, so that a publish can shift the lines instead of building them. */
+size_t chring__index_line_count(size_t npoints, size_t prev_lines);
 void chring__index_build(chring_snap_t *s);
 void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint64_t *added,
                          size_t nadded, const uint64_t *removed, size_t nremoved);

@@ -225,7 +225,7 @@ int chring_snap_check(const chring_snap_t *s)
         if (i > 0 && s->pos[i - 1] > s->pos[i])
             return -EINVAL;
     }
-    if (s->npoints > 0 && s->index[s->nbuckets] != s->npoints)
+    if (s->npoints > 0 && chring__index_first(s, s->nbuckets) != s->npoints)
         return -EINVAL;
     return 0;
 }

@@ -218,8 +218,11 @@ static size_t align_up(size_t x, size_t a)
     return (x + a - 1) & ~(a - 1);
 }
 
-/* Pointer arrays first, then the 64-bit positions, then the 32-bit arrays: each stays aligned. */
-static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, size_t nbuckets)
+/* Pointer arrays first, then the 64-bit positions, then the 32-bit arrays: each stays aligned.
+ * The lines of a line index come last, with room to start them on a cache line wherever the
+ * block starts (chring__snap_alloc). */
+static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, size_t nbuckets,
+                                bool lines)
 {
     struct layout l;
     size_t at = align_up(sizeof(chring_snap_t), 16);
@@ -242,7 +245,10 @@ static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, 
     l.owner_off = at;
     at += npoints * sizeof(uint32_t);
     l.index_off = at;
-    at += (nbuckets + 1) * sizeof(uint32_t);
+    if (lines)
+        at += (nbuckets + 1) * sizeof(struct chring_line) + CHRING_CACHELINE - 1;
+    else
+        at += (nbuckets + 1) * sizeof(uint32_t);
     l.size = at;
     return l;
 }
@@ -252,8 +258,10 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
                                   size_t nmembers, size_t nslots, uint64_t total_weight,
                                   size_t npoints, size_t prev_buckets)
 {
-    size_t nbuckets = chring__index_buckets(npoints, prof->bits, prev_buckets);
-    struct layout l = layout_for(nmembers, nslots, npoints, nbuckets);
+    bool lines = chring__index_lines(prof, npoints, nslots);
+    size_t nbuckets = lines ? chring__index_line_count(npoints, prev_buckets)
+                            : chring__index_buckets(npoints, prof->bits, prev_buckets);
+    struct layout l = layout_for(nmembers, nslots, npoints, nbuckets, lines);
     size_t got;
     char *block = block_take(blocks, l.size, &got);
     if (block == NULL)
@@ -279,7 +287,13 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
     s->owner = (uint32_t *)(void *)(block + l.owner_off);
     s->npoints = npoints;
     s->nbuckets = nbuckets;
-    s->index = (uint32_t *)(void *)(block + l.index_off);
+    if (lines) {
+        uintptr_t at = ((uintptr_t)(block + l.index_off) + CHRING_CACHELINE - 1) &
+                       ~(uintptr_t)(CHRING_CACHELINE - 1);
+        s->lines = (struct chring_line *)at;
+    } else {
+        s->index = (uint32_t *)(void *)(block + l.index_off);
+    }
     if (nmembers > 0) {
         memcpy(s->members, members, nmembers * sizeof *members);
         memcpy(s->weights, weights, nmembers * sizeof *weights);
