@@ -8,7 +8,7 @@
 #include "hash.h"
 #include "internal.h"
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(CHRING_NO_SIMD)
 #include <emmintrin.h>
 #endif
 
@@ -38,7 +38,7 @@ static inline size_t chring__bucket_first(const chring_snap_t *s, size_t b)
  * once and the first that is not below; else a scan that the pad at entry 14 ends. */
 static inline unsigned chring__line_below(const struct chring_line *l, uint16_t k)
 {
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(CHRING_NO_SIMD)
     const __m128i key = _mm_set1_epi16((short)k);
     const __m128i zero = _mm_setzero_si128();
     __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)&l->off[0]);
