@@ -69,8 +69,16 @@ run "ASan+UBSan" build-asan \
 run "TSan" build-tsan \
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/stress/tsan.supp"
 
+# Again on rings of 65,536 points and more (4000 points per unit of weight), which take the line
+# index (docs/design.md §2) and go back to the bucket index when the writer shrinks them.
+run "ASan+UBSan, line index" build-asan CHRING_TORTURE_VNODES=4000 \
+    ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+run "TSan, line index" build-tsan CHRING_TORTURE_VNODES=4000 \
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/stress/tsan.supp"
+
 if [ "$failed" -ne 0 ]; then
     echo "20-sanitizers: FAILED: a sanitizer reported a problem or the torture test failed (above)"
     exit 1
 fi
-echo "20-sanitizers: passed: ASan+UBSan and TSan torture runs of ${seconds}s each, 0 reports"
+echo "20-sanitizers: passed: ASan+UBSan and TSan torture runs of ${seconds}s each (160 and 4000 points a weight), 0 reports"

@@ -8,7 +8,9 @@
  * number of online cores, at least 2), CHRING_TORTURE_SEED (PRNG seed; default from the clock,
  * printed so a failing run can be repeated with the same choices), CHRING_TORTURE_M_SLACK (extra
  * error allowed in the ring total m of hot epochs, default 0: see hot_bound(); a large value
- * looks past a known m problem to test everything else).
+ * looks past a known m problem to test everything else), CHRING_TORTURE_VNODES (points per unit
+ * of weight, default the library's 160; 4000 makes rings of 65,536 points and more, which take
+ * the line index of docs/design.md §2).
  *
  * A plain main() program (not Criterion) so that it runs under ThreadSanitizer.  It uses only
  * the public header, like any user.  What it proves, and how:
@@ -116,6 +118,7 @@
  * ------------------------------------------------------------------------------------------- */
 
 #define NSLOTS 24     /* member names the writer draws from */
+static uint32_t vnodes = CHRING_DEFAULT_VNODES; /* points per unit of weight (main) */
 #define MIN_MEMBERS 3 /* the writer never shrinks the ring below this */
 #define MAX_WEIGHT 4  /* weights are 1..MAX_WEIGHT */
 #define K_CHURN 8     /* leases a reader keeps outstanding in churn epochs */
@@ -457,7 +460,7 @@ static void check_snap_members(const chring_snap_t *s, const char *where)
         uint32_t sw = chring_snap_weight(s, m);
         CHECK(sw >= 1 && sw <= MAX_WEIGHT, "%s: snapshot weight %u of %.40s", where, sw, name);
         size_t mp = chring_snap_member_points(s, m);
-        CHECK(mp == (size_t)sw * CHRING_DEFAULT_VNODES, "%s: %.40s has %zu points at weight %u",
+        CHECK(mp == (size_t)sw * vnodes, "%s: %.40s has %zu points at weight %u",
               where, name, mp, sw);
         points += mp;
         double share = chring_member_share(s, m);
@@ -1938,8 +1941,8 @@ int main(int argc, char **argv)
     int forks = (int)env_double("CHRING_TORTURE_FORKS", DEFAULT_FORKS);
     writer_seed = splitmix(seed) | 1;
 
-    printf("torture: %s, %d readers + 1 writer, %.1f s, seed %" PRIu64 ", %s\n", chring_version(),
-           nthreads, seconds, seed,
+    printf("torture: %s, %d readers + 1 writer, %.1f s, seed %" PRIu64 ", vnodes %g, %s\n",
+           chring_version(), nthreads, seconds, seed, env_double("CHRING_TORTURE_VNODES", 160),
            free_retired ? "sanitizer build: half of the retired udata freed at once"
                         : "retired udata kept poisoned");
     fflush(stdout);
@@ -1954,6 +1957,10 @@ int main(int argc, char **argv)
     cfg.balance = BALANCE;
     cfg.retire = on_retire;
     cfg.retire_ctx = NULL;
+    /* Points per unit of weight: past about 2,800 the ring crosses 65,536 points as the writer
+     * adds and removes members, so publishes go between the bucket and the line index. */
+    vnodes = (uint32_t)env_double("CHRING_TORTURE_VNODES", CHRING_DEFAULT_VNODES);
+    cfg.vnodes = vnodes;
     int rc = chring_new(&ring, &cfg);
     CHECK(rc == 0, "chring_new: %s", chring_strerror(rc));
 
