@@ -157,33 +157,55 @@ static void lines_encode(chring_snap_t *s, size_t b0, size_t b1)
         i = line_encode(s, b, i);
 }
 
+/* The runs of a shift (chring__index_shift, lines_shift): the buckets up to the next changed one
+ * (inclusive) keep the current offset delta, since a change in bucket c moves the starts of
+ * buckets c + 1 and later; the changed points, added and removed, are sorted by position. */
+struct shift_runs {
+    const uint64_t *added;
+    size_t nadded;
+    const uint64_t *removed;
+    size_t nremoved;
+    size_t ka, kr;  /* the changes passed */
+    uint32_t delta; /* added minus removed so far; wraps for a net removal */
+};
+
+/* The end of the current run: one past the next changed bucket, nbuckets + 1 if none is left. */
+static size_t shift_runs_end(const chring_snap_t *s, const struct shift_runs *w)
+{
+    size_t next = s->nbuckets + 1;
+    if (w->ka < w->nadded && chring__bucket(s, w->added[w->ka]) + 1 < next)
+        next = chring__bucket(s, w->added[w->ka]) + 1;
+    if (w->kr < w->nremoved && chring__bucket(s, w->removed[w->kr]) + 1 < next)
+        next = chring__bucket(s, w->removed[w->kr]) + 1;
+    return next;
+}
+
+/* Counts the changes of the bucket before next into the offset. */
+static void shift_runs_pass(const chring_snap_t *s, struct shift_runs *w, size_t next)
+{
+    while (w->ka < w->nadded && chring__bucket(s, w->added[w->ka]) + 1 == next)
+        w->delta++, w->ka++;
+    while (w->kr < w->nremoved && chring__bucket(s, w->removed[w->kr]) + 1 == next)
+        w->delta--, w->kr++;
+}
+
 /* As chring__index_shift: a line's points and slots stay (a member keeps its slot), its first
  * point moves by the points added to and removed from lines before it. */
 static void lines_shift(chring_snap_t *s, const chring_snap_t *prev, const uint64_t *added,
                         size_t nadded, const uint64_t *removed, size_t nremoved)
 {
-    const size_t end = s->nbuckets + 1;
     const struct chring_line *src = prev->lines;
     struct chring_line *dst = s->lines;
-    uint32_t delta = 0; /* wraps for a net removal */
-    size_t b = 0, ka = 0, kr = 0;
-    for (;;) {
-        size_t next = end;
-        if (ka < nadded && chring__bucket(s, added[ka]) + 1 < next)
-            next = chring__bucket(s, added[ka]) + 1;
-        if (kr < nremoved && chring__bucket(s, removed[kr]) + 1 < next)
-            next = chring__bucket(s, removed[kr]) + 1;
+    struct shift_runs w = {added, nadded, removed, nremoved, 0, 0, 0};
+    for (size_t b = 0, next;; shift_runs_pass(s, &w, next)) {
+        next = shift_runs_end(s, &w);
         for (; b < next; b++) {
             dst[b] = src[b];
             dst[b].first = (src[b].first & CHRING_LINE_FULL) |
-                           ((src[b].first + delta) & ~CHRING_LINE_FULL);
+                           ((src[b].first + w.delta) & ~CHRING_LINE_FULL);
         }
-        if (next == end)
+        if (next == s->nbuckets + 1)
             break;
-        while (ka < nadded && chring__bucket(s, added[ka]) + 1 == next)
-            delta++, ka++;
-        while (kr < nremoved && chring__bucket(s, removed[kr]) + 1 == next)
-            delta--, kr++;
     }
 }
 
@@ -261,26 +283,14 @@ void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint
         lines_shift(s, prev, added, nadded, removed, nremoved);
         return;
     }
-    const size_t end = s->nbuckets + 1;
     const uint32_t *src = prev->index;
     uint32_t *dst = s->index;
-    uint32_t delta = 0; /* wraps for a net removal */
-    size_t b = 0, ka = 0, kr = 0;
-    for (;;) {
-        /* Buckets up to the next changed one (inclusive) keep the current offset: a change in
-         * bucket c moves the starts of buckets c + 1 and later. */
-        size_t next = end;
-        if (ka < nadded && chring__bucket(s, added[ka]) + 1 < next)
-            next = chring__bucket(s, added[ka]) + 1;
-        if (kr < nremoved && chring__bucket(s, removed[kr]) + 1 < next)
-            next = chring__bucket(s, removed[kr]) + 1;
+    struct shift_runs w = {added, nadded, removed, nremoved, 0, 0, 0};
+    for (size_t b = 0, next;; shift_runs_pass(s, &w, next)) {
+        next = shift_runs_end(s, &w);
         for (; b < next; b++) /* an entry naming a slot stays: mask 0 for it */
-            dst[b] = src[b] + (delta & ((src[b] >> 31) - 1u));
-        if (next == end)
+            dst[b] = src[b] + (w.delta & ((src[b] >> 31) - 1u));
+        if (next == s->nbuckets + 1)
             break;
-        while (ka < nadded && chring__bucket(s, added[ka]) + 1 == next)
-            delta++, ka++;
-        while (kr < nremoved && chring__bucket(s, removed[kr]) + 1 == next)
-            delta--, kr++;
     }
 }

@@ -101,6 +101,27 @@ static inline void add_numbered(chring_t *r, const char *prefix, int first, int 
     }
 }
 
+/* A ring's point copied out of a snapshot (chring_snap_point), for the tests that check lookups
+ * against the points themselves. */
+struct copied_point {
+    uint64_t pos;
+    const chring_member_t *m;
+};
+
+/* The index of the first of n sorted copied points at or after h (wrapping to 0). */
+static inline size_t point_by_search(const struct copied_point *p, size_t n, uint64_t h)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p[mid].pos < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo == n ? 0 : lo;
+}
+
 /* The owner's name of a NUL-terminated key in s, or NULL. */
 static inline const char *owner_of(const chring_snap_t *s, const char *key)
 {

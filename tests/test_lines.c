@@ -78,30 +78,11 @@ static uint64_t placed_hash(const void *data, size_t len, void *ctx)
     return spread(id, i) + (p[0] == 't' ? 1 : 0);
 }
 
-struct copied {
-    uint64_t pos;
-    const chring_member_t *m;
-};
-
-/* The first point at or after h, wrapping. */
-static size_t first_at_or_after(const struct copied *p, size_t n, uint64_t h)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p[mid].pos < h)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo == n ? 0 : lo;
-}
-
 /* The first up member clockwise from h, and the next up member other than it. */
-static void expect_owners(const struct copied *p, size_t n, uint64_t h,
+static void expect_owners(const struct copied_point *p, size_t n, uint64_t h,
                           const chring_member_t *want[2])
 {
-    size_t i = first_at_or_after(p, n, h);
+    size_t i = point_by_search(p, n, h);
     want[0] = want[1] = NULL;
     for (size_t k = 0; k < n && want[1] == NULL; k++) {
         const chring_member_t *m = p[(i + k) % n].m;
@@ -114,7 +95,7 @@ static void expect_owners(const struct copied *p, size_t n, uint64_t h,
     }
 }
 
-static uint64_t *probes_of(const struct copied *p, size_t n, size_t *count)
+static uint64_t *probes_of(const struct copied_point *p, size_t n, size_t *count)
 {
     size_t cap = n * 5 + 20000 + 8, np = 0;
     uint64_t *h = malloc(cap * sizeof *h);
@@ -147,7 +128,7 @@ static size_t check_ring(chring_t *r, const char *when)
     const chring_snap_t *s = chring_snap_hold(r);
     size_t n = chring_snap_points(s);
     cr_assert_geq(n, (size_t)65536, "%s: a ring that takes the line index", when);
-    struct copied *p = malloc(n * sizeof *p);
+    struct copied_point *p = malloc(n * sizeof *p);
     cr_assert_not_null(p);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(chring_snap_point(s, i, &p[i].pos, &p[i].m), 0);

@@ -721,24 +721,6 @@ Test(ring, crowded_bucket_lookups_find_the_first_point_at_or_after_the_hash, .ti
  * key's hash, found by a binary search of the points copied out of the snapshot.  Rings this
  * large take lookup shortcuts that smaller ones do not (a bucket whose keys all have one owner
  * answers without reading a position), kept up to date by every merge. */
-struct copied_point {
-    uint64_t pos;
-    const chring_member_t *m;
-};
-
-/* The index of the first point at or after h (wrapping to 0). */
-static size_t point_by_search(const struct copied_point *p, size_t n, uint64_t h)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p[mid].pos < h)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo == n ? 0 : lo;
-}
 
 static const chring_member_t *owner_by_search(const struct copied_point *p, size_t n, uint64_t h)
 {
