@@ -145,12 +145,17 @@ static bool block_fits(const chring_snap_t *b, size_t size)
 /* A block of at least size bytes: the spare that came last of those that fit (not more than
  * twice the need, so a shrunken ring does not pin a big block), else a new allocation, with
  * room to grow by 1/64 so that the next publish (a member added after one removed) fits in
- * it.  The other spares go back, but those that no publish took for CHRING_SPARE_AGE
- * publishes, or that do not fit, are freed.  The writer's. */
+ * it.  The other spares go back, but those that do not fit are freed, and so are those that no
+ * publish took for CHRING_SPARE_AGE publishes, except, for a large ring (blocks of HUGE_MIN and
+ * more), the CHRING_PREFAULT - 1 that came last: with the block this publish replaces, they
+ * are the CHRING_PREFAULT spares the next burst starts with.  Aging them out as well left a
+ * ring that had published slowly for a while with one or two spares, and the burst that came
+ * next faulted in a fresh block as soon as its grace periods lagged (docs/design.md §4, "Spare
+ * blocks").  The writer's. */
 static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
 {
-    chring_snap_t *best = NULL, *keep[CHRING_SPARES];
-    unsigned nkeep = 0;
+    chring_snap_t *fit[CHRING_SPARES];
+    unsigned nfit = 0;
     uint64_t now = 0;
     if (blocks != NULL) {
         now = CHRING_LOAD_64(&blocks->takes) + 1;
@@ -161,23 +166,26 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
         if (b == NULL)
             continue;
         CHRING_UNPOISON_BLOCK(b, sizeof *b);
-        if (!block_fits(b, size) || now - b->stashed > CHRING_SPARE_AGE) {
+        if (!block_fits(b, size)) {
             block_free(b);
             continue;
         }
-        if (best != NULL && best->stashed > b->stashed) {
-            keep[nkeep++] = b;
+        /* Insertion by arrival, the one that came last first. */
+        unsigned at = nfit++;
+        for (; at > 0 && fit[at - 1]->stashed < b->stashed; at--)
+            fit[at] = fit[at - 1];
+        fit[at] = b;
+    }
+    chring_snap_t *best = nfit > 0 ? fit[0] : NULL;
+    unsigned insured = size >= HUGE_MIN ? CHRING_PREFAULT : 1;
+    for (unsigned k = 1; k < nfit; k++) {
+        if (k >= insured && now - fit[k]->stashed > CHRING_SPARE_AGE) {
+            block_free(fit[k]);
             continue;
         }
-        if (best != NULL)
-            keep[nkeep++] = best;
-        best = b;
-    }
-    for (unsigned k = 0; k < nkeep; k++) {
-        CHRING_POISON_BLOCK((char *)keep[k] + sizeof *keep[k],
-                            keep[k]->block_size - sizeof *keep[k]);
-        if (!spare_put(blocks, keep[k]))
-            block_free(keep[k]);
+        CHRING_POISON_BLOCK((char *)fit[k] + sizeof *fit[k], fit[k]->block_size - sizeof *fit[k]);
+        if (!spare_put(blocks, fit[k]))
+            block_free(fit[k]);
     }
     if (best != NULL) {
         *got = best->block_size;
