@@ -118,9 +118,9 @@ struct chring_prof {
 
 /* The spare-block cache (snap_block.c): blocks of destroyed snapshots, kept for the next
  * publishes.  takes counts the publishes that asked for a block (the writer's; read by any). */
-#define CHRING_SPARES 4
-#define CHRING_PREFAULT 3 /* spares a large ring's first publish makes ready (snap_block.c) */
-#define CHRING_SPARE_AGE 8 /* a spare not taken within this many publishes is freed */
+#define CHRING_SPARES 6
+#define CHRING_PREFAULT 5  /* spares a large ring's first publish makes ready, and keeps */
+#define CHRING_SPARE_AGE 8 /* publishes a spare may wait untaken (block_take, snap_block.c) */
 struct chring_blocks {
     chring_snap_t *spare[CHRING_SPARES];
     uint64_t takes;

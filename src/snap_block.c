@@ -15,14 +15,18 @@
  * 1000 x 160, as much as the merge itself).  So the blocks of destroyed snapshots are kept
  * (struct chring_blocks, owned by the ring), up to CHRING_SPARES of them, and reused by the next
  * publishes when their size fits.  Several, because in a burst of back-to-back publishes the
- * replaced snapshots come back late: liburcu's call_rcu worker waits about 10 ms between
- * batches, so at 10,000 x 160 (6-8 ms a publish) two or three are still waiting for their grace
- * period when the next publish needs a block; with one spare a burst allocated a fresh 28 MB
- * block every few publishes (about 690 page faults, 10-45 ms).  A new block has 1/64 more room
- * than asked, so the block of a snapshot with one member less fits the next one with the member
- * back.  Spares that no publish took for CHRING_SPARE_AGE publishes are freed, as
- * chring_trim frees them all.  Under AddressSanitizer a kept block is poisoned, so a use after
- * the grace period is still reported as it would be after free(). */
+ * replaced snapshots come back late: liburcu's call_rcu worker sleeps 10 ms after it is woken and
+ * after each batch, so at 10,000 x 160 (6-8 ms a publish) one to three are still waiting for
+ * their grace period when the next publish needs a block, more when the worker is not scheduled
+ * at once on a busy machine; a fresh 30 MB block then costs 4-5 ms of huge-page faults when the
+ * kernel has free 2 MiB pages and 30-260 ms when it compacts (measured here), far past a
+ * publish.  A large ring's first publish therefore makes CHRING_PREFAULT blocks ready
+ * (prefault_spares) and the ring keeps that many through slow publishes (block_take), so that
+ * every burst starts with them; chring_trim frees them all.  A new block has 1/64 more room than
+ * asked, so the block of a snapshot with one member less fits the next one with the member back.
+ * Other spares that no publish took for CHRING_SPARE_AGE publishes are freed.  Under
+ * AddressSanitizer a kept block is poisoned, so a use after the grace period is still reported
+ * as it would be after free(). */
 #include "member.h"
 
 #include <sys/mman.h>
@@ -107,11 +111,15 @@ static void advise_huge(char *block, size_t size)
  * publish of a large ring that found no spare of its size (its build, or the first publish
  * after the ring doubled or halved) allocates its block and then fills the cache with
  * CHRING_PREFAULT blocks of the same size, every page written once, so that the kernel's page
- * faults (zeroing, huge-page compaction: 5 to 30 ms for a 28 MB block here) are paid by this
+ * faults (zeroing, huge-page compaction: 4 to 260 ms for a 30 MB block here) are paid by this
  * publish instead of by the next ones of a burst, which find the blocks of the snapshots they
- * replaced still waiting for their grace period.  Once per size: a ring that runs short later
- * (grace periods slower than its publishes) allocates one block at a time as before.  Best
- * effort: an allocation that fails, or a full cache, leaves the rest as it is. */
+ * replaced still waiting for their grace period.  Five: a burst at 10,000 x 160 on this machine
+ * had up to three blocks waiting and, with three made ready, still faulted in a fresh block about
+ * once in 40 to 120 publishes (docs/bench.md §10).  Faulting the block in 4 KiB pages instead
+ * (no MADV_HUGEPAGE, no compaction) is no way out: 8-18 ms for 30 MB here.  Once per size: a
+ * ring that runs short later (grace periods slower than five publishes) allocates one block at a
+ * time as before.  Best effort: an allocation that fails, or a full cache, leaves the rest as it
+ * is. */
 static void prefault_spares(struct chring_blocks *blocks, size_t size, uint64_t now)
 {
     if (blocks->prefaulted >= size && blocks->prefaulted / 2 <= size)
@@ -145,12 +153,17 @@ static bool block_fits(const chring_snap_t *b, size_t size)
 /* A block of at least size bytes: the spare that came last of those that fit (not more than
  * twice the need, so a shrunken ring does not pin a big block), else a new allocation, with
  * room to grow by 1/64 so that the next publish (a member added after one removed) fits in
- * it.  The other spares go back, but those that no publish took for CHRING_SPARE_AGE
- * publishes, or that do not fit, are freed.  The writer's. */
+ * it.  The other spares go back, but those that do not fit are freed, and so are those that no
+ * publish took for CHRING_SPARE_AGE publishes, except, for a large ring (blocks of HUGE_MIN and
+ * more), the CHRING_PREFAULT - 1 that came last: with the block this publish replaces, they
+ * are the CHRING_PREFAULT spares the next burst starts with.  Aging them out as well left a
+ * ring that had published slowly for a while with one or two spares, and the burst that came
+ * next faulted in a fresh block as soon as its grace periods lagged (docs/design.md §4, "Spare
+ * blocks").  The writer's. */
 static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
 {
-    chring_snap_t *best = NULL, *keep[CHRING_SPARES];
-    unsigned nkeep = 0;
+    chring_snap_t *fit[CHRING_SPARES];
+    unsigned nfit = 0;
     uint64_t now = 0;
     if (blocks != NULL) {
         now = CHRING_LOAD_64(&blocks->takes) + 1;
@@ -161,23 +174,26 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
         if (b == NULL)
             continue;
         CHRING_UNPOISON_BLOCK(b, sizeof *b);
-        if (!block_fits(b, size) || now - b->stashed > CHRING_SPARE_AGE) {
+        if (!block_fits(b, size)) {
             block_free(b);
             continue;
         }
-        if (best != NULL && best->stashed > b->stashed) {
-            keep[nkeep++] = b;
+        /* Insertion by arrival, the one that came last first. */
+        unsigned at = nfit++;
+        for (; at > 0 && fit[at - 1]->stashed < b->stashed; at--)
+            fit[at] = fit[at - 1];
+        fit[at] = b;
+    }
+    chring_snap_t *best = nfit > 0 ? fit[0] : NULL;
+    unsigned insured = size >= HUGE_MIN ? CHRING_PREFAULT : 1;
+    for (unsigned k = 1; k < nfit; k++) {
+        if (k >= insured && now - fit[k]->stashed > CHRING_SPARE_AGE) {
+            block_free(fit[k]);
             continue;
         }
-        if (best != NULL)
-            keep[nkeep++] = best;
-        best = b;
-    }
-    for (unsigned k = 0; k < nkeep; k++) {
-        CHRING_POISON_BLOCK((char *)keep[k] + sizeof *keep[k],
-                            keep[k]->block_size - sizeof *keep[k]);
-        if (!spare_put(blocks, keep[k]))
-            block_free(keep[k]);
+        CHRING_POISON_BLOCK((char *)fit[k] + sizeof *fit[k], fit[k]->block_size - sizeof *fit[k]);
+        if (!spare_put(blocks, fit[k]))
+            block_free(fit[k]);
     }
     if (best != NULL) {
         *got = best->block_size;

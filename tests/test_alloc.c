@@ -703,3 +703,97 @@ Test(alloc, large_ring_build_prepares_spares_for_a_burst_and_chring_trim_frees_t
                  trimmed - before, block);
     chring_free(&r);
 }
+
+/* ---- a large ring keeps its spares through slow publishes -------------------------------- */
+
+/* n publishes that toggle "extra", each with the snapshot it replaces held (so its block cannot
+ * come back before the puts); held[] gets them. */
+static void burst_held(chring_t *r, int *toggle, const chring_snap_t **held, int n)
+{
+    for (int k = 0; k < n; k++) {
+        held[k] = chring_snap_hold(r);
+        int rc = (*toggle)++ % 2 == 0 ? chring_add(r, "extra", 1, NULL) : chring_remove(r, "extra");
+        cr_assert_eq(rc, 0, "publish %d of the burst", k);
+    }
+}
+
+Test(alloc, large_ring_keeps_five_spares_through_slow_publishes_and_frees_the_surplus,
+     .timeout = 120)
+{
+    /* 3300 members x 160 points, blocks of about 11 MB: a large ring (docs/design.md §4, "Spare
+     * blocks").  Slow publishes (each after a grace period) used to age every spare but the
+     * last out, so a burst after a quiet while faulted in fresh blocks; the ring now keeps the
+     * five its build made ready, and only the blocks a burst added beyond them age out. */
+    enum {
+        MEMBERS = 3300,
+        KEPT = 5
+    };
+    static char names[MEMBERS][16];
+    static chring_change_t feed[MEMBERS];
+    for (int i = 0; i < MEMBERS; i++) {
+        snprintf(names[i], sizeof names[i], "node-%05d", i);
+        feed[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    size_t before = heap_in_use();
+    if (before == 0)
+        cr_skip_test("mallinfo2 does not see this process's allocator (a sanitizer's)");
+    chring_t *r = ring_create(NULL);
+    cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
+    rcu_callbacks_done();
+    const chring_snap_t *s = chring_snap_hold(r);
+    size_t block = chring_snap_points(s) * (sizeof(uint64_t) + sizeof(uint32_t) + 8);
+    chring_snap_put(r, s);
+    size_t built = heap_in_use();
+    cr_assert_geq(built - before, (1 + KEPT) * block,
+                  "after the build the ring holds %zu bytes, expected its snapshot and %d spares "
+                  "of about %zu",
+                  built - before, KEPT, block);
+    block = (built - before) / (1 + KEPT); /* the blocks' real size, from here on */
+
+    int toggle = 0;
+    for (int k = 0; k < 12; k++) {
+        int rc = toggle++ % 2 == 0 ? chring_add(r, "extra", 1, NULL) : chring_remove(r, "extra");
+        cr_assert_eq(rc, 0, "slow publish %d", k);
+        rcu_callbacks_done();
+    }
+    size_t rested = heap_in_use();
+    cr_assert_geq(rested + block / 2, built,
+                  "after 12 slow publishes the ring holds %zu bytes, %zu after the build: "
+                  "spares of %zu were freed",
+                  rested - before, built - before, block);
+
+    /* A burst whose replaced snapshots cannot come back: five publishes take the five spares
+     * and allocate no block. */
+    const chring_snap_t *held[KEPT + 2];
+    for (int k = 0; k < KEPT; k++) {
+        burst_held(r, &toggle, &held[k], 1);
+        size_t now = heap_in_use();
+        cr_assert_lt(now, rested + block / 2,
+                     "publish %d of a burst after slow publishes allocated %zu bytes: no spare "
+                     "was ready",
+                     k, now - rested);
+    }
+    /* Two more: no spare is left, they allocate; all seven come back at once.  The cache keeps
+     * six, and the slow publishes after it free the one beyond the five. */
+    burst_held(r, &toggle, &held[KEPT], 2);
+    rcu_callbacks_done();
+    for (int k = 0; k < KEPT + 2; k++)
+        chring_snap_put(r, held[k]);
+    for (int k = 0; k < 12; k++) {
+        int rc = toggle++ % 2 == 0 ? chring_add(r, "extra", 1, NULL) : chring_remove(r, "extra");
+        cr_assert_eq(rc, 0, "slow publish %d after the burst", k);
+        rcu_callbacks_done();
+    }
+    size_t aged = heap_in_use();
+    cr_assert_lt(aged, built + block / 2,
+                 "12 slow publishes after a burst that needed seven blocks: the ring holds %zu "
+                 "bytes, %zu after the build (its snapshot and %d spares of %zu)",
+                 aged - before, built - before, KEPT, block);
+    cr_assert_eq(chring_trim(r), 0, "trim");
+    size_t trimmed = heap_in_use();
+    cr_assert_lt(trimmed - before, block * 3 / 2,
+                 "after chring_trim the ring holds %zu bytes, more than its one snapshot (a "
+                 "block: about %zu)",
+                 trimmed - before, block);
+    chring_free(&r);
+}
