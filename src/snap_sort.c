@@ -90,10 +90,10 @@ bool chring__index_slots(const chring_snap_t *s)
 /* The line index (internal.h, find.h) where a key's owner is the first point at or after it,
  * from 65,536 points on (1000 x 160 and up): there a lookup of the bucket index reads an entry,
  * then the bucket's points and their owners, two misses in a row for a key whose bucket holds a
- * point once the ring has left the core's caches, where a line is one miss.  Measured here,
- * one key at a time with the hash: 10,000 x 160 about 55 against 95 ns in throughput and 130
- * against 240 ns in latency; 1000 x 160 34 against 45 and 67 against 107 (docs/bench.md §10);
- * smaller rings stay in the caches and keep the bucket index (equal or better there).  Points
+ * point once the ring has left the core's caches, where a line is one miss.  Measured here
+ * (docs/bench.md §10), one key at a time through chring_snap_lookup, old and new alternated:
+ * 10,000 x 160 136-175 ns before and 92-99 after in throughput, 252-274 and 174-177 in latency;
+ * smaller rings stay in the caches and keep the bucket index (unchanged there).  Points
  * with positions of 32 bits or more only (a 16-bit profile's points share offsets), fewer than
  * 2^31 points, slots that fit an entry. */
 bool chring__index_lines(const struct chring_prof *prof, size_t npoints, size_t nslots)
