@@ -10,7 +10,9 @@
  * the previous snapshot, which shifts the lines and rewrites those a change touches), and with
  * members down, every probe's owner is checked against a binary search of the points copied out
  * of the snapshot: chring_snap_lookup_hash, chring_snap_lookup_hashes, and chring_snap_lookup_n's
- * first two members (the walk starts from the point the index finds).
+ * first two members (the walk starts from the point the index finds).  Last, the profiles whose
+ * owner is the first point at or after a key, each on a ring of 1000 members, against their own
+ * copied points.
  * SPDX-License-Identifier: MIT */
 #include "chring_test.h"
 
@@ -237,4 +239,61 @@ Test(lines, members_down_are_passed_over_from_the_line_found, .timeout = 120)
         cr_assert_eq(chring_set_down(r, down[k], 0), 0, "%s up", down[k]);
     check_ring(r, "all up again");
     chring_free(&r);
+}
+
+/* Every profile whose owner is the first point at or after a key, on a ring of 1000 members (about
+ * 160,000 points; Envoy's with a minimum ring of 131,072): the owner of 50,000 keys, one at a time
+ * and in a batch, is the first point at or after the key's hash among the copied points (the
+ * positions chring_snap_point gives are in the profile's width, as chring_snap_hash's hashes). */
+Test(lines, every_first_point_profile_finds_the_owner_by_its_line, .timeout = 120)
+{
+    static const chring_profile_t profiles[] = {CHRING_PROFILE_HASH64, CHRING_PROFILE_MURMUR32,
+                                                CHRING_PROFILE_FNV32,  CHRING_PROFILE_XXH3,
+                                                CHRING_PROFILE_KETAMA, CHRING_PROFILE_NGINX,
+                                                CHRING_PROFILE_ENVOY};
+    enum { KEYS = 50000 };
+    static char keys[KEYS][24];
+    static const void *ptrs[KEYS];
+    static size_t lens[KEYS];
+    static const chring_member_t *batch[KEYS];
+    for (int k = 0; k < KEYS; k++) {
+        lens[k] = (size_t)snprintf(keys[k], sizeof keys[k], "key-%d", k);
+        ptrs[k] = keys[k];
+    }
+    for (size_t f = 0; f < sizeof profiles / sizeof *profiles; f++) {
+        chring_config_t cfg;
+        chring_config_default(&cfg);
+        cfg.profile = profiles[f];
+        if (profiles[f] == CHRING_PROFILE_ENVOY)
+            cfg.ring_size_min = 131072;
+        chring_t *r = ring_create(&cfg);
+        static char names[1000][16];
+        chring_change_t all[1000];
+        for (int i = 0; i < 1000; i++) {
+            snprintf(names[i], sizeof names[i], "10.0.%d.%d", i / 250, i % 250);
+            all[i] = (chring_change_t){names[i], 1, NULL};
+        }
+        cr_assert_eq(chring_sync(r, all, 1000), 0);
+        const chring_snap_t *s = chring_snap_hold(r);
+        const char *name = chring_profile_name(profiles[f]);
+        size_t n = chring_snap_points(s);
+        cr_assert_geq(n, (size_t)65536, "%s: %zu points take the line index", name, n);
+        struct copied_point *p = malloc(n * sizeof *p);
+        cr_assert_not_null(p);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(chring_snap_point(s, i, &p[i].pos, &p[i].m), 0);
+        cr_assert_eq(chring_snap_lookup_many(s, ptrs, lens, KEYS, batch), (size_t)KEYS);
+        for (int k = 0; k < KEYS; k++) {
+            uint64_t h = chring_snap_hash(s, keys[k], lens[k]);
+            const chring_member_t *want = p[point_by_search(p, n, h)].m;
+            cr_assert_eq(chring_snap_lookup(s, keys[k], lens[k]), want, "%s: owner of %s", name,
+                         keys[k]);
+            cr_assert_eq(chring_snap_lookup_hash(s, h), want, "%s: owner of hash %llx", name,
+                         (unsigned long long)h);
+            cr_assert_eq(batch[k], want, "%s: batch owner of %s", name, keys[k]);
+        }
+        free(p);
+        chring_snap_put(r, s);
+        chring_free(&r);
+    }
 }
