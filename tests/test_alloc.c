@@ -578,16 +578,39 @@ Test(alloc, spare_block_more_than_twice_the_need_is_freed_not_reused)
 
 /* ---- spare blocks after a burst: aged out, or freed by chring_trim ----------------------- */
 
+/* One publish: "extra" added on even turns, removed on odd ones. */
+static void toggle_extra(chring_t *r, int *toggle, const char *what, int k)
+{
+    int rc = (*toggle)++ % 2 == 0 ? chring_add(r, "extra", 1, NULL) : chring_remove(r, "extra");
+    cr_assert_eq(rc, 0, "%s %d", what, k);
+}
+
+/* n publishes that toggle "extra", each after the grace period of the one before (so its
+ * replaced snapshot's block is back in the spare cache before the next). */
+static void slow_publishes(chring_t *r, int *toggle, int n, const char *what)
+{
+    for (int k = 0; k < n; k++) {
+        toggle_extra(r, toggle, what, k);
+        rcu_callbacks_done();
+    }
+}
+
+/* n publishes that toggle "extra", each with the snapshot it replaces held (so its block cannot
+ * come back before the puts); held[] gets them. */
+static void burst_held(chring_t *r, int *toggle, const chring_snap_t **held, int n)
+{
+    for (int k = 0; k < n; k++) {
+        held[k] = chring_snap_hold(r);
+        toggle_extra(r, toggle, "publish of the burst", k);
+    }
+}
+
 /* Three snapshots held across three publishes come back at once when put: the spare cache then
  * holds three blocks, as after a burst whose grace periods ended late. */
 static void fill_spares(chring_t *r, int *toggle)
 {
     const chring_snap_t *held[3];
-    for (int k = 0; k < 3; k++) {
-        held[k] = chring_snap_hold(r);
-        int rc = (*toggle)++ % 2 == 0 ? chring_add(r, "extra", 1, NULL) : chring_remove(r, "extra");
-        cr_assert_eq(rc, 0, "publish %d of the burst", k);
-    }
+    burst_held(r, toggle, held, 3);
     rcu_callbacks_done(); /* the published references of the three are dropped */
     for (int k = 0; k < 3; k++)
         chring_snap_put(r, held[k]);
@@ -609,9 +632,7 @@ Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them)
     size_t live = heap_in_use();
     /* One publish spaced by a grace period: the replaced snapshot's block is the one spare. */
     int toggle = 0;
-    cr_assert_eq(chring_add(r, "extra", 1, NULL), 0, "add");
-    toggle++;
-    rcu_callbacks_done();
+    slow_publishes(r, &toggle, 1, "add");
     size_t block = heap_in_use() - live;
     const chring_snap_t *s = chring_snap_hold(r);
     cr_assert_geq(block, chring_snap_points(s) * (sizeof(uint64_t) + sizeof(uint32_t)),
@@ -635,11 +656,7 @@ Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them)
     /* Spares that no publish takes are freed after eight publishes: publishes spaced by a grace
      * period keep one block in turn, the replaced snapshot's. */
     fill_spares(r, &toggle);
-    for (int k = 0; k < 12; k++) {
-        int rc = toggle++ % 2 == 0 ? chring_add(r, "extra", 1, NULL) : chring_remove(r, "extra");
-        cr_assert_eq(rc, 0, "spaced publish %d", k);
-        rcu_callbacks_done();
-    }
+    slow_publishes(r, &toggle, 12, "spaced publish");
     size_t aged = heap_in_use();
     cr_assert_lt(aged, live + block * 3 / 2,
                  "12 spaced publishes after a burst: %zu bytes above the ring alone, more than "
@@ -651,11 +668,12 @@ Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them)
 
 /* ---- a large ring's first publish makes spare blocks ready ------------------------------- */
 
-Test(alloc, large_ring_build_prepares_spares_for_a_burst_and_chring_trim_frees_them,
-     .timeout = 60)
+/* A ring of 3300 members x 160 points, built in one chring_sync with its grace periods over:
+ * blocks of about 11 MB, past the size whose publishes prepare spares (docs/design.md §4, "Spare
+ * blocks").  *before: the heap in use before it; *block: about a snapshot's block (12 bytes a
+ * point and 8 of index).  Skips the test where mallinfo2 does not see the allocator. */
+static chring_t *large_ring_built(size_t *before, size_t *block)
 {
-    /* 3300 members x 160 points: a block of about 11 MB, past the size whose publishes prepare
-     * spares (docs/design.md §4, "Spare blocks"). */
     enum {
         MEMBERS = 3300
     };
@@ -665,15 +683,35 @@ Test(alloc, large_ring_build_prepares_spares_for_a_burst_and_chring_trim_frees_t
         snprintf(names[i], sizeof names[i], "node-%05d", i);
         feed[i] = (chring_change_t){names[i], 1, NULL};
     }
-    size_t before = heap_in_use();
-    if (before == 0)
+    *before = heap_in_use();
+    if (*before == 0)
         cr_skip_test("mallinfo2 does not see this process's allocator (a sanitizer's)");
     chring_t *r = ring_create(NULL);
     cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
     rcu_callbacks_done();
     const chring_snap_t *s = chring_snap_hold(r);
-    size_t block = chring_snap_points(s) * (sizeof(uint64_t) + sizeof(uint32_t) + 8);
+    *block = chring_snap_points(s) * (sizeof(uint64_t) + sizeof(uint32_t) + 8);
     chring_snap_put(r, s);
+    return r;
+}
+
+
+/* chring_trim leaves the ring holding its one snapshot (a block of about `block` bytes). */
+static void assert_trimmed(chring_t *r, size_t before, size_t block)
+{
+    cr_assert_eq(chring_trim(r), 0, "trim");
+    size_t trimmed = heap_in_use();
+    cr_assert_lt(trimmed - before, block * 3 / 2,
+                 "after chring_trim the ring holds %zu bytes, more than its one snapshot (a "
+                 "block: about %zu)",
+                 trimmed - before, block);
+}
+
+Test(alloc, large_ring_build_prepares_spares_for_a_burst_and_chring_trim_frees_them,
+     .timeout = 60)
+{
+    size_t before, block;
+    chring_t *r = large_ring_built(&before, &block);
     size_t built = heap_in_use();
     cr_assert_geq(built - before, 3 * block,
                   "after the build the ring holds %zu bytes: its snapshot and spares, expected "
@@ -682,10 +720,9 @@ Test(alloc, large_ring_build_prepares_spares_for_a_burst_and_chring_trim_frees_t
     /* A burst whose replaced snapshots cannot come back (each one is held): its publishes take
      * the spares the build made ready, and allocate no block. */
     const chring_snap_t *held[3];
+    int toggle = 0;
     for (int k = 0; k < 3; k++) {
-        held[k] = chring_snap_hold(r);
-        int rc = k % 2 == 0 ? chring_add(r, "extra", 1, NULL) : chring_remove(r, "extra");
-        cr_assert_eq(rc, 0, "publish %d of the burst", k);
+        burst_held(r, &toggle, &held[k], 1);
         size_t now = heap_in_use();
         cr_assert_lt(now, built + block / 2,
                      "publish %d of the burst after the build allocated %zu bytes: no spare "
@@ -695,27 +732,11 @@ Test(alloc, large_ring_build_prepares_spares_for_a_burst_and_chring_trim_frees_t
     for (int k = 0; k < 3; k++)
         chring_snap_put(r, held[k]);
     rcu_callbacks_done();
-    cr_assert_eq(chring_trim(r), 0, "trim");
-    size_t trimmed = heap_in_use();
-    cr_assert_lt(trimmed - before, block * 3 / 2,
-                 "after chring_trim the ring holds %zu bytes, more than its one snapshot (a "
-                 "block: about %zu)",
-                 trimmed - before, block);
+    assert_trimmed(r, before, block);
     chring_free(&r);
 }
 
 /* ---- a large ring keeps its spares through slow publishes -------------------------------- */
-
-/* n publishes that toggle "extra", each with the snapshot it replaces held (so its block cannot
- * come back before the puts); held[] gets them. */
-static void burst_held(chring_t *r, int *toggle, const chring_snap_t **held, int n)
-{
-    for (int k = 0; k < n; k++) {
-        held[k] = chring_snap_hold(r);
-        int rc = (*toggle)++ % 2 == 0 ? chring_add(r, "extra", 1, NULL) : chring_remove(r, "extra");
-        cr_assert_eq(rc, 0, "publish %d of the burst", k);
-    }
-}
 
 Test(alloc, large_ring_keeps_five_spares_through_slow_publishes_and_frees_the_surplus,
      .timeout = 120)
@@ -725,24 +746,10 @@ Test(alloc, large_ring_keeps_five_spares_through_slow_publishes_and_frees_the_su
      * last out, so a burst after a quiet while faulted in fresh blocks; the ring now keeps the
      * five its build made ready, and only the blocks a burst added beyond them age out. */
     enum {
-        MEMBERS = 3300,
         KEPT = 5
     };
-    static char names[MEMBERS][16];
-    static chring_change_t feed[MEMBERS];
-    for (int i = 0; i < MEMBERS; i++) {
-        snprintf(names[i], sizeof names[i], "node-%05d", i);
-        feed[i] = (chring_change_t){names[i], 1, NULL};
-    }
-    size_t before = heap_in_use();
-    if (before == 0)
-        cr_skip_test("mallinfo2 does not see this process's allocator (a sanitizer's)");
-    chring_t *r = ring_create(NULL);
-    cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
-    rcu_callbacks_done();
-    const chring_snap_t *s = chring_snap_hold(r);
-    size_t block = chring_snap_points(s) * (sizeof(uint64_t) + sizeof(uint32_t) + 8);
-    chring_snap_put(r, s);
+    size_t before, block;
+    chring_t *r = large_ring_built(&before, &block);
     size_t built = heap_in_use();
     cr_assert_geq(built - before, (1 + KEPT) * block,
                   "after the build the ring holds %zu bytes, expected its snapshot and %d spares "
@@ -751,11 +758,7 @@ Test(alloc, large_ring_keeps_five_spares_through_slow_publishes_and_frees_the_su
     block = (built - before) / (1 + KEPT); /* the blocks' real size, from here on */
 
     int toggle = 0;
-    for (int k = 0; k < 12; k++) {
-        int rc = toggle++ % 2 == 0 ? chring_add(r, "extra", 1, NULL) : chring_remove(r, "extra");
-        cr_assert_eq(rc, 0, "slow publish %d", k);
-        rcu_callbacks_done();
-    }
+    slow_publishes(r, &toggle, 12, "slow publish");
     size_t rested = heap_in_use();
     cr_assert_geq(rested + block / 2, built,
                   "after 12 slow publishes the ring holds %zu bytes, %zu after the build: "
@@ -779,21 +782,12 @@ Test(alloc, large_ring_keeps_five_spares_through_slow_publishes_and_frees_the_su
     rcu_callbacks_done();
     for (int k = 0; k < KEPT + 2; k++)
         chring_snap_put(r, held[k]);
-    for (int k = 0; k < 12; k++) {
-        int rc = toggle++ % 2 == 0 ? chring_add(r, "extra", 1, NULL) : chring_remove(r, "extra");
-        cr_assert_eq(rc, 0, "slow publish %d after the burst", k);
-        rcu_callbacks_done();
-    }
+    slow_publishes(r, &toggle, 12, "slow publish after the burst");
     size_t aged = heap_in_use();
     cr_assert_lt(aged, built + block / 2,
                  "12 slow publishes after a burst that needed seven blocks: the ring holds %zu "
                  "bytes, %zu after the build (its snapshot and %d spares of %zu)",
                  aged - before, built - before, KEPT, block);
-    cr_assert_eq(chring_trim(r), 0, "trim");
-    size_t trimmed = heap_in_use();
-    cr_assert_lt(trimmed - before, block * 3 / 2,
-                 "after chring_trim the ring holds %zu bytes, more than its one snapshot (a "
-                 "block: about %zu)",
-                 trimmed - before, block);
+    assert_trimmed(r, before, block);
     chring_free(&r);
 }
