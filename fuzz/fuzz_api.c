@@ -1509,27 +1509,54 @@ static void op_acquire_skip(input_t *in)
 
 /* chring_acquire_member: a lease on a member the caller chose, without the capacity check; on a
  * held snapshot that may be a member removed since. */
+/* The member an acquire by member names, by selector sel: of a lease (bit 7, when that lease is
+ * held: maybe removed, maybe not in t's snapshot), else of t's snapshot.  Sets *m (NULL if none)
+ * and *id (the model object, -1); returns the member's index in t->m->members, -1 when the
+ * snapshot does not list it. */
+static long pick_member(const target_t *t, uint8_t sel, const chring_member_t **m, int *id)
+{
+    long j = -1;
+    int from = sel % LEASES;
+    *m = NULL;
+    *id = -1;
+    if ((sel & 0x80) && lease_obj[from] >= 0) {
+        *m = leases[from].member;
+        *id = lease_obj[from];
+        for (size_t q = 0; q < t->m->nmembers; q++)
+            if (t->m->members[q].obj == *id)
+                j = (long)q;
+    } else if (t->m->nmembers > 0) {
+        size_t i = sel % t->m->nmembers;
+        *m = chring_snap_member(t->s, i);
+        j = t->m->by_name[i];
+        *id = t->m->members[j].obj;
+    }
+    return j;
+}
+
+/* An acquire by member into lease slot succeeded (what, the call's name): the lease names m as
+ * its owner, and the model counts it. */
+static void member_lease_taken(const char *what, int slot, const chring_member_t *m, int id)
+{
+    if (leases[slot].member != m || leases[slot].outcome != CHRING_OUTCOME_OWNER)
+        fail("%s filled the lease with another member or outcome %u", what, leases[slot].outcome);
+    lease_obj[slot] = id;
+    add_to(&objs[id].leases, 1);
+    objs[id].load++;
+    objs[id].acquires++;
+    objs[id].primary++;
+    acquires++;
+}
+
 static void op_acquire_member(input_t *in)
 {
     int slot = take8(in) % LEASES;
     if (lease_obj[slot] >= 0)
         op_release_slot(slot, 0);
     target_t t = take_target(in);
-    uint8_t sel = take8(in);
-    const chring_member_t *m = NULL;
-    int id = -1, in_snapshot = 0;
-    int from = sel % LEASES;
-    if ((sel & 0x80) && lease_obj[from] >= 0) {
-        m = leases[from].member; /* maybe removed, maybe not in this snapshot */
-        id = lease_obj[from];
-        for (size_t j = 0; j < t.m->nmembers; j++)
-            in_snapshot |= t.m->members[j].obj == id;
-    } else if (t.m->nmembers > 0) {
-        size_t i = sel % t.m->nmembers;
-        m = chring_snap_member(t.s, i);
-        id = t.m->members[t.m->by_name[i]].obj;
-        in_snapshot = 1;
-    }
+    const chring_member_t *m;
+    int id;
+    int in_snapshot = pick_member(&t, take8(in), &m, &id) >= 0;
     note("acquire_member %s into lease %d on %s snapshot",
          id >= 0 ? show(objs[id].name, objs[id].len) : "(none)", slot,
          t.is_current ? "the current" : "a held");
@@ -1543,15 +1570,7 @@ static void op_acquire_member(input_t *in)
             fail("a refused chring_acquire_member did not clear the lease");
         return;
     }
-    if (leases[slot].member != m || leases[slot].outcome != CHRING_OUTCOME_OWNER)
-        fail("chring_acquire_member filled the lease with another member or outcome %u",
-             leases[slot].outcome);
-    lease_obj[slot] = id;
-    add_to(&objs[id].leases, 1);
-    objs[id].load++;
-    objs[id].acquires++;
-    objs[id].primary++;
-    acquires++;
+    member_lease_taken("chring_acquire_member", slot, m, id);
 }
 
 /* chring_acquire_try (include/chring.h): m admitted only below its capacity by the rule of
@@ -1567,22 +1586,9 @@ static void op_acquire_try(input_t *in)
         op_release_slot(slot, 0);
     target_t t = take_target(in);
     uint8_t sel = take8(in);
-    const chring_member_t *m = NULL;
-    int id = -1;
-    long j = -1;
-    int from = sel % LEASES;
-    if ((sel & 0x80) && lease_obj[from] >= 0) {
-        m = leases[from].member;
-        id = lease_obj[from];
-        for (size_t q = 0; q < t.m->nmembers; q++)
-            if (t.m->members[q].obj == id)
-                j = (long)q;
-    } else if (t.m->nmembers > 0) {
-        size_t i = sel % t.m->nmembers;
-        m = chring_snap_member(t.s, i);
-        j = t.m->by_name[i];
-        id = t.m->members[j].obj;
-    }
+    const chring_member_t *m;
+    int id;
+    long j = pick_member(&t, sel, &m, &id);
     if (sel & 0x40) {
         chring_lease_t l = leases[slot];
         if (chring_acquire_try(NULL, t.s, m, &l) != -EINVAL ||
@@ -1625,15 +1631,7 @@ static void op_acquire_try(input_t *in)
             fail("a refused chring_acquire_try did not clear the lease");
         return;
     }
-    if (leases[slot].member != m || leases[slot].outcome != CHRING_OUTCOME_OWNER)
-        fail("chring_acquire_try filled the lease with another member or outcome %u",
-             leases[slot].outcome);
-    lease_obj[slot] = id;
-    add_to(&objs[id].leases, 1);
-    objs[id].load++;
-    objs[id].acquires++;
-    objs[id].primary++;
-    acquires++;
+    member_lease_taken("chring_acquire_try", slot, m, id);
 }
 
 static void op_release(input_t *in)
