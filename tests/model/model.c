@@ -622,8 +622,12 @@ double model_scaled_capacity(double cap, double scale)
 
 double model_effective_sum(const model_snap_t *s, const unsigned char *down, const double *scale)
 {
+    /* In name order, as the library sums them (src/effective.c): a double sum depends on its
+     * order, and a capacity that is an integer in exact arithmetic (28 / (28 / 3)) rounds up or
+     * not by the last bit of E. */
     double sum = 0.0;
-    for (size_t j = 0; j < s->nmembers; j++) {
+    for (size_t k = 0; k < s->nmembers; k++) {
+        size_t j = s->by_name[k];
         if (down && down[j])
             continue;
         double w = (double)s->members[j].weight;
