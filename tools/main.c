@@ -25,15 +25,23 @@ static const char usage_options[] =
     "  --balance C  bounded-load factor of BOUNDED and ACQUIRE (default 1.25)\n"
     "Commands (any case; blank lines and # comments are ignored)         answer\n";
 
-/* The profiles (every one of the library's table but custom) and those that ignore --vnodes,
+/* The profiles (every one of the library's table but custom and hash64, the default the usage
+ * line names) and those that ignore --vnodes,
  * written from chring_profile_info: a new profile shows without an edit here. */
 static void print_profiles(FILE *f)
 {
     chring_profile_info_t info;
     fputs("  --profile P ", f);
+    size_t col = 13; /* the lines fit 80 columns (tests/cli checks --help) */
     for (int p = 0; p < CHRING_PROFILE_COUNT; p++)
-        if (p != CHRING_PROFILE_CUSTOM && chring_profile_info((chring_profile_t)p, &info) == 0)
-            fprintf(f, " %s", info.name);
+        if (p != CHRING_PROFILE_CUSTOM && p != CHRING_PROFILE_HASH64 && /* the default: above */
+            chring_profile_info((chring_profile_t)p, &info) == 0) {
+            if (col + 1 + strlen(info.name) > 79) {
+                fputs("\n              ", f);
+                col = 13;
+            }
+            col += (size_t)fprintf(f, " %s", info.name);
+        }
     fputs("\n  --vnodes N   points per weight, 160 (", f);
     const char *sep = "";
     for (int p = 0; p < CHRING_PROFILE_COUNT; p++)
@@ -155,7 +163,7 @@ int main(int argc, char **argv)
         if (parse_option_value(arg, "--profile", &i, argc, argv, &value)) {
             chring_profile_t profile;
             if (chring_profile_parse(value, &profile) != 0 || profile == CHRING_PROFILE_CUSTOM) {
-                fprintf(stderr, "chring: unknown profile '%s'; one of:\n", value);
+                fprintf(stderr, "chring: unknown profile '%s'; hash64 (the default) or:\n", value);
                 print_profiles(stderr);
                 fprintf(stderr, "Try 'chring --help'.\n");
                 exit(2);
