@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""The tree's map is whole: every list that must name each area, public call, errno or profile
+names it (CONTRIBUTING.md, "Adding an area"; docs/design.md §2, §5 and §9).
+
+Four kinds of omission are found, each reported at the line that makes the thing exist, with
+what to add and where:
+
+- an area: a top-level folder of the repository that holds code (a .c, .h, .cpp, .py or .sh
+  file, or a meson.build, anywhere under it) must have a row in docs/design.md §9's table of
+  areas, be in AREAS and PATH_ROOTS of tests/docs/check_citations.py, be configured by a
+  subdir() of the top meson.build when it has a meson.build, and be in FORMAT_DIRS of the
+  Makefile when it holds C or C++;
+- a public function: every `CHRING_API` function of include/chring.h must be named in the API map
+  of docs/design.md §5 ("The API in groups");
+- an errno: every entry of src/errors.h must be in the results list of docs/design.md §5
+  ("Results.");
+- a profile: every value of include/chring.h's chring_profile_t must have a row in the profile
+  table of docs/design.md §2.
+
+The other way round, a name the map, the results list or the profile table holds and the header
+or src/errors.h does not is reported too (a renamed or removed call leaves a stale entry).
+
+Usage: check_map.py [SOURCE_ROOT]   (default: the repository this script is in)
+       check_map.py --self-test      (a small tree, whole, then with one omission of each kind)
+Prints each omission as FILE:LINE: what, and exits 1 if there is any.
+"""
+import ast
+import fnmatch
+import os
+import re
+import sys
+
+CODE_EXT = ('.c', '.h', '.cpp', '.py', '.sh')
+C_EXT = ('.c', '.h', '.cpp')
+DESIGN = 'docs/design.md'
+HEADER = 'include/chring.h'
+ERRORS = 'src/errors.h'
+CITATIONS = 'tests/docs/check_citations.py'
+
+
+def read_lines(root, rel):
+    with open(os.path.join(root, rel), encoding='utf-8') as f:
+        return f.read().split('\n')
+
+
+def ignored_top(root):
+    """The top-level patterns of .gitignore (`/build*/`, `/out/`): build trees, not areas."""
+    pats = []
+    try:
+        for line in read_lines(root, '.gitignore'):
+            line = line.strip()
+            if line.startswith('/') and line.endswith('/'):
+                pats.append(line.strip('/'))
+    except FileNotFoundError:
+        pass
+    return pats
+
+
+def code_areas(root):
+    """{folder: (holds code, holds C or C++, has meson.build)} for every top-level code folder."""
+    skip = ignored_top(root)
+    areas = {}
+    for top in sorted(os.listdir(root)):
+        full = os.path.join(root, top)
+        if (not os.path.isdir(full) or top.startswith('.') or top.startswith('build') or
+                top == '__pycache__' or any(fnmatch.fnmatch(top, p) for p in skip)):
+            continue
+        code = c = False
+        for d, dirs, files in os.walk(full):
+            dirs[:] = [x for x in dirs if not x.startswith('.') and x != '__pycache__']
+            for f in files:
+                if f.endswith(CODE_EXT) or f == 'meson.build':
+                    code = True
+                if f.endswith(C_EXT):
+                    c = True
+        if code:
+            areas[top] = (code, c, os.path.isfile(os.path.join(full, 'meson.build')))
+    return areas
+
+
+def section(lines, number):
+    """(first, last) line indexes of docs/design.md's section §number, its subsections included."""
+    start = None
+    for i, line in enumerate(lines):
+        m = re.match(r'##\s+§(\d+)\s', line)
+        if m:
+            if start is not None:
+                return start, i
+            if m.group(1) == str(number):
+                start = i
+    if start is None:
+        return None
+    return start, len(lines)
+
+
+def table_after(lines, first, last, head):
+    """The rows of the first table in lines[first:last] whose header's first cell is `head`:
+    [(line index, first cell)]."""
+    rows, inside = [], False
+    for i in range(first, last):
+        cells = [c.strip() for c in lines[i].strip().strip('|').split('|')]
+        if not lines[i].startswith('|'):
+            if inside:
+                break
+            continue
+        if not inside:
+            if cells[0] == head:
+                inside = True
+            continue
+        if set(cells[0]) <= set('-: '):
+            continue
+        rows.append((i, cells[0]))
+    return rows
+
+
+def block(lines, first, last, marker):
+    """The paragraph or bullet list of lines[first:last] that begins with the line holding
+    marker, up to the next blank line followed by a heading or a line of bold text, or the next
+    bullet when marker starts a bullet: [(line index, text)]."""
+    for i in range(first, last):
+        if marker in lines[i]:
+            out = [(i, lines[i])]
+            bullet = lines[i].lstrip().startswith('- ')
+            for j in range(i + 1, last):
+                line = lines[j]
+                if bullet and line.lstrip().startswith('- '):
+                    break
+                if not line.strip():
+                    if bullet or j + 1 >= last or not lines[j + 1].startswith(('- ', '  ')):
+                        break
+                    continue
+                out.append((j, line))
+            return out
+    return None
+
+
+def python_list(root, rel, name):
+    """The literal list assigned to `name` in a Python file, and the line of the assignment."""
+    text = '\n'.join(read_lines(root, rel))
+    for node in ast.parse(text).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and
+                isinstance(node.targets[0], ast.Name) and node.targets[0].id == name):
+            return ast.literal_eval(node.value), node.lineno
+    return None, None
+
+
+def strip_comments(text):
+    """C text with its comments blanked out, newlines kept, so offsets give line numbers."""
+    return re.sub(r'/\*.*?\*/|//[^\n]*',
+                  lambda m: re.sub(r'[^\n]', ' ', m.group(0)), text, flags=re.S)
+
+
+def line_of(text, offset):
+    return text.count('\n', 0, offset) + 1
+
+
+def check_areas(root, design, found):
+    areas = code_areas(root)
+    span = section(design, 9)
+    rows = table_after(design, span[0], span[1], 'area') if span else []
+    listed = set()
+    for _, cell in rows:
+        listed.update(m.rstrip('/') for m in re.findall(r'`(\.?[\w-]+)/', cell))
+    table_at = '%s:%d' % (DESIGN, (rows[0][0] + 1) if rows else (span[0] + 1 if span else 1))
+    lists = {}
+    for name in ('AREAS', 'PATH_ROOTS'):
+        value, at = python_list(root, CITATIONS, name)
+        lists[name] = (set(value or []), at or 1)
+    make = read_lines(root, 'Makefile')
+    fmt_at, fmt = 1, set()
+    for i, line in enumerate(make):
+        m = re.match(r'FORMAT_DIRS\s*:?=\s*(.*)', line)
+        if m:
+            fmt_at, fmt = i + 1, set(m.group(1).split())
+    top_meson = '\n'.join(read_lines(root, 'meson.build'))
+    subdirs = {s.split('/')[0] for s in re.findall(r"subdir\('([^']+)'\)", top_meson)}
+    for area, (_, has_c, has_meson) in sorted(areas.items()):
+        where = '%s/' % area
+        if area not in listed:
+            found.append('%s: %s has no row in the table of areas of docs/design.md §9 (%s): add '
+                         '"| `%s/` | what it holds | what it may use | its document | its tests |"'
+                         % (where, area, table_at, area))
+        for name in ('AREAS', 'PATH_ROOTS'):
+            if area not in lists[name][0]:
+                found.append("%s: %s is not in %s of %s (%s:%d): add '%s'"
+                             % (where, area, name, CITATIONS, CITATIONS, lists[name][1], area))
+        if has_meson and area not in subdirs:
+            found.append("%s: %s/meson.build is not configured by the top meson.build: add "
+                         "subdir('%s') under the option that builds it" % (where, area, area))
+        if has_c and area not in fmt:
+            found.append('%s: %s holds C but is not in FORMAT_DIRS (Makefile:%d): add %s'
+                         % (where, area, fmt_at, area))
+
+
+def header_functions(root):
+    """[(line, name)] of the CHRING_API functions of the header, in header order."""
+    text = strip_comments('\n'.join(read_lines(root, HEADER)))
+    return [(line_of(text, m.start()), m.group(1))
+            for m in re.finditer(r'^CHRING_API\b[^;{(]*?\b(chring_\w+)\s*\(', text, re.M)]
+
+
+def check_api(root, design, found):
+    header_text = '\n'.join(read_lines(root, HEADER))
+    span = section(design, 5)
+    api = block(design, span[0], span[1], '**The API in groups') if span else None
+    if not api:
+        found.append('%s:%d: §5 has no "The API in groups" map' %
+                     (DESIGN, span[0] + 1 if span else 1))
+        return
+    named = {}
+    for i, line in api:
+        for m in re.finditer(r'`((?:chring|CHRING)_[\w*]+)`', line):
+            named.setdefault(m.group(1), i + 1)
+    functions = header_functions(root)
+    previous = None
+    for n, name in functions:
+        if name not in named:
+            if previous:
+                hint = ('to the line of `%s` (%s:%d), its neighbour in the header, or a group of '
+                        'its own' % (previous, DESIGN, named[previous]))
+            else:
+                hint = 'to its group (%s:%d)' % (DESIGN, api[0][0] + 1)
+            found.append('%s:%d: %s is not in the API map of docs/design.md §5 ("The API in '
+                         'groups"): add `%s` %s' % (HEADER, n, name, name, hint))
+        else:
+            previous = name
+    known = set(re.findall(r'\b((?:chring|CHRING)_\w+)', header_text))
+    for name, n in sorted(named.items(), key=lambda x: x[1]):
+        ok = (any(k.startswith(name[:-1]) for k in known) if name.endswith('*')
+              else name in known)
+        if not ok:
+            found.append('%s:%d: `%s` is in the API map but %s does not declare it: mend or drop '
+                         'it' % (DESIGN, n, name, HEADER))
+
+
+def check_errors(root, design, found):
+    errors = [(i + 1, m.group(1)) for i, line in enumerate(read_lines(root, ERRORS))
+              for m in re.finditer(r'\bX\((E[A-Z0-9]+)\s*,', line)]
+    span = section(design, 5)
+    results = block(design, span[0], span[1], '**Results.**') if span else None
+    if not results:
+        found.append('%s:%d: §5 has no "**Results.**" list' % (DESIGN, span[0] + 1 if span else 1))
+        return
+    listed = {}
+    for i, line in results:
+        for m in re.finditer(r'`-(E[A-Z0-9]+)`', line):
+            listed.setdefault(m.group(1), i + 1)
+    for n, name in errors:
+        if name not in listed:
+            found.append('%s:%d: -%s is not in the results list of docs/design.md §5 (%s:%d, '
+                         '"Results."): add `-%s` to its list of errno values'
+                         % (ERRORS, n, name, DESIGN, results[0][0] + 1, name))
+    known = {name for _, name in errors}
+    for name, n in sorted(listed.items(), key=lambda x: x[1]):
+        if name not in known:
+            found.append('%s:%d: `-%s` is in the results list but not in %s: add it there first'
+                         % (DESIGN, n, name, ERRORS))
+
+
+def check_profiles(root, design, found):
+    text = strip_comments('\n'.join(read_lines(root, HEADER)))
+    m = re.search(r'typedef\s+enum\s*\{(.*?)\}\s*chring_profile_t\s*;', text, re.S)
+    if not m:
+        found.append('%s:1: no chring_profile_t enum' % HEADER)
+        return
+    values = [(line_of(text, m.start(1) + v.start()), v.group(1))
+              for v in re.finditer(r'\bCHRING_PROFILE_(\w+)', m.group(1))]
+    span = section(design, 2)
+    rows = table_after(design, span[0], span[1], 'profile') if span else []
+    if not rows:
+        found.append('%s:%d: §2 has no profile table (a table whose first column is "profile")'
+                     % (DESIGN, span[0] + 1 if span else 1))
+        return
+    listed = {}
+    for i, cell in rows:
+        mm = re.match(r'`([\w-]+)`', cell)
+        if mm:
+            listed.setdefault(mm.group(1), i + 1)
+    for n, value in values:
+        name = value.lower()
+        if name not in listed:
+            found.append('%s:%d: profile CHRING_PROFILE_%s has no row in the profile table of '
+                         'docs/design.md §2 (%s:%d): add "| `%s` | H(b) | width | label of point '
+                         'i | equal positions | where it comes from |"'
+                         % (HEADER, n, value, DESIGN, rows[-1][0] + 1, name))
+    known = {v.lower() for _, v in values}
+    for name, n in sorted(listed.items(), key=lambda x: x[1]):
+        if name not in known:
+            found.append('%s:%d: profile `%s` has a row in §2 but chring_profile_t has no '
+                         'CHRING_PROFILE_%s' % (DESIGN, n, name, name.upper()))
+
+
+def check(root):
+    found = []
+    design = read_lines(root, DESIGN)
+    check_areas(root, design, found)
+    check_api(root, design, found)
+    check_errors(root, design, found)
+    check_profiles(root, design, found)
+    return found
+
+
+def self_test():
+    """A whole tree passes; one omission of each kind planted in it is found, and nothing
+    else."""
+    import shutil
+    import tempfile
+    whole = {
+        'Makefile': 'BUILD ?= build\nFORMAT_DIRS = include src\n',
+        'meson.build': "project('x', 'c')\nsubdir('src')\n",
+        '.gitignore': '/build*/\n',
+        'build/junk.c': '',
+        'docs/x.md': '',
+        'include/chring.h': (
+            '/* chring_note: a comment, not a function: CHRING_API int chring_no(void); */\n'
+            'typedef enum {\n'
+            '    CHRING_PROFILE_HASH64 = 0, /* CHRING_PROFILE_NOT_ONE */\n'
+            '    CHRING_PROFILE_FNV16\n'
+            '} chring_profile_t;\n'
+            '#define CHRING_VERSION_MAJOR 0\n'
+            'CHRING_API const char *chring_version(void);\n'
+            'CHRING_API int chring_add(chring_t *r,\n'
+            '                          const char *name);\n'),
+        'src/errors.h': '#define CHRING_ERRORS(X) \\\n    X(EINVAL, "bad") \\\n    X(ENOENT, "none")\n',
+        'src/meson.build': '',
+        'src/a.c': '',
+        'tests/docs/check_citations.py': ("AREAS = ['src', 'include', 'docs', 'tests']\n"
+                                          "PATH_ROOTS = ['src', 'include', 'docs', 'tests']\n"),
+        'docs/design.md': (
+            '# d\n\n## §2 Profiles\n\n'
+            '| profile | H |\n|---|---|\n| `hash64` (default) | x |\n| `fnv16` | y |\n\n'
+            '## §5 The C API conventions\n\n'
+            '- **Results.** 0, or `-EINVAL`, `-ENOENT`.\n'
+            '- **Threads.** `chring_gone` here is not the map.\n\n'
+            '**The API in groups**:\n'
+            '- *Version*: `chring_version`, `CHRING_VERSION_*`.\n'
+            '- *Membership*: `chring_add`.\n\n'
+            '## §9 Build\n\n'
+            '| area | what |\n|---|---|\n| `include/chring.h` | the header |\n'
+            '| `src/` | the library |\n| `docs/` | documents |\n| `tests/` | tests |\n\n'
+            '| file | what |\n|---|---|\n| `tools/` | not the areas table |\n'),
+    }
+    planted = {
+        'vmod/v.c': '',
+        'vmod/meson.build': '',
+        'scripts/s.py': '',
+        'include/chring.h': whole['include/chring.h'].replace(
+            '    CHRING_PROFILE_FNV16\n', '    CHRING_PROFILE_FNV16,\n    CHRING_PROFILE_NEW\n') +
+            'CHRING_API int chring_planted(void);\n',
+        'src/errors.h': whole['src/errors.h'] + '    X(EBUSY, "busy")\n',
+    }
+    want = [
+        'scripts/: scripts has no row in the table of areas of docs/design.md §9 '
+        '(docs/design.md:23): add "| `scripts/` | what it holds | what it may use | its document '
+        '| its tests |"',
+        "scripts/: scripts is not in AREAS of tests/docs/check_citations.py "
+        "(tests/docs/check_citations.py:1): add 'scripts'",
+        "scripts/: scripts is not in PATH_ROOTS of tests/docs/check_citations.py "
+        "(tests/docs/check_citations.py:2): add 'scripts'",
+        'vmod/: vmod has no row in the table of areas of docs/design.md §9 (docs/design.md:23): '
+        'add "| `vmod/` | what it holds | what it may use | its document | its tests |"',
+        "vmod/: vmod is not in AREAS of tests/docs/check_citations.py "
+        "(tests/docs/check_citations.py:1): add 'vmod'",
+        "vmod/: vmod is not in PATH_ROOTS of tests/docs/check_citations.py "
+        "(tests/docs/check_citations.py:2): add 'vmod'",
+        "vmod/: vmod/meson.build is not configured by the top meson.build: add subdir('vmod') "
+        "under the option that builds it",
+        'vmod/: vmod holds C but is not in FORMAT_DIRS (Makefile:2): add vmod',
+        'include/chring.h:11: chring_planted is not in the API map of docs/design.md §5 ("The '
+        'API in groups"): add `chring_planted` to the line of `chring_add` (docs/design.md:17), '
+        'its neighbour in the header, or a group of its own',
+        'src/errors.h:4: -EBUSY is not in the results list of docs/design.md §5 '
+        '(docs/design.md:12, "Results."): add `-EBUSY` to its list of errno values',
+        'include/chring.h:5: profile CHRING_PROFILE_NEW has no row in the profile table of '
+        'docs/design.md §2 (docs/design.md:8): add "| `new` | H(b) | width | label of point i | '
+        'equal positions | where it comes from |"',
+    ]
+    stale = {
+        'docs/design.md': whole['docs/design.md'].replace(
+            '`chring_add`.', '`chring_add`, `chring_gone`.').replace(
+            '`-ENOENT`.', '`-ENOENT`, `-EGONE`.').replace(
+            '| `fnv16` | y |', '| `fnv16` | y |\n| `gone` | z |'),
+    }
+    want_stale = [
+        'docs/design.md:18: `chring_gone` is in the API map but include/chring.h does not '
+        'declare it: mend or drop it',
+        'docs/design.md:13: `-EGONE` is in the results list but not in src/errors.h: add it '
+        'there first',
+        'docs/design.md:9: profile `gone` has a row in §2 but chring_profile_t has no '
+        'CHRING_PROFILE_GONE',
+    ]
+    failed = 0
+    for what, extra, expected in (('the whole tree', {}, []),
+                                  ('one omission of each kind', planted, want),
+                                  ('stale entries', stale, want_stale)):
+        root = tempfile.mkdtemp()
+        try:
+            for rel, text in dict(whole, **extra).items():
+                os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+                with open(os.path.join(root, rel), 'w', encoding='utf-8') as f:
+                    f.write(text)
+            found = check(root)
+        finally:
+            shutil.rmtree(root)
+        if found != expected:
+            print('self-test, %s: found\n  %s\nwanted\n  %s' %
+                  (what, '\n  '.join(found) or '(nothing)', '\n  '.join(expected) or '(nothing)'))
+            failed = 1
+        else:
+            print('self-test, %s: %d found, as wanted' % (what, len(found)))
+    return failed
+
+
+def main():
+    if sys.argv[1:] == ['--self-test']:
+        return self_test()
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(here))
+    found = check(root)
+    for line in found:
+        print(line)
+    print('%d omission%s from the map' % (len(found), '' if len(found) == 1 else 's'))
+    return 1 if found else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
