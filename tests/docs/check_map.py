@@ -2,7 +2,7 @@
 """The tree's map is whole: every list that must name each area, public call, errno or profile
 names it (CONTRIBUTING.md, "Adding an area"; docs/design.md §2, §5 and §9).
 
-Four kinds of omission are found, each reported at the line that makes the thing exist, with
+Five kinds of omission are found, each reported at the line that makes the thing exist, with
 what to add and where:
 
 - an area: a top-level folder of the repository that holds code (a .c, .h, .cpp, .py or .sh
@@ -15,14 +15,18 @@ what to add and where:
 - an errno: every entry of src/errors.h must be in the results list of docs/design.md §5
   ("Results.");
 - a profile: every value of include/chring.h's chring_profile_t must have a row in the profile
-  table of docs/design.md §2.
+  table of docs/design.md §2;
+- a header comment: every `CHRING_API` function's comment (the one above it, or above the
+  declarations it is grouped with) must say its thread rule ("Any thread", "Reader side",
+  "Writer side", or which threads) and, when it takes a pointer, its answer to NULL
+  (docs/design.md §5, "NULL" and "Threads").
 
 The other way round, a name the map, the results list or the profile table holds and the header
 or src/errors.h does not is reported too (a renamed or removed call leaves a stale entry).
 
 Usage: check_map.py [SOURCE_ROOT]   (default: the repository this script is in)
        check_map.py --self-test      (a small tree, whole, then with one omission of each kind)
-Prints each omission as FILE:LINE: what, and exits 1 if there is any.
+Prints each omission as FILE:LINE: what (and what to add where), and exits 1 if there is any.
 """
 import ast
 import fnmatch
@@ -233,6 +237,51 @@ def check_api(root, design, found):
                          'it' % (DESIGN, n, name, HEADER))
 
 
+def header_comments(root):
+    """[(line, name, comment, parameters)] of the CHRING_API functions: the comment is the one
+    just above the declaration, or above the declarations it is grouped with (no blank line
+    between), '' when there is none."""
+    lines = read_lines(root, HEADER)
+    text = strip_comments('\n'.join(lines))
+    out = []
+    for m in re.finditer(r'^CHRING_API\b[^;{(]*?\b(chring_\w+)\s*\(', text, re.M):
+        n = line_of(text, m.start())
+        depth, k = 1, m.end()
+        while depth and k < len(text):
+            depth += {'(': 1, ')': -1}.get(text[k], 0)
+            k += 1
+        params = text[m.end():k - 1]
+        j = n - 2
+        # Up over the declarations grouped with this one (their lines, continuations included).
+        while j >= 0 and lines[j].strip() and not lines[j].rstrip().endswith('*/') and (
+                lines[j].startswith('CHRING_API') or lines[j].startswith(' ')):
+            j -= 1
+        comment = []
+        if j >= 0 and lines[j].rstrip().endswith('*/'):
+            while j >= 0:
+                comment.insert(0, lines[j])
+                if '/*' in lines[j]:
+                    break
+                j -= 1
+        words = ' '.join(re.sub(r'^\s*/?\*+|\*/\s*$', '', c) for c in comment)
+        out.append((n, m.group(1), re.sub(r'\s+', ' ', words).strip(), params))
+    return out
+
+
+def check_comments(root, found):
+    """docs/design.md §5: every public function's comment says its threads and, when it takes
+    a pointer, what it answers for NULL."""
+    for n, name, comment, params in header_comments(root):
+        if not re.search(r'(?i)\bthreads?\b|\breader side\b|\bwriter side\b', comment):
+            found.append('%s:%d: %s has no thread rule in its header comment: say "Any thread.", '
+                         '"Reader side." or "Writer side." (docs/design.md §5, "Threads")'
+                         % (HEADER, n, name))
+        if '*' in params and 'NULL' not in comment:
+            found.append('%s:%d: %s takes a pointer but its header comment gives no NULL answer: '
+                         'say what it returns or does for each NULL argument (docs/design.md §5, '
+                         '"NULL")' % (HEADER, n, name))
+
+
 def check_errors(root, design, found):
     errors = [(i + 1, m.group(1)) for i, line in enumerate(read_lines(root, ERRORS))
               for m in re.finditer(r'\bX\((E[A-Z0-9]+)\s*,', line)]
@@ -297,6 +346,7 @@ def check(root):
     check_api(root, design, found)
     check_errors(root, design, found)
     check_profiles(root, design, found)
+    check_comments(root, found)
     return found
 
 
@@ -318,7 +368,9 @@ def self_test():
             '    CHRING_PROFILE_FNV16\n'
             '} chring_profile_t;\n'
             '#define CHRING_VERSION_MAJOR 0\n'
+            '/* The version.  Any thread. */\n'
             'CHRING_API const char *chring_version(void);\n'
+            '/* Adds a member: -EINVAL for r or name NULL.  Writer side. */\n'
             'CHRING_API int chring_add(chring_t *r,\n'
             '                          const char *name);\n'),
         'src/errors.h': '#define CHRING_ERRORS(X) \\\n    X(EINVAL, "bad") \\\n    X(ENOENT, "none")\n',
@@ -346,7 +398,7 @@ def self_test():
         'scripts/s.py': '',
         'include/chring.h': whole['include/chring.h'].replace(
             '    CHRING_PROFILE_FNV16\n', '    CHRING_PROFILE_FNV16,\n    CHRING_PROFILE_NEW\n') +
-            'CHRING_API int chring_planted(void);\n',
+            '\nCHRING_API int chring_planted(const char *p);\n',
         'src/errors.h': whole['src/errors.h'] + '    X(EBUSY, "busy")\n',
     }
     want = [
@@ -366,7 +418,7 @@ def self_test():
         "vmod/: vmod/meson.build is not configured by the top meson.build: add subdir('vmod') "
         "under the option that builds it",
         'vmod/: vmod holds C but is not in FORMAT_DIRS (Makefile:2): add vmod',
-        'include/chring.h:11: chring_planted is not in the API map of docs/design.md §5 ("The '
+        'include/chring.h:14: chring_planted is not in the API map of docs/design.md §5 ("The '
         'API in groups"): add `chring_planted` to the line of `chring_add` (docs/design.md:17), '
         'its neighbour in the header, or a group of its own',
         'src/errors.h:4: -EBUSY is not in the results list of docs/design.md §5 '
@@ -374,6 +426,10 @@ def self_test():
         'include/chring.h:5: profile CHRING_PROFILE_NEW has no row in the profile table of '
         'docs/design.md §2 (docs/design.md:8): add "| `new` | H(b) | width | label of point i | '
         'equal positions | where it comes from |"',
+        'include/chring.h:14: chring_planted has no thread rule in its header comment: say "Any '
+        'thread.", "Reader side." or "Writer side." (docs/design.md §5, "Threads")',
+        'include/chring.h:14: chring_planted takes a pointer but its header comment gives no NULL '
+        'answer: say what it returns or does for each NULL argument (docs/design.md §5, "NULL")',
     ]
     stale = {
         'docs/design.md': whole['docs/design.md'].replace(
