@@ -2,7 +2,7 @@
 """The tree's map is whole: every list that must name each area, public call, errno or profile
 names it (CONTRIBUTING.md, "Adding an area"; docs/design.md §2, §5 and §9).
 
-Five kinds of omission are found, each reported at the line that makes the thing exist, with
+Six kinds of omission are found, each reported at the line that makes the thing exist, with
 what to add and where:
 
 - an area: a top-level folder of the repository that holds code (a .c, .h, .cpp, .py or .sh
@@ -19,7 +19,10 @@ what to add and where:
 - a header comment: every `CHRING_API` function's comment (the one above it, or above the
   declarations it is grouped with) must say its thread rule ("Any thread", "Reader side",
   "Writer side", or which threads) and, when it takes a pointer, its answer to NULL
-  (docs/design.md §5, "NULL" and "Threads").
+  (docs/design.md §5, "NULL" and "Threads");
+- a list of profiles by hand: a line of docs/, README.md or CONTRIBUTING.md outside
+  docs/design.md §2 that names six or more profiles in backquotes (§2's table is the one list;
+  the programs write theirs from chring_profile_info).
 
 The other way round, a name the map, the results list or the profile table holds and the header
 or src/errors.h does not is reported too (a renamed or removed call leaves a stale entry).
@@ -339,6 +342,33 @@ def check_profiles(root, design, found):
                          'CHRING_PROFILE_%s' % (DESIGN, n, name, name.upper()))
 
 
+def check_profile_lists(root, design, found):
+    """docs/design.md §2's table is the one list of profiles: a line of another document (or of
+    design.md outside §2) that names six or more profiles in backquotes (every one, in a tree of
+    fewer) lists them by hand."""
+    text = strip_comments('\n'.join(read_lines(root, HEADER)))
+    m = re.search(r'typedef\s+enum\s*\{(.*?)\}\s*chring_profile_t\s*;', text, re.S)
+    if not m:
+        return
+    profiles = {v.lower() for v in re.findall(r'\bCHRING_PROFILE_(\w+)', m.group(1))}
+    span = section(design, 2) or (0, 0)
+    docs = sorted(os.path.join('docs', f) for f in os.listdir(os.path.join(root, 'docs'))
+                  if f.endswith('.md'))
+    for rel in docs + ['README.md', 'CONTRIBUTING.md']:
+        if not os.path.isfile(os.path.join(root, rel)):
+            continue
+        for i, line in enumerate(read_lines(root, rel)):
+            if rel == DESIGN and span[0] <= i < span[1]:
+                continue
+            named = set()
+            for quoted in re.findall(r'`([^`]+)`', line):
+                named.update(w for w in re.findall(r'[\w-]+', quoted) if w in profiles)
+            if len(named) >= min(6, len(profiles)):
+                found.append('%s:%d: lists %d profiles by hand: link to the table of docs/design.md '
+                             '§2 instead (programs write their lists from chring_profile_info)'
+                             % (rel, i + 1, len(named)))
+
+
 def check(root):
     found = []
     design = read_lines(root, DESIGN)
@@ -347,6 +377,7 @@ def check(root):
     check_errors(root, design, found)
     check_profiles(root, design, found)
     check_comments(root, found)
+    check_profile_lists(root, design, found)
     return found
 
 
@@ -400,6 +431,7 @@ def self_test():
             '    CHRING_PROFILE_FNV16\n', '    CHRING_PROFILE_FNV16,\n    CHRING_PROFILE_NEW\n') +
             '\nCHRING_API int chring_planted(const char *p);\n',
         'src/errors.h': whole['src/errors.h'] + '    X(EBUSY, "busy")\n',
+        'docs/x.md': '`--profile P`: `hash64`, `fnv16`, `new` and more.\n',
     }
     want = [
         'scripts/: scripts has no row in the table of areas of docs/design.md §9 '
@@ -430,6 +462,8 @@ def self_test():
         'thread.", "Reader side." or "Writer side." (docs/design.md §5, "Threads")',
         'include/chring.h:14: chring_planted takes a pointer but its header comment gives no NULL '
         'answer: say what it returns or does for each NULL argument (docs/design.md §5, "NULL")',
+        'docs/x.md:1: lists 3 profiles by hand: link to the table of docs/design.md §2 instead '
+        '(programs write their lists from chring_profile_info)',
     ]
     stale = {
         'docs/design.md': whole['docs/design.md'].replace(
