@@ -53,7 +53,8 @@ MESON_TEST = re.compile(r"""\btest\(\s*'([^']+)'\s*(\+)?(?:\s*[A-Za-z_][A-Za-z0-
 # What the build makes: a cited build output (`tests/stress/chring-torture`) is a path in the
 # build directory, checked by its folder in the source tree and its target's name.
 MESON_TARGET = re.compile(
-    r"""\b(?:executable|library|static_library|shared_library|shared_module|custom_target)\(\s*'([^']+)'""")
+    r"""\b(?:executable|library|static_library|shared_library|shared_module|custom_target)"""
+    r"""\(\s*'([^']+)'""")
 QUOTED = re.compile(r"'([A-Za-z0-9_.-]+)'")
 
 

@@ -2,7 +2,7 @@
 """The tree's map is whole: every list that must name each area, public call, errno or profile
 names it (CONTRIBUTING.md, "Adding an area"; docs/design.md §2, §5 and §9).
 
-Six kinds of omission are found, each reported at the line that makes the thing exist, with
+Seven kinds of omission are found, each reported at the line that makes the thing exist, with
 what to add and where:
 
 - an area: a top-level folder of the repository that holds code (a .c, .h, .cpp, .py or .sh
@@ -22,13 +22,20 @@ what to add and where:
   (docs/design.md §5, "NULL" and "Threads");
 - a list of profiles by hand: a line of docs/, README.md or CONTRIBUTING.md outside
   docs/design.md §2 that names six or more profiles in backquotes (§2's table is the one list;
-  the programs write theirs from chring_profile_info).
+  the programs write theirs from chring_profile_info);
+- a source file: every .c and .h of src/ must have its row in docs/design.md §9's table of source
+  files, and src/meson.build must compile them in that table's order.
+
+With --chain it also holds src/ to the chain that table states: a file may include, and use the
+chring__ functions and the macros defined in, only the files of its own row and the rows before.
+The tree does not keep that promise today (the uses it reports are what is left to untangle), so
+the `map` test runs without it.
 
 The other way round, a name the map, the results list or the profile table holds and the header
 or src/errors.h does not is reported too (a renamed or removed call leaves a stale entry).
 
-Usage: check_map.py [SOURCE_ROOT]   (default: the repository this script is in)
-       check_map.py --self-test      (a small tree, whole, then with one omission of each kind)
+Usage: check_map.py [--chain] [SOURCE_ROOT]   (default: the repository this script is in)
+       check_map.py --self-test    (a small tree, whole, then with one omission of each kind)
 Prints each omission as FILE:LINE: what (and what to add where), and exits 1 if there is any.
 """
 import ast
@@ -364,12 +371,97 @@ def check_profile_lists(root, design, found):
             for quoted in re.findall(r'`([^`]+)`', line):
                 named.update(w for w in re.findall(r'[\w-]+', quoted) if w in profiles)
             if len(named) >= min(6, len(profiles)):
-                found.append('%s:%d: lists %d profiles by hand: link to the table of docs/design.md '
-                             '§2 instead (programs write their lists from chring_profile_info)'
+                found.append('%s:%d: lists %d profiles by hand: link to the table of '
+                             'docs/design.md §2 instead (programs write their lists from '
+                             'chring_profile_info)'
                              % (rel, i + 1, len(named)))
 
 
-def check(root):
+def source_table(design):
+    """{file of src/: (row, line)} from the table of docs/design.md §9 whose first column is
+    "file" (files of one row share it), and the line of its last row."""
+    span = section(design, 9)
+    rows = table_after(design, span[0], span[1], 'file') if span else []
+    ranks = {}
+    for r, (i, cell) in enumerate(rows):
+        for f in re.findall(r'`src/([\w.]+)`', cell):
+            ranks.setdefault(f, (r, i + 1))
+    return ranks, (rows[-1][0] + 1 if rows else (span[0] + 1 if span else 1))
+
+
+def check_sources(root, design, found):
+    """Every file of src/ has its row in docs/design.md §9's table of source files, and
+    src/meson.build compiles them in the table's order."""
+    ranks, last_row = source_table(design)
+    src = os.path.join(root, 'src')
+    if not os.path.isdir(src):
+        return
+    for f in sorted(os.listdir(src)):
+        if f.endswith(('.c', '.h')) and f not in ranks:
+            found.append('src/%s:1: not in the table of source files of docs/design.md §9 (%s:%d): '
+                         'add "| `src/%s` | what it holds |" at its place in the chain'
+                         % (f, DESIGN, last_row, f))
+    try:
+        meson = read_lines(root, 'src/meson.build')
+    except FileNotFoundError:
+        return
+    inside, previous = False, None
+    for i, line in enumerate(meson):
+        if re.match(r'\s*chring_sources\s*=\s*files\(', line):
+            inside = True
+            continue
+        if inside and line.strip().startswith(')'):
+            break
+        m = re.match(r"\s*'([\w.]+)',?\s*$", line) if inside else None
+        if not m or m.group(1) not in ranks:
+            continue
+        if previous and ranks[m.group(1)][0] < ranks[previous][0]:
+            found.append('src/meson.build:%d: %s comes after %s here but before it in the table '
+                         'of docs/design.md §9 (%s:%d): give both one order'
+                         % (i + 1, m.group(1), previous, DESIGN, ranks[m.group(1)][1]))
+        previous = m.group(1)
+
+
+# A function with a body, or a macro, that a file of src/ defines: what another file may use.
+DEFINITION = re.compile(r'^(?:[A-Za-z_][\w \t*]*?\b)?(chring__\w+)\s*\([^;{]*\)\s*\{|'
+                        r'^#\s*define\s+(chring__\w+|CHRING_\w+)', re.M)
+# A top-level declaration (a prototype in column 0, ending at its semicolon) names, not uses.
+PROTOTYPE = re.compile(r'^[A-Za-z_][^;{}#]*\bchring__\w+\s*\([^;{}]*\)\s*;', re.M)
+
+
+def check_chain(root, design, found):
+    """docs/design.md §9: each file of src/ uses only the files of its row and the rows before
+    (its #includes, and the chring__ functions and the macros defined in another file)."""
+    ranks, _ = source_table(design)
+    src = os.path.join(root, 'src')
+    texts = {}
+    for f in sorted(os.listdir(src)):
+        if f.endswith(('.c', '.h')):
+            with open(os.path.join(src, f), encoding='utf-8') as fh:
+                texts[f] = strip_comments(fh.read())
+    defined = {}
+    for f, text in texts.items():
+        for m in DEFINITION.finditer(text):
+            defined.setdefault(m.group(1) or m.group(2), f)
+    for f, text in texts.items():
+        if f not in ranks:
+            continue
+        text = PROTOTYPE.sub(lambda m: re.sub(r'[^\n]', ' ', m.group(0)), text)
+        told = set()
+        for m in re.finditer(r'#\s*include\s+"([\w.]+)"|\b(chring__\w+|CHRING_\w+)\b', text):
+            used = m.group(1) or defined.get(m.group(2))
+            if used is None or used == f or used not in ranks or used in told:
+                continue
+            if ranks[used][0] > ranks[f][0]:
+                told.add(used)
+                what = ('includes %s' % used if m.group(1)
+                        else 'uses %s of %s' % (m.group(2), used))
+                found.append('src/%s:%d: %s, which the chain of docs/design.md §9 lists after it '
+                             '(%s:%d)' % (f, line_of(text, m.start()), what, DESIGN,
+                                          ranks[used][1]))
+
+
+def check(root, chain=False):
     found = []
     design = read_lines(root, DESIGN)
     check_areas(root, design, found)
@@ -378,6 +470,9 @@ def check(root):
     check_profiles(root, design, found)
     check_comments(root, found)
     check_profile_lists(root, design, found)
+    check_sources(root, design, found)
+    if chain:
+        check_chain(root, design, found)
     return found
 
 
@@ -404,9 +499,13 @@ def self_test():
             '/* Adds a member: -EINVAL for r or name NULL.  Writer side. */\n'
             'CHRING_API int chring_add(chring_t *r,\n'
             '                          const char *name);\n'),
-        'src/errors.h': '#define CHRING_ERRORS(X) \\\n    X(EINVAL, "bad") \\\n    X(ENOENT, "none")\n',
-        'src/meson.build': '',
-        'src/a.c': '',
+        'src/errors.h': ('#define CHRING_ERRORS(X) \\\n    X(EINVAL, "bad") \\\n'
+                         '    X(ENOENT, "none")\n'),
+        'src/meson.build': "chring_sources = files(\n  'a.c',\n  'later.c',\n)\nx = files('b.c')\n",
+        'src/later.c': 'int chring__from_later(void)\n{\n    return 1;\n}\n',
+        'src/later.h': '#define CHRING_LATER 1\nint chring__later(void);\n'
+                       'static inline int chring__later2(void) { return 0; }\n',
+        'src/a.c': '#include "errors.h"\n',
         'tests/docs/check_citations.py': ("AREAS = ['src', 'include', 'docs', 'tests']\n"
                                           "PATH_ROOTS = ['src', 'include', 'docs', 'tests']\n"),
         'docs/design.md': (
@@ -421,7 +520,9 @@ def self_test():
             '## §9 Build\n\n'
             '| area | what |\n|---|---|\n| `include/chring.h` | the header |\n'
             '| `src/` | the library |\n| `docs/` | documents |\n| `tests/` | tests |\n\n'
-            '| file | what |\n|---|---|\n| `tools/` | not the areas table |\n'),
+            '| file | what |\n|---|---|\n| `tools/` | not the areas table |\n'
+            '| `src/errors.h`, `src/a.c` | the first |\n'
+            '| `src/later.h`, `src/later.c` | the second |\n'),
     }
     planted = {
         'vmod/v.c': '',
@@ -432,6 +533,8 @@ def self_test():
             '\nCHRING_API int chring_planted(const char *p);\n',
         'src/errors.h': whole['src/errors.h'] + '    X(EBUSY, "busy")\n',
         'docs/x.md': '`--profile P`: `hash64`, `fnv16`, `new` and more.\n',
+        'src/b.c': '',
+        'src/meson.build': "chring_sources = files(\n  'later.c',\n  'a.c',\n)\n",
     }
     want = [
         'scripts/: scripts has no row in the table of areas of docs/design.md §9 '
@@ -464,6 +567,10 @@ def self_test():
         'answer: say what it returns or does for each NULL argument (docs/design.md §5, "NULL")',
         'docs/x.md:1: lists 3 profiles by hand: link to the table of docs/design.md §2 instead '
         '(programs write their lists from chring_profile_info)',
+        'src/b.c:1: not in the table of source files of docs/design.md §9 (docs/design.md:32): '
+        'add "| `src/b.c` | what it holds |" at its place in the chain',
+        'src/meson.build:3: a.c comes after later.c here but before it in the table of '
+        'docs/design.md §9 (docs/design.md:31): give both one order',
     ]
     stale = {
         'docs/design.md': whole['docs/design.md'].replace(
@@ -479,17 +586,29 @@ def self_test():
         'docs/design.md:9: profile `gone` has a row in §2 but chring_profile_t has no '
         'CHRING_PROFILE_GONE',
     ]
+    chain = {
+        'src/a.c': ('#include "errors.h"\n#include "later.h"\nint chring__from_later(void);\n\n'
+                    'int a(void)\n{\n    return chring__from_later() + CHRING_LATER;\n}\n'),
+    }
+    want_chain = [
+        'src/a.c:2: includes later.h, which the chain of docs/design.md §9 lists after it '
+        '(docs/design.md:32)',
+        'src/a.c:7: uses chring__from_later of later.c, which the chain of docs/design.md §9 '
+        'lists after it (docs/design.md:32)',
+    ]
     failed = 0
-    for what, extra, expected in (('the whole tree', {}, []),
-                                  ('one omission of each kind', planted, want),
-                                  ('stale entries', stale, want_stale)):
+    for what, extra, expected, with_chain in (
+            ('the whole tree', {}, [], True),
+            ('one omission of each kind', planted, want, False),
+            ('stale entries', stale, want_stale, False),
+            ('a use of a later file (--chain)', chain, want_chain, True)):
         root = tempfile.mkdtemp()
         try:
             for rel, text in dict(whole, **extra).items():
                 os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
                 with open(os.path.join(root, rel), 'w', encoding='utf-8') as f:
                     f.write(text)
-            found = check(root)
+            found = check(root, with_chain)
         finally:
             shutil.rmtree(root)
         if found != expected:
@@ -502,11 +621,14 @@ def self_test():
 
 
 def main():
-    if sys.argv[1:] == ['--self-test']:
+    args = sys.argv[1:]
+    if args == ['--self-test']:
         return self_test()
+    chain = '--chain' in args
+    args = [a for a in args if a != '--chain']
     here = os.path.dirname(os.path.abspath(__file__))
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(here))
-    found = check(root)
+    root = args[0] if args else os.path.dirname(os.path.dirname(here))
+    found = check(root, chain)
     for line in found:
         print(line)
     print('%d omission%s from the map' % (len(found), '' if len(found) == 1 else 's'))
