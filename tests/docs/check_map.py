@@ -77,8 +77,9 @@ def code_areas(root):
     for top in sorted(os.listdir(root)):
         full = os.path.join(root, top)
         if (not os.path.isdir(full) or top.startswith('.') or top.startswith('build') or
-                top == '__pycache__' or any(fnmatch.fnmatch(top, p) for p in skip)):
-            continue
+                top == '__pycache__' or any(fnmatch.fnmatch(top, p) for p in skip) or
+                os.path.exists(os.path.join(full, 'meson-private'))):
+            continue  # hidden, ignored, or a build directory of any name
         code = c = False
         for d, dirs, files in os.walk(full):
             dirs[:] = [x for x in dirs if not x.startswith('.') and x != '__pycache__']
@@ -486,6 +487,8 @@ def self_test():
         'meson.build': "project('x', 'c')\nsubdir('src')\n",
         '.gitignore': '/build*/\n',
         'build/junk.c': '',
+        '_b/meson-private/x': '',
+        '_b/vcc_if.c': '',
         'docs/x.md': '',
         'include/chring.h': (
             '/* chring_note: a comment, not a function: CHRING_API int chring_no(void); */\n'
