@@ -5,11 +5,12 @@ names it (CONTRIBUTING.md, "Adding an area"; docs/design.md §2, §5 and §9).
 Seven kinds of omission are found, each reported at the line that makes the thing exist, with
 what to add and where:
 
-- an area: a top-level folder of the repository that holds code (a .c, .h, .cpp, .py or .sh
-  file, or a meson.build, anywhere under it) must have a row in docs/design.md §9's table of
-  areas, be in AREAS and PATH_ROOTS of tests/docs/check_citations.py, be configured by a
-  subdir() of the top meson.build when it has a meson.build, and be in FORMAT_DIRS of the
-  Makefile when it holds C or C++;
+- an area: a top-level folder of the repository that holds a file (hidden folders, those the
+  top of .gitignore names and build directories aside) must have a row in docs/design.md §9's
+  table of areas; be in AREAS and PATH_ROOTS of tests/docs/check_citations.py when it holds code
+  or prose (a .c, .h, .cpp, .py, .sh or .md file, or a meson.build, anywhere under it); be
+  configured by a subdir() of the top meson.build when it has a meson.build; and be in
+  FORMAT_DIRS of the Makefile when it holds C or C++;
 - a public function: every `CHRING_API` function of include/chring.h must be named in the API map
   of docs/design.md §5 ("The API in groups");
 - an errno: every entry of src/errors.h must be in the results list of docs/design.md §5
@@ -71,7 +72,8 @@ def ignored_top(root):
 
 
 def code_areas(root):
-    """{folder: (holds code, holds C or C++, has meson.build)} for every top-level code folder."""
+    """{folder: (holds code or prose, holds C or C++, has meson.build)} for every top-level folder
+    that holds a file."""
     skip = ignored_top(root)
     areas = {}
     for top in sorted(os.listdir(root)):
@@ -80,15 +82,16 @@ def code_areas(root):
                 top == '__pycache__' or any(fnmatch.fnmatch(top, p) for p in skip) or
                 os.path.exists(os.path.join(full, 'meson-private'))):
             continue  # hidden, ignored, or a build directory of any name
-        code = c = False
+        held = code = c = False
         for d, dirs, files in os.walk(full):
             dirs[:] = [x for x in dirs if not x.startswith('.') and x != '__pycache__']
             for f in files:
-                if f.endswith(CODE_EXT) or f == 'meson.build':
+                held = True
+                if f.endswith(CODE_EXT + ('.md',)) or f == 'meson.build':
                     code = True
                 if f.endswith(C_EXT):
                     c = True
-        if code:
+        if held:
             areas[top] = (code, c, os.path.isfile(os.path.join(full, 'meson.build')))
     return areas
 
@@ -189,14 +192,14 @@ def check_areas(root, design, found):
             fmt_at, fmt = i + 1, set(m.group(1).split())
     top_meson = '\n'.join(read_lines(root, 'meson.build'))
     subdirs = {s.split('/')[0] for s in re.findall(r"subdir\('([^']+)'\)", top_meson)}
-    for area, (_, has_c, has_meson) in sorted(areas.items()):
+    for area, (has_code, has_c, has_meson) in sorted(areas.items()):
         where = '%s/' % area
         if area not in listed:
             found.append('%s: %s has no row in the table of areas of docs/design.md §9 (%s): add '
                          '"| `%s/` | what it holds | what it may use | its document | its tests |"'
                          % (where, area, table_at, area))
         for name in ('AREAS', 'PATH_ROOTS'):
-            if area not in lists[name][0]:
+            if has_code and area not in lists[name][0]:
                 found.append("%s: %s is not in %s of %s (%s:%d): add '%s'"
                              % (where, area, name, CITATIONS, CITATIONS, lists[name][1], area))
         if has_meson and area not in subdirs:
@@ -537,9 +540,19 @@ def self_test():
         'src/errors.h': whole['src/errors.h'] + '    X(EBUSY, "busy")\n',
         'docs/x.md': '`--profile P`: `hash64`, `fnv16`, `new` and more.\n',
         'src/b.c': '',
+        'notes/n.md': '',
+        'data/d.bin': '',
         'src/meson.build': "chring_sources = files(\n  'later.c',\n  'a.c',\n)\n",
     }
     want = [
+        'data/: data has no row in the table of areas of docs/design.md §9 (docs/design.md:23): '
+        'add "| `data/` | what it holds | what it may use | its document | its tests |"',
+        'notes/: notes has no row in the table of areas of docs/design.md §9 (docs/design.md:23): '
+        'add "| `notes/` | what it holds | what it may use | its document | its tests |"',
+        "notes/: notes is not in AREAS of tests/docs/check_citations.py "
+        "(tests/docs/check_citations.py:1): add 'notes'",
+        "notes/: notes is not in PATH_ROOTS of tests/docs/check_citations.py "
+        "(tests/docs/check_citations.py:2): add 'notes'",
         'scripts/: scripts has no row in the table of areas of docs/design.md §9 '
         '(docs/design.md:23): add "| `scripts/` | what it holds | what it may use | its document '
         '| its tests |"',
