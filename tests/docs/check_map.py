@@ -132,9 +132,9 @@ def table_after(lines, first, last, head):
 
 
 def block(lines, first, last, marker):
-    """The paragraph or bullet list of lines[first:last] that begins with the line holding
-    marker, up to the next blank line followed by a heading or a line of bold text, or the next
-    bullet when marker starts a bullet: [(line index, text)]."""
+    """The paragraph of lines[first:last] that begins with the line holding marker, with the
+    bullet list that follows it, up to a blank line that no bullet follows; or, when the marker's
+    line is a bullet, that bullet alone: [(line index, text)]."""
     for i in range(first, last):
         if marker in lines[i]:
             out = [(i, lines[i])]
