@@ -40,6 +40,12 @@ static void usage(FILE *f)
         "                            whole request head, or body (default 15)\n"
         "  --body-min-rate BYTES     a body (request or answer) extends its deadline by 1 s per\n"
         "                            BYTES received (default 65536; 0: no extension)\n"
+        "  --send-min-rate BYTES     while an answer waits for the client to take it, the client\n"
+        "                            may keep it waiting --client-timeout plus 1 s per BYTES it\n"
+        "                            took (default 16384; 0: only --client-timeout without any\n"
+        "                            progress)\n");
+    fprintf(
+        f,
         "  --fail-timeout SECS       after a failure, send a backend's keys to their next replica\n"
         "                            for this long without trying it (default 1; 0: off): it is\n"
         "                            down in the ring (chring_set_down), then up again\n"
@@ -156,6 +162,7 @@ static void set_defaults(void)
     lb_cfg.max_headers = 8192;
     lb_cfg.max_body = 16u << 20;
     lb_cfg.body_min_rate = 65536;
+    lb_cfg.send_min_rate = 16384;
     lb_cfg.max_idle = 64;
     lb_cfg.high_water = 256u << 10;
     lb_cfg.fail_timeout_ms = 1000;
@@ -199,6 +206,7 @@ enum {
     O_ETCDMAXPOINTS,
     O_ETCDRANGETIMEOUT,
     O_OUTCOMEHEADER,
+    O_SENDRATE,
     O_HELP
 };
 
@@ -233,6 +241,7 @@ static const struct option opts[] = {
     {"etcd-max-points", required_argument, 0, O_ETCDMAXPOINTS},
     {"etcd-range-timeout", required_argument, 0, O_ETCDRANGETIMEOUT},
     {"outcome-header", no_argument, 0, O_OUTCOMEHEADER},
+    {"send-min-rate", required_argument, 0, O_SENDRATE},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -308,6 +317,11 @@ static int parse_option(int c, const char *arg)
         if (parse_size(arg, &v, 0, (size_t)1 << 40) < 0)
             return bad("--body-min-rate: 0..1099511627776");
         lb_cfg.body_min_rate = v;
+        return 0;
+    case O_SENDRATE:
+        if (parse_size(arg, &v, 0, (size_t)1 << 40) < 0)
+            return bad("--send-min-rate: 0..1099511627776");
+        lb_cfg.send_min_rate = v;
         return 0;
     case O_MAXIDLE:
         if (parse_size(arg, &v, 0, 100000) < 0)

@@ -42,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -78,6 +80,8 @@ struct conn {
     struct bufferevent *bev;
     struct event *deadline; /* the head's or the body's deadline */
     struct event *later;    /* the next step, outside the callers' stacks */
+    struct event *send_check; /* the client's time to take its answer (on_send_check) */
+    struct evbuffer_cb_entry *out_cb; /* on_out_change on the output buffer */
     enum conn_state state;
     size_t scanned;       /* h1_find_head_end's memory */
     struct h1_head *head; /* scratch, allocated once */
@@ -89,9 +93,16 @@ struct conn {
     bool counted;                       /* holds a --max-conns slot */
     bool aborted;                       /* closing without lingering */
     bool parked;                        /* waits for one: not read */
+    bool out_full;        /* the next request waits until the answers before are written */
+    int64_t wait_since_ms; /* the output holds bytes since then (0: it is empty) */
+    int64_t waited_ms;     /* the time the output held bytes before that, in this answer */
+    uint64_t sent;         /* bytes written to the socket in this answer */
     struct conn *prev, *next;           /* the list of the worker's (or the stats) connections */
     struct conn *park_prev, *park_next; /* the worker's parked connections, oldest first */
 };
+
+/* The answers a connection may have waiting before its next request is read. */
+#define LB_PIPELINE_OUT (64u << 10)
 
 static struct conn *stats_conns; /* the stats listener's connections (main thread) */
 /* The handlers: set before the listeners accept, read-only afterwards. */
@@ -202,6 +213,10 @@ static void conn_free(struct conn *c)
         event_free(c->deadline);
     if (c->later)
         event_free(c->later);
+    if (c->send_check)
+        event_free(c->send_check);
+    if (c->out_cb)
+        evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
     if (c->bev)
         bufferevent_free(c->bev);
     if (c->scratch)
@@ -435,11 +450,97 @@ static void body_keep(struct evbuffer *body, struct evbuffer *from)
     }
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* the client's side of writing (docs/lb.md, "Limits": slow readers)                          */
+
+/* The bytes of this answer the client took: those written to the socket less those still in
+ * the kernel's send queue (which grows to megabytes on a fast path: a written byte is not yet a
+ * byte the client read). */
+static uint64_t taken(const struct conn *c)
+{
+    int queued = 0;
+    if (ioctl(bufferevent_getfd(c->bev), SIOCOUTQ, &queued) < 0 || queued < 0)
+        queued = 0;
+    return c->sent > (uint64_t)queued ? c->sent - (uint64_t)queued : 0;
+}
+
+/* How long this answer may have kept the balancer waiting for the client: --client-timeout,
+ * plus 1 s per --send-min-rate bytes the client took. */
+static int64_t send_allowance(const struct conn *c)
+{
+    int64_t a = tv_ms(&lb_cfg.client_timeout);
+    if (lb_cfg.send_min_rate > 0)
+        a += (int64_t)(taken(c) * 1000 / lb_cfg.send_min_rate);
+    return a;
+}
+
+static int64_t waited_now(const struct conn *c, int64_t now)
+{
+    return c->waited_ms + (c->wait_since_ms ? now - c->wait_since_ms : 0);
+}
+
+static void arm_send_check(struct conn *c, int64_t now)
+{
+    int64_t d = send_allowance(c) - waited_now(c, now);
+    if (d < 0)
+        d = 0;
+    struct timeval tv = {(time_t)(d / 1000), (suseconds_t)((d % 1000) * 1000)};
+    event_add(c->send_check, &tv);
+}
+
+/* The output buffer changed: bytes taken by the socket are the client's progress; the time the
+ * buffer holds bytes is the time the balancer waits for the client. */
+static void on_out_change(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
+{
+    (void)b;
+    struct conn *c = arg;
+    c->sent += info->n_deleted;
+    size_t len = info->orig_size + info->n_added - info->n_deleted;
+    if (info->orig_size == 0 && len > 0) {
+        int64_t now = now_ms();
+        c->wait_since_ms = now;
+        if (!evtimer_pending(c->send_check, NULL))
+            arm_send_check(c, now);
+    } else if (info->orig_size > 0 && len == 0 && c->wait_since_ms) {
+        c->waited_ms += now_ms() - c->wait_since_ms;
+        c->wait_since_ms = 0;
+    }
+}
+
+/* A client that keeps its answer waiting longer than its allowance is closed, whatever it is
+ * doing: a request being served gets its gone callback (the proxy gives back its lease, its
+ * --max-requests slot and its backend connection).  The socket's own write timeout closes a
+ * client that takes nothing for --client-timeout; this closes one that takes a trickle. */
+static void on_send_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    if (c->state == C_LINGER || !c->wait_since_ms)
+        return; /* armed again when the output next holds bytes */
+    int64_t now = now_ms();
+    if (waited_now(c, now) < send_allowance(c)) {
+        arm_send_check(c, now);
+        return;
+    }
+    lb_client_too_slow();
+    if (lb_cfg.verbose)
+        lb_log("client %s closed: its answer waited %lld ms for %llu bytes (--client-timeout, "
+               "--send-min-rate)",
+               c->peer, (long long)waited_now(c, now), (unsigned long long)taken(c));
+    conn_free(c);
+}
+
 static void dispatch(struct conn *c)
 {
     struct req *r = c->req;
     c->state = C_BUSY;
     event_del(c->deadline);
+    /* each answer has its own allowance (what is still buffered of the one before counts) */
+    c->sent = 0;
+    c->waited_ms = 0;
+    if (c->wait_since_ms)
+        c->wait_since_ms = now_ms();
     /* No read timeout while the handler works: the backend has its own.  The socket is still
      * read to notice a close; pipelined bytes beyond about a head wait in the kernel. */
     bufferevent_set_timeouts(c->bev, NULL, &lb_cfg.client_timeout);
@@ -453,6 +554,15 @@ static void conn_read(struct conn *c)
     struct evbuffer *in = bufferevent_get_input(c->bev);
     for (;;) {
         if (c->state == C_IDLE) {
+            /* The answers before are written before the next request is read once they hold
+             * more than LB_PIPELINE_OUT bytes: pipelined requests whose answers need no
+             * backpressure of their own (the balancer's, HEAD, 204, 304) cannot pile answers
+             * up for a client that does not read.  Reading resumes in on_write. */
+            if (evbuffer_get_length(bufferevent_get_output(c->bev)) > LB_PIPELINE_OUT) {
+                c->out_full = true;
+                bufferevent_disable(c->bev, EV_READ);
+                return;
+            }
             if (evbuffer_get_length(in) == 0)
                 return;
             /* From the first byte on, empty lines included: a trickle of them cannot hold the
@@ -589,6 +699,11 @@ static void on_write(struct bufferevent *bev, void *arg)
     }
     if (c->state == C_BUSY && c->req && c->req->drained)
         c->req->drained(c->req->cb_arg);
+    else if (c->state == C_IDLE && c->out_full) {
+        c->out_full = false;
+        bufferevent_enable(c->bev, EV_READ);
+        conn_read(c);
+    }
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -832,9 +947,13 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
         c->deadline = evtimer_new(base, on_deadline, c);
         c->later = event_new(base, -1, 0, on_later, c);
+        c->send_check = evtimer_new(base, on_send_check, c);
         c->scratch = evbuffer_new();
+        if (c->bev && c->send_check)
+            c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), on_out_change, c);
     }
-    if (!c || !c->bev || !c->deadline || !c->later || !c->scratch) {
+    if (!c || !c->bev || !c->deadline || !c->later || !c->send_check || !c->out_cb ||
+        !c->scratch) {
         if (!c || !c->bev)
             evutil_closesocket(fd);
         if (c) {
@@ -844,6 +963,10 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 event_free(c->deadline);
             if (c->later)
                 event_free(c->later);
+            if (c->send_check)
+                event_free(c->send_check);
+            if (c->out_cb)
+                evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
             if (c->scratch)
                 evbuffer_free(c->scratch);
             free(c);

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""chring-lb under the attacks of the fourth review (docs/lb.md, "Security model" and "Limits"):
+each sent through the real binary, on 127.0.0.1 only, bounded in count and time.
+
+  pipeline-flood  a client that pipelines requests and never reads: the balancer stops reading
+                  it once its answers waiting hold 64 KiB; its memory stays bounded, and every
+                  request sent is answered in order once the client reads
+  slow-reader     clients that take a big answer in a trickle are closed by --send-min-rate:
+                  their --max-requests slots and leases come back, and a probe is served
+"""
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lbharness as h  # noqa: E402
+from lbharness import check, log  # noqa: E402
+
+
+def rss_of(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def flood(port, request, limit_bytes, seconds):
+    """Sends request over and over on one connection without reading, until limit_bytes went out,
+    or seconds passed, or 1.5 s passed without the balancer taking a byte.  Returns the socket
+    and the bytes sent."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.setblocking(False)
+    block = request * (65536 // len(request))
+    sent = 0
+    pos = 0
+    end = time.time() + seconds
+    last_progress = time.time()
+    while sent < limit_bytes and time.time() < end and time.time() - last_progress < 1.5:
+        try:
+            n = s.send(block[pos:])
+        except BlockingIOError:
+            time.sleep(0.01)
+            continue
+        sent += n
+        pos = (pos + n) % len(block)
+        last_progress = time.time()
+    return s, sent
+
+
+def pipeline_flood(env):
+    """22 MB of 35-byte requests for /_chring/ from a peer outside --stats-allow (each answered
+    403 by the balancer itself) on one connection that does not read: the balancer's resident
+    memory grew from 3 MB to 664 MB; now it grows by less than 32 MB, and it stops reading the
+    client.  Then the client reads: every request it sent whole has its 403, in order."""
+    lb = h.Balancer(env, ["--backend", "127.0.0.1:9", "--stats-allow", "192.0.2.1",
+                          "--client-timeout", "30"], stats_listen=False)
+    lb.proc = env.spawn(lb.name, lb.argv)
+    h.wait_port(lb.port, proc=lb.proc)
+    time.sleep(0.3)
+    base = rss_of(lb.proc.pid)
+    request = b"GET /_chring/ HTTP/1.1\r\nHost: a\r\n\r\n"
+    s, sent = flood(lb.port, request, 22 << 20, 12)
+    time.sleep(0.5)
+    grown = rss_of(lb.proc.pid) - base
+    log("flood: %.1f MB of requests taken by the balancer; its resident memory grew by %.1f MB" %
+        (sent / 1e6, grown / 1e6))
+    check(grown < 32 << 20, "resident memory grew by %d bytes for a client that does not read" % grown)
+    check(sent < 22 << 20, "the balancer kept reading a client that does not read (%d bytes)" % sent)
+    # the client reads: an answer for every whole request, in order, then nothing more
+    whole = sent // len(request)
+    s.setblocking(True)
+    s.settimeout(5)
+    got = 0
+    buf = b""
+    end = time.time() + 60
+    while got < whole and time.time() < end:
+        try:
+            b = s.recv(1 << 20)
+        except socket.timeout:
+            break
+        if not b:
+            break
+        buf += b
+        got += buf.count(b"HTTP/1.1 403 ")
+        buf = buf[buf.rfind(b"HTTP/1.1 403 ") + 1:] if b"HTTP/1.1 403 " in buf else buf[-16:]
+    s.close()
+    log("answers read: %d for %d requests sent whole" % (got, whole))
+    check(got == whole, "%d answers for %d requests" % (got, whole))
+    check(lb.alive(), "the balancer died")
+    lb.stop()
+
+
+def slow_reader(env):
+    """Two clients take an 8 MiB answer 16 KiB every 0.5 s (32 KiB/s: each write makes progress
+    within --client-timeout 2) with --max-requests 2: they held both slots and every probe got
+    503 for as long as they read.  With --send-min-rate 131072 they are closed within a few
+    seconds: the slots and leases come back and a probe is served."""
+    be = h.Backend(env, 0).start()
+    lb = h.Balancer(env, ["--backend", be.member, "--max-requests", "2", "--client-timeout", "2",
+                          "--send-min-rate", "131072"], stats_listen=True).start()
+    stop = threading.Event()
+
+    def reader(i):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(5)
+        s.connect(("127.0.0.1", lb.port))
+        s.sendall(b"GET /huge/%d HTTP/1.1\r\nHost: a\r\n\r\n" % i)
+        try:
+            while not stop.is_set():
+                b = s.recv(16384)
+                if not b:
+                    return
+                stop.wait(0.5)
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1.0)
+        check(lb.stats()["ring"]["leases"] == 2, "the slow readers do not hold two leases")
+        served = None
+        t0 = time.time()
+        while time.time() - t0 < 15:
+            c = h.Client(lb.port, timeout=5)
+            st, _, _ = c.get("/probe")
+            c.close()
+            if st == 200:
+                served = time.time() - t0
+                break
+            time.sleep(0.5)
+        log("probe served after %s s" % served)
+        check(served is not None, "every probe got 503 for 15 s: the slow readers kept the slots")
+        st = lb.wait_idle()
+        check(st["limits"]["slow_clients"] == 2, "slow_clients %d" % st["limits"]["slow_clients"])
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    lb.stop()
+
+
+TESTS = {
+    "pipeline-flood": pipeline_flood,
+    "slow-reader": slow_reader,
+}
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
+        print("usage: lb_attack.py %s" % "|".join(TESTS), file=sys.stderr)
+        return 2
+    if not os.access(h.CHRING_LB, os.X_OK):
+        print("missing %s: skipped" % h.CHRING_LB)
+        return 77
+    return h.run(TESTS[sys.argv[1]])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
