@@ -105,6 +105,10 @@ struct conn {
 #define LB_PIPELINE_OUT (64u << 10)
 
 static struct conn *stats_conns; /* the stats listener's connections (main thread) */
+static unsigned stats_open;       /* their number */
+/* The stats listener's connections at most (each costs a descriptor). */
+#define LB_STATS_CONNS 16
+_Atomic uint64_t lb_stats_refused;
 /* The handlers: set before the listeners accept, read-only afterwards. */
 static lb_handler_fn worker_handler, stats_handler;
 
@@ -222,6 +226,8 @@ static void conn_free(struct conn *c)
     if (c->scratch)
         evbuffer_free(c->scratch);
     free(c->head);
+    if (!c->w)
+        stats_open--;
     bool counted = c->counted, parked = c->parked;
     if (parked)
         unpark(c);
@@ -983,6 +989,22 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
      * Nagle's algorithm a piece would wait for the client's delayed ACK of the one before. */
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (!w && (!lb_stats_peer_allowed(c->peer) || stats_open >= LB_STATS_CONNS)) {
+        /* The stats listener's peers are checked before they cost more than this: one not
+         * allowed, or one above the listener's own limit, is closed at once, so that they
+         * cannot take the descriptors the main listener needs (docs/lb.md, "Security model"). */
+        ADD(lb_stats_refused, 1);
+        evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
+        bufferevent_free(c->bev);
+        event_free(c->deadline);
+        event_free(c->later);
+        event_free(c->send_check);
+        evbuffer_free(c->scratch);
+        free(c);
+        return;
+    }
+    if (!w)
+        stats_open++;
     struct conn **list = list_of(c->w);
     c->next = *list;
     if (*list)

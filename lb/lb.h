@@ -88,6 +88,8 @@
 
 /* Parses --stats-allow (NULL: loopback only).  Returns 0 / -1 (reported). */
 int lb_stats_allow_parse(const char *list);
+/* True when peer (an address as inet_ntop writes it) is in --stats-allow.  Any thread. */
+bool lb_stats_peer_allowed(const char *peer);
 /* A request to a /_chring/ path (path) on a worker (w) or on the stats listener (w NULL):
  * answered 404 on the main listener when --stats-listen is set, 403 for a peer outside
  * --stats-allow, else the JSON (stats) or the status page (/_chring/). */

@@ -233,14 +233,16 @@ static void add_balancer(struct evbuffer *b)
                         "\"conns_parked\":%llu,"
                         "\"accept_pauses\":%llu,\"accept_errors\":%llu,\"accept_backoffs\":%llu,"
                         "\"max_requests\":%u,\"requests_refused\":%llu,\"body_bytes\":%llu,"
-                        "\"max_body_total\":%llu,\"body_refused\":%llu,\"slow_clients\":%llu}}\n",
+                        "\"max_body_total\":%llu,\"body_refused\":%llu,\"slow_clients\":%llu,"
+                        "\"stats_refused\":%llu}}\n",
                         (unsigned long long)l.conns, lb_cfg.max_conns,
                         (unsigned long long)l.parked, (unsigned long long)l.conns_parked,
                         (unsigned long long)l.accept_pauses,
                         (unsigned long long)l.accept_errors, (unsigned long long)l.accept_backoffs,
                         lb_cfg.max_requests, (unsigned long long)l.requests_refused,
                         (unsigned long long)l.body_bytes, (unsigned long long)lb_cfg.max_body_total,
-                        (unsigned long long)l.body_refused, (unsigned long long)l.slow_clients);
+                        (unsigned long long)l.body_refused, (unsigned long long)l.slow_clients,
+                        (unsigned long long)GET(lb_stats_refused));
 }
 
 void lb_stats_serve(struct worker *w, struct lb_req *req)

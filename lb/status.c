@@ -141,11 +141,10 @@ static bool prefix_match(const unsigned char *a, const unsigned char *b, unsigne
     return (a[full] & mask) == (b[full] & mask);
 }
 
-static bool peer_allowed(struct lb_req *req)
+bool lb_stats_peer_allowed(const char *peer)
 {
     if (allow_any)
         return true;
-    const char *peer = req->peer;
     unsigned char a4[4], a6[16];
     bool v4 = inet_pton(AF_INET, peer, a4) == 1;
     bool v6 = !v4 && inet_pton(AF_INET6, peer, a6) == 1;
@@ -202,7 +201,7 @@ void lb_status_route(struct worker *w, struct lb_req *req, const char *path)
         lb_send_text(req, 404, "Not Found", "not found");
         return;
     }
-    if (!peer_allowed(req)) {
+    if (!lb_stats_peer_allowed(req->peer)) {
         lb_send_text(req, 403, "Forbidden", "not allowed (--stats-allow)");
         return;
     }

@@ -7,6 +7,9 @@ each sent through the real binary, on 127.0.0.1 only, bounded in count and time.
                   request sent is answered in order once the client reads
   slow-reader     clients that take a big answer in a trickle are closed by --send-min-rate:
                   their --max-requests slots and leases come back, and a probe is served
+  stats-conns     connections to --stats-listen from a peer outside --stats-allow are closed at
+                  once, and allowed ones are at most 16: 400 of them held with RLIMIT_NOFILE
+                  256 no longer take the descriptors the main listener needs
 """
 import os
 import socket
@@ -147,9 +150,84 @@ def slow_reader(env):
     lb.stop()
 
 
+def hold_conns(port, n):
+    socks = []
+    for _ in range(n):
+        try:
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        except OSError:
+            break
+    return socks
+
+
+def closed_by_peer(s, timeout):
+    """True when the balancer closes s within timeout."""
+    s.settimeout(timeout)
+    try:
+        return s.recv(1) == b""
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
+
+
+def stats_conns(env):
+    """With RLIMIT_NOFILE 256, 400 connections to --stats-listen held by a peer outside
+    --stats-allow took every descriptor (they were read for a request before the peer was
+    checked), and the main listener stopped answering.  Now each is closed at its accept, and
+    the main listener serves a request while they are held; from an allowed peer, 16 stay open
+    at most (the stats listener's own limit), and the stats are read again once they close."""
+    import resource
+
+    def low_nofile():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    be = h.Backend(env, 0).start()
+    for allowed in (False, True):
+        lb = h.Balancer(env, ["--backend", be.member, "--max-conns", "1000"] +
+                        ([] if allowed else ["--stats-allow", "192.0.2.1"]),
+                        name="lb-%s" % ("allowed" if allowed else "refused"), threads=1,
+                        stats_listen=True, spawn_kw={"preexec_fn": low_nofile})
+        lb.proc = env.spawn(lb.name, lb.argv, **lb.spawn_kw)
+        h.wait_port(lb.port, proc=lb.proc)
+        h.wait_port(lb.stats_port, proc=lb.proc)
+        socks = hold_conns(lb.stats_port, 400)
+        try:
+            time.sleep(0.5)
+            still = [s for s in socks if not closed_by_peer(s, 0.01)]
+            log("%s peer: %d of %d stats connections still open" %
+                ("allowed" if allowed else "refused", len(still), len(socks)))
+            check(len(still) <= (16 if allowed else 0),
+                  "%d stats connections held open" % len(still))
+            c = h.Client(lb.port, timeout=3)
+            try:
+                st, _, _ = c.get("/main")
+            except OSError as e:
+                st = "no answer (%s)" % e
+            c.close()
+            check(st == 200, "the main listener answered %s while the stats connections were held" % st)
+        finally:
+            for s in socks:
+                s.close()
+        if allowed:
+            end = time.time() + 5
+            ok = False
+            while time.time() < end and not ok:
+                try:
+                    st = lb.stats()
+                    ok = True
+                except (OSError, h.TestFailure, ValueError):
+                    time.sleep(0.1)
+            check(ok, "stats not served after the connections closed")
+            check(st["limits"]["stats_refused"] >= 400 - 16 - 10,
+                  "stats_refused %d" % st["limits"]["stats_refused"])
+        lb.stop()
+
+
 TESTS = {
     "pipeline-flood": pipeline_flood,
     "slow-reader": slow_reader,
+    "stats-conns": stats_conns,
 }
 
 
