@@ -195,10 +195,28 @@ static void serve_page(struct lb_req *req)
 /* ------------------------------------------------------------------------------------------ */
 /* routing and the stats listener                                                              */
 
+/* The request came through a proxy: its peer address is the proxy's, not the client's. */
+static bool forwarded(const struct lb_req *req)
+{
+    static const char *const marks[] = {"Forwarded", "X-Forwarded-For", "X-Real-IP", "Via"};
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        if (evhttp_find_header(req->in, marks[i]))
+            return true;
+    return false;
+}
+
 void lb_status_route(struct worker *w, struct lb_req *req, const char *path)
 {
-    if (w && lb_cfg.stats_port != 0) {
+    /* The main listener (docs/lb.md, "Security model"): a front on the same host (nginx's
+     * default proxy_pass) connects from loopback for every client it has, so loopback proves
+     * nothing there.  /_chring/ is answered on it only when --stats-allow names the peers, and
+     * then never to a request that a proxy forwarded. */
+    if (w && (lb_cfg.stats_port != 0 || !lb_cfg.stats_allow)) {
         lb_send_text(req, 404, "Not Found", "not found");
+        return;
+    }
+    if (w && !allow_any && forwarded(req)) {
+        lb_send_text(req, 403, "Forbidden", "not allowed: forwarded by a proxy (--stats-allow)");
         return;
     }
     if (!lb_stats_peer_allowed(req->peer)) {

@@ -10,6 +10,8 @@ each sent through the real binary, on 127.0.0.1 only, bounded in count and time.
   stats-conns     connections to --stats-listen from a peer outside --stats-allow are closed at
                   once, and allowed ones are at most 16: 400 of them held with RLIMIT_NOFILE
                   256 no longer take the descriptors the main listener needs
+  front-stats     a real nginx on the same host in front of the balancer with its defaults
+                  (proxy_pass http://127.0.0.1:PORT;): its clients do not read /_chring/
 """
 import os
 import socket
@@ -224,10 +226,73 @@ def stats_conns(env):
         lb.stop()
 
 
+def front_stats(env):
+    """A same-host nginx front in its default setup connects from 127.0.0.1 and sends Host:
+    127.0.0.1:PORT, so every client of the front read the stats and the status page.  Now the
+    main listener answers /_chring/ only with an explicit --stats-allow (404 otherwise, to
+    everyone), and then never to a request a proxy forwarded (X-Forwarded-For, Forwarded,
+    X-Real-IP, Via: 403; an explicit --stats-allow naming loopback behind a front that adds
+    none of them is the operator's choice, docs/lb.md); proxying through the front is unaffected, and --stats-listen serves
+    the stats."""
+    be = h.Backend(env, 0).start()
+    runs = [("default", [], False), ("stats-listen", [], True),
+            ("allow", ["--stats-allow", "127.0.0.1"], False)]
+    for name, extra, stats_listen in runs:
+        lb = h.Balancer(env, ["--backend", be.member] + extra, name="lb-" + name,
+                        stats_listen=stats_listen)
+        if name == "default":
+            # the harness adds an explicit --stats-allow when neither is given: not here
+            i = lb.argv.index("--stats-allow")
+            del lb.argv[i:i + 2]
+        lb.proc = env.spawn(lb.name, lb.argv)
+        h.wait_port(lb.port, proc=lb.proc)
+        fport = h.free_port()
+        # the default front, and one adding X-Forwarded-For as most setups do
+        front = h.Nginx(env, "front-" + name, """
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ proxy_pass http://127.0.0.1:{lb}; }}
+        location /xff/ {{
+            proxy_pass http://127.0.0.1:{lb}/;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+        }}
+    }}
+""".format(port=fport, lb=lb.port))
+        front.start(fport)
+        seen = {}
+        for path in ("/_chring/stats", "/_chring/", "/_chring/stats?members=0", "/xff/_chring/stats"):
+            c = h.Client(fport, timeout=5)
+            st, body, _ = c.get(path)
+            c.close()
+            seen[path] = st
+            if name == "allow" and not path.startswith("/xff/"):
+                continue  # an explicit --stats-allow 127.0.0.1 behind a same-host front: allowed
+            check(st in (403, 404), "%s: a client of the front read %s: %d %r" % (name, path, st, body[:80]))
+            if name == "allow":
+                check(st == 403, "%s: %s forwarded with X-Forwarded-For: %d" % (name, path, st))
+        c = h.Client(fport, timeout=5)
+        st, body, _ = c.get("/x")
+        c.close()
+        check(st == 200 and h.port_of(body) == be.port, "%s: proxying through the front: %d" % (name, st))
+        c = h.Client(lb.port, timeout=5)
+        st, _, _ = c.get("/_chring/stats")
+        want = 200 if name == "allow" else 404
+        check(st == want, "%s: /_chring/stats asked directly from loopback: %d, want %d" % (name, st, want))
+        st, _, _ = c.get("/_chring/stats", headers={"Via": "1.1 someone"})
+        check(st in (403, 404), "%s: a request with Via read the stats: %d" % (name, st))
+        c.close()
+        if stats_listen:
+            check(lb.stats()["ring"]["members"] == 1, "stats listener")
+        log("%s: through the front %s; directly from loopback %d" % (name, seen, want))
+        front.stop()
+        lb.stop()
+
+
 TESTS = {
     "pipeline-flood": pipeline_flood,
     "slow-reader": slow_reader,
     "stats-conns": stats_conns,
+    "front-stats": front_stats,
 }
 
 
