@@ -43,7 +43,9 @@ static void usage(FILE *f)
         "  --send-min-rate BYTES     while an answer waits for the client to take it, the client\n"
         "                            may keep it waiting --client-timeout plus 1 s per BYTES it\n"
         "                            took (default 16384; 0: only --client-timeout without any\n"
-        "                            progress)\n");
+        "                            progress)\n"
+        "  --members-max-points N    --backend plus --members: points in all, weights x vnodes\n"
+        "                            (default 16777216): a file above is refused\n");
     fprintf(
         f,
         "  --fail-timeout SECS       after a failure, send a backend's keys to their next replica\n"
@@ -163,6 +165,7 @@ static void set_defaults(void)
     lb_cfg.max_body = 16u << 20;
     lb_cfg.body_min_rate = 65536;
     lb_cfg.send_min_rate = 16384;
+    lb_cfg.members_max_points = (uint64_t)1 << 24;
     lb_cfg.max_idle = 64;
     lb_cfg.high_water = 256u << 10;
     lb_cfg.fail_timeout_ms = 1000;
@@ -207,6 +210,7 @@ enum {
     O_ETCDRANGETIMEOUT,
     O_OUTCOMEHEADER,
     O_SENDRATE,
+    O_MEMBERSMAXPOINTS,
     O_HELP
 };
 
@@ -242,6 +246,7 @@ static const struct option opts[] = {
     {"etcd-range-timeout", required_argument, 0, O_ETCDRANGETIMEOUT},
     {"outcome-header", no_argument, 0, O_OUTCOMEHEADER},
     {"send-min-rate", required_argument, 0, O_SENDRATE},
+    {"members-max-points", required_argument, 0, O_MEMBERSMAXPOINTS},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -378,6 +383,11 @@ static int parse_option(int c, const char *arg)
     case O_ETCDMAXANSWER:
         if (parse_size(arg, &lb_cfg.etcd_max_answer, 4096, (size_t)1 << 32) < 0)
             return bad("--etcd-max-answer: 4096..4294967296 bytes");
+        return 0;
+    case O_MEMBERSMAXPOINTS:
+        if (parse_size(arg, &v, 1, CHRING_RING_POINTS_MAX) < 0)
+            return bad("--members-max-points: 1..%u", CHRING_RING_POINTS_MAX);
+        lb_cfg.members_max_points = v;
         return 0;
     case O_ETCDMAXPOINTS:
         if (parse_size(arg, &v, 1, CHRING_RING_POINTS_MAX) < 0)

@@ -12,6 +12,9 @@ each sent through the real binary, on 127.0.0.1 only, bounded in count and time.
                   256 no longer take the descriptors the main listener needs
   front-stats     a real nginx on the same host in front of the balancer with its defaults
                   (proxy_pass http://127.0.0.1:PORT;): its clients do not read /_chring/
+  members-file    a FIFO as the members file (at the start, and by SIGHUP) is refused at once
+                  instead of freezing the main thread; --members-max-points refuses a file
+                  with more points
 """
 import os
 import socket
@@ -288,11 +291,74 @@ def front_stats(env):
         lb.stop()
 
 
+def wait_stats(lb, pred, timeout):
+    end = time.time() + timeout
+    st = None
+    while time.time() < end:
+        try:
+            st = lb.stats()
+            if pred(st):
+                return st
+        except (OSError, h.TestFailure, ValueError):
+            pass
+        time.sleep(0.1)
+    raise h.TestFailure("stats not as expected within %.0f s: %s" % (timeout, st and st["balancer"]))
+
+
+def members_file(env):
+    """A members file that blocks on open (a FIFO without a writer) froze the main thread: the
+    start never finished, and a SIGHUP after the file was replaced by a FIFO stopped the stats
+    listener and SIGTERM.  Now it is refused ("not a regular file"), the membership unchanged.
+    --members-max-points caps the file's points as --etcd-max-points caps etcd's."""
+    members = [h.Backend(env, i).start() for i in range(3)]
+    fifo = env.path("members.fifo")
+    os.mkfifo(fifo)
+    p = env.spawn("lb-fifo", [h.CHRING_LB, "--listen", "127.0.0.1:%d" % h.free_port(),
+                              "--members", fifo])
+    try:
+        rc = p.wait(10)
+    except Exception:
+        rc = None
+    with open(env.path("lb-fifo.out"), "rb") as f:
+        out = f.read().decode("utf-8", "replace")
+    check(rc is not None and rc != 0, "a FIFO as the members file: the start did not end (%s)" % rc)
+    check("not a regular file" in out, "no reason given: %r" % out[-300:])
+    path = env.path("members.txt")
+
+    def write(ms):
+        with open(path + ".new", "w") as f:
+            f.write("".join(m.member + "\n" for m in ms))
+        os.replace(path + ".new", path)
+
+    write(members[:2])
+    lb = h.Balancer(env, ["--members", path, "--members-max-points", str(2 * 160)],
+                    stats_listen=True).start()
+    check(lb.stats()["ring"]["members"] == 2, "two members at the start")
+    os.replace(fifo, path)
+    lb.hup()
+    st = wait_stats(lb, lambda st: st["balancer"]["reload_errors"] == 1, 5)
+    check(st["ring"]["members"] == 2, "membership changed by a FIFO")
+    os.unlink(path)
+    write(members)  # 3 x 160 points: above the cap
+    lb.hup()
+    st = wait_stats(lb, lambda st: st["balancer"]["reload_errors"] == 2, 5)
+    check(st["ring"]["members"] == 2, "membership changed by a file above --members-max-points")
+    write(members[1:])
+    lb.hup()
+    st = wait_stats(lb, lambda st: st["balancer"]["reloads"] >= 1 and st["balancer"]["reload_errors"] == 2, 5)
+    names = sorted(m["name"] for m in st["members"])
+    check(names == sorted(m.member for m in members[1:]), "members after a good reload: %s" % names)
+    out = lb.stop()
+    check("not a regular file" in out and "--members-max-points" in out, "reasons not logged")
+    log("FIFO refused at the start and by SIGHUP; a file above the points cap refused")
+
+
 TESTS = {
     "pipeline-flood": pipeline_flood,
     "slow-reader": slow_reader,
     "stats-conns": stats_conns,
     "front-stats": front_stats,
+    "members-file": members_file,
 }
 
 
