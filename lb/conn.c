@@ -579,11 +579,20 @@ static void conn_read(struct conn *c)
             arm_deadline(c, c->started_ms + tv_ms(&lb_cfg.client_timeout));
         }
         if (c->state == C_HEAD) {
-            /* RFC 9112 section 2.2: empty lines before a request line are ignored. */
+            /* RFC 9112 section 2.2: empty lines before a request line are ignored, also when
+             * their CR and LF arrive in separate reads (a lone CR waits for what follows). */
             unsigned char two[2];
-            while (c->scanned == 0 && evbuffer_copyout(in, two, 2) == 2 && two[0] == '\r' &&
-                   two[1] == '\n')
-                evbuffer_drain(in, 2);
+            while (c->scanned == 0) {
+                ev_ssize_t got = evbuffer_copyout(in, two, 2);
+                if (got == 2 && two[0] == '\r' && two[1] == '\n')
+                    evbuffer_drain(in, 2);
+                else if (got == 1 && two[0] == '\r')
+                    return;
+                else
+                    break;
+            }
+            if (evbuffer_get_length(in) == 0)
+                return;
             ssize_t end = h1_find_head_end(in, &c->scanned);
             if (end == -2) {
                 refuse(c, 400, "bare LF");
@@ -771,6 +780,10 @@ static void req_done(struct req *r, bool close)
     struct conn *c = r->pub.conn;
     c->req = NULL;
     req_free(r);
+    /* The head's scratch (16 KiB for H1_MAX_FIELDS fields) is not kept by an idle connection:
+     * a pipelined request allocates it again, one at a time. */
+    free(c->head);
+    c->head = NULL;
     if (close) {
         c->state = C_CLOSING;
         bufferevent_disable(c->bev, EV_READ);
