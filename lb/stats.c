@@ -55,7 +55,8 @@ static size_t ptr_hash(const void *p, size_t cap)
     return (size_t)(chring_mix64(x) & (cap - 1));
 }
 
-static int index_build(struct member_index *t, const chring_snap_t *s, size_t n)
+/* Indexes the members off to off+n of ring order (member off+i at index i). */
+static int index_build(struct member_index *t, const chring_snap_t *s, size_t off, size_t n)
 {
     size_t cap = 16;
     while (cap < 2 * n)
@@ -66,7 +67,7 @@ static int index_build(struct member_index *t, const chring_snap_t *s, size_t n)
     if (!t->key || !t->idx)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        const chring_member_t *m = chring_snap_member(s, i);
+        const chring_member_t *m = chring_snap_member(s, off + i);
         size_t j = ptr_hash(m, cap);
         while (t->key[j])
             j = (j + 1) & (cap - 1);
@@ -245,11 +246,60 @@ static void add_balancer(struct evbuffer *b)
                         (unsigned long long)GET(lb_stats_refused));
 }
 
+/* A decimal number of at most 18 digits (no sign, no blank) ending at one of stops. */
+static const char *parse_count(const char *p, const char *stops, size_t *out)
+{
+    size_t v = 0, k = 0;
+    for (; p[k] >= '0' && p[k] <= '9'; k++) {
+        if (k == 18)
+            return NULL;
+        v = v * 10 + (size_t)(p[k] - '0');
+    }
+    if (k == 0 || !strchr(stops, p[k]))
+        return NULL;
+    *out = v;
+    return p + k;
+}
+
+int lb_stats_members_param(const char *query, size_t *off, size_t *count)
+{
+    *off = 0;
+    *count = SIZE_MAX;
+    for (const char *p = query; p && *p;) {
+        const char *end = strchr(p, '&');
+        if (strncmp(p, "members=", 8) == 0) {
+            const char *v = p + 8;
+            size_t a, n;
+            const char *e = parse_count(v, ",&", &a);
+            if (!e)
+                return -1;
+            if (*e != ',') {
+                if (a != 0)
+                    return -1;
+                *count = 0;
+            } else if (!parse_count(e + 1, "&", &n)) {
+                return -1;
+            } else {
+                *off = a;
+                *count = n;
+            }
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
 void lb_stats_serve(struct worker *w, struct lb_req *req)
 {
     enum evhttp_cmd_type cmd = req->cmd;
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         lb_send_text(req, 405, "Method Not Allowed", "GET only");
+        return;
+    }
+    size_t off, count;
+    if (lb_stats_members_param(req->query, &off, &count) < 0) {
+        lb_send_text(req, 400, "Bad Request",
+                     "members=: 0, or OFFSET,COUNT (decimal numbers) for one page of members");
         return;
     }
     if (w)
@@ -264,10 +314,14 @@ void lb_stats_serve(struct worker *w, struct lb_req *req)
     chring_stats_t st;
     chring_stats(lb_ring, &st);
     const chring_snap_t *s = chring_snap_enter(lb_ring);
-    size_t n = chring_snap_len(s);
-    struct member_index t;
+    size_t total = chring_snap_len(s);
+    bool whole = off == 0 && count >= total; /* the status page's document: with the arcs */
+    if (off > total)
+        off = total;
+    size_t n = count < total - off ? count : total - off;
+    struct member_index t = {0};
     double *share = calloc(n + 1, sizeof *share);
-    if (!share || index_build(&t, s, n) < 0) {
+    if (!share || index_build(&t, s, off, n) < 0) {
         chring_snap_exit(lb_ring, s);
         if (share)
             index_free(&t);
@@ -276,12 +330,17 @@ void lb_stats_serve(struct worker *w, struct lb_req *req)
         lb_send_text(req, 500, "Internal Server Error", "out of memory");
         return;
     }
-    shares(s, &t, share);
+    if (n > 0)
+        shares(s, &t, share); /* O(points): not for the summary */
     add_ring(b, s, &st);
-    add_arcs(b, s, &t);
-    evbuffer_add_printf(b, "\"hash_bits\":%u},\n\"members\":[", chring_snap_hash_bits(s));
+    if (whole)
+        add_arcs(b, s, &t);
+    evbuffer_add_printf(b,
+                        "\"hash_bits\":%u},\n\"members_total\":%zu,\"members_offset\":%zu,"
+                        "\"members\":[",
+                        chring_snap_hash_bits(s), total, off);
     for (size_t i = 0; i < n; i++)
-        add_member(b, s, chring_snap_member(s, i), share[i], i == 0);
+        add_member(b, s, chring_snap_member(s, off + i), share[i], i == 0);
     chring_snap_exit(lb_ring, s);
     index_free(&t);
     free(share);

@@ -230,6 +230,8 @@ void lb_status_route(struct worker *w, struct lb_req *req, const char *path)
     }
     if (strcmp(path, "/_chring/stats") == 0)
         lb_stats_serve(w, req);
+    else if (strcmp(path, "/_chring/metrics") == 0)
+        lb_metrics_serve(w, req);
     else if (strcmp(path, "/_chring/") == 0)
         serve_page(req);
     else
