@@ -8,6 +8,7 @@
 #include "text.h"
 
 #include <event2/buffer.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,27 @@ static void json_str(struct evbuffer *b, const char *s)
         n = CHRING_NAME_MAX;
     size_t len = lb_text_json(buf, sizeof buf, s, n);
     evbuffer_add(b, buf, len);
+}
+
+/* The snapshot's digest, O(points) (16 million points at 100,000 members: most of a summary's
+ * cost), computed once per snapshot version and kept: requests on any thread share it. */
+static uint64_t digest_of(const chring_snap_t *s)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static uint64_t version = UINT64_MAX, digest;
+    uint64_t v = chring_snap_version(s);
+    pthread_mutex_lock(&lock);
+    bool hit = v == version;
+    uint64_t d = digest;
+    pthread_mutex_unlock(&lock);
+    if (hit)
+        return d;
+    d = chring_snap_digest(s); /* outside the lock: two computing it at once agree */
+    pthread_mutex_lock(&lock);
+    version = v;
+    digest = d;
+    pthread_mutex_unlock(&lock);
+    return d;
 }
 
 static void add_ring(struct evbuffer *b, const chring_snap_t *s, const chring_stats_t *st)
@@ -39,7 +61,7 @@ static void add_ring(struct evbuffer *b, const chring_snap_t *s, const chring_st
                         (unsigned long long)st->points, (unsigned long long)st->leases,
                         (unsigned long long)st->acquires, (unsigned long long)st->spills,
                         (unsigned long long)st->saturated, (unsigned long long)st->down,
-                        (unsigned long long)st->retries, (unsigned long long)chring_snap_digest(s));
+                        (unsigned long long)st->retries, (unsigned long long)digest_of(s));
 }
 
 /* Member index by pointer: an open-addressing table built once per request, O(members). */
