@@ -78,9 +78,9 @@ struct conn {
     struct worker *w; /* NULL: the stats listener */
     lb_handler_fn handler;
     struct bufferevent *bev;
-    struct event *deadline; /* the head's or the body's deadline */
-    struct event *later;    /* the next step, outside the callers' stacks */
-    struct event *send_check; /* the client's time to take its answer (on_send_check) */
+    struct event *deadline;           /* the head's or the body's deadline */
+    struct event *later;              /* the next step, outside the callers' stacks */
+    struct event *send_check;         /* the client's time to take its answer (on_send_check) */
     struct evbuffer_cb_entry *out_cb; /* on_out_change on the output buffer */
     enum conn_state state;
     size_t scanned;       /* h1_find_head_end's memory */
@@ -90,14 +90,14 @@ struct conn {
     struct evbuffer *scratch; /* body bytes on their way into the request */
     int64_t started_ms;       /* the head's first byte, then the body's start */
     char peer[INET6_ADDRSTRLEN];
-    bool counted;                       /* holds a --max-conns slot */
-    bool aborted;                       /* closing without lingering */
-    bool parked;                        /* waits for one: not read */
-    bool out_full;        /* the next request waits until the answers before are written */
-    int64_t wait_since_ms; /* the output holds bytes since then (0: it is empty) */
-    int64_t waited_ms;     /* the time the output held bytes before that, in this answer */
-    uint64_t sent;         /* bytes written to the socket in this answer */
-    struct conn *prev, *next;           /* the list of the worker's (or the stats) connections */
+    bool counted;             /* holds a --max-conns slot */
+    bool aborted;             /* closing without lingering */
+    bool parked;              /* waits for one: not read */
+    bool out_full;            /* the next request waits until the answers before are written */
+    int64_t wait_since_ms;    /* the output holds bytes since then (0: it is empty) */
+    int64_t waited_ms;        /* the time the output held bytes before that, in this answer */
+    uint64_t sent;            /* bytes written to the socket in this answer */
+    struct conn *prev, *next; /* the list of the worker's (or the stats) connections */
     struct conn *park_prev, *park_next; /* the worker's parked connections, oldest first */
 };
 
@@ -105,7 +105,7 @@ struct conn {
 #define LB_PIPELINE_OUT (64u << 10)
 
 static struct conn *stats_conns; /* the stats listener's connections (main thread) */
-static unsigned stats_open;       /* their number */
+static unsigned stats_open;      /* their number */
 /* The stats listener's connections at most (each costs a descriptor). */
 #define LB_STATS_CONNS 16
 _Atomic uint64_t lb_stats_refused;
@@ -971,8 +971,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         if (c->bev && c->send_check)
             c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), on_out_change, c);
     }
-    if (!c || !c->bev || !c->deadline || !c->later || !c->send_check || !c->out_cb ||
-        !c->scratch) {
+    if (!c || !c->bev || !c->deadline || !c->later || !c->send_check || !c->out_cb || !c->scratch) {
         if (!c || !c->bev)
             evutil_closesocket(fd);
         if (c) {

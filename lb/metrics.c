@@ -99,8 +99,7 @@ static void member_sample(struct evbuffer *b, const char *fam, const char *label
     case MV_WEIGHT:
         evbuffer_add_printf(b, "%s{member=\"%s\"} %u\n", fam, label, chring_snap_weight(s, m));
         return;
-    default:
-        break;
+    default: break;
     }
     uint64_t x = 0;
     chring_member_stats_t ms;
@@ -220,15 +219,14 @@ static void add_limits(struct evbuffer *b)
     one(b, "chring_lb_connections", "gauge", "Client connections holding a --max-conns slot.",
         l.conns);
     one(b, "chring_lb_connections_max", "gauge", "--max-conns.", lb_cfg.max_conns);
-    one(b, "chring_lb_connections_waiting", "gauge", "Accepted connections parked, waiting for a slot.",
-        l.parked);
-    one(b, "chring_lb_connections_parked_total", "counter", "Connections parked.",
-        l.conns_parked);
+    one(b, "chring_lb_connections_waiting", "gauge",
+        "Accepted connections parked, waiting for a slot.", l.parked);
+    one(b, "chring_lb_connections_parked_total", "counter", "Connections parked.", l.conns_parked);
     one(b, "chring_lb_accept_pauses_total", "counter", "Accepting paused at --max-conns.",
         l.accept_pauses);
     one(b, "chring_lb_accept_errors_total", "counter", "accept() failures.", l.accept_errors);
-    one(b, "chring_lb_accept_backoffs_total", "counter",
-        "Accept backoffs for want of descriptors.", l.accept_backoffs);
+    one(b, "chring_lb_accept_backoffs_total", "counter", "Accept backoffs for want of descriptors.",
+        l.accept_backoffs);
     one(b, "chring_lb_requests_max", "gauge", "--max-requests.", lb_cfg.max_requests);
     one(b, "chring_lb_requests_refused_total", "counter", "Requests refused at --max-requests.",
         l.requests_refused);
@@ -283,7 +281,8 @@ static void add_etcd(struct evbuffer *b)
     }
     json_t *state = json_object_get(etcd, "state");
     if (json_is_string(state)) {
-        family(b, "chring_lb_etcd_state", "gauge", "The etcd feed's state (1 for the current one).");
+        family(b, "chring_lb_etcd_state", "gauge",
+               "The etcd feed's state (1 for the current one).");
         evbuffer_add_printf(b, "chring_lb_etcd_state{state=\"%s\"} 1\n", json_string_value(state));
     }
     one(b, "chring_lb_etcd_applied", "gauge", "1 once etcd gives the membership.",
