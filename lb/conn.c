@@ -545,8 +545,11 @@ static void dispatch(struct conn *c)
     /* each answer has its own allowance (what is still buffered of the one before counts) */
     c->sent = 0;
     c->waited_ms = 0;
-    if (c->wait_since_ms)
+    event_del(c->send_check); /* armed for the answer before, maybe far later */
+    if (c->wait_since_ms) {
         c->wait_since_ms = now_ms();
+        arm_send_check(c, c->wait_since_ms);
+    }
     /* No read timeout while the handler works: the backend has its own.  The socket is still
      * read to notice a close; pipelined bytes beyond about a head wait in the kernel. */
     bufferevent_set_timeouts(c->bev, NULL, &lb_cfg.client_timeout);
