@@ -265,13 +265,13 @@ static void add_etcd(struct evbuffer *b)
     if (!e)
         return;
     lb_etcd_stats(e);
-    size_t n = evbuffer_get_length(e);
-    if (n < 2) {
+    if (evbuffer_get_length(e) < 2 || evbuffer_add(e, "}", 1) < 0) {
         evbuffer_free(e);
         return;
     }
+    size_t n = evbuffer_get_length(e);
     char *text = (char *)evbuffer_pullup(e, -1);
-    text[0] = '{'; /* ",\n\"etcd\":{...}" becomes an object */
+    text[0] = '{'; /* ",\n\"etcd\":{...}" becomes the object {"etcd":{...}} */
     json_t *root = json_loadb(text, n, 0, NULL);
     evbuffer_free(e);
     json_t *etcd = root ? json_object_get(root, "etcd") : NULL;

@@ -9,6 +9,8 @@ python3-prometheus-client imports only there.
               without them; /_chring/stats?members=0 (the summary) and pages OFFSET,COUNT that
               put the whole member list back together; malformed values 400; the metrics
               under the stats' access rules
+  etcd        with --etcd (tests/lb/fake_etcd.py): the feed's families, the same numbers as the
+              stats' etcd object, its state as a label
   prometheus  a real Prometheus (Debian's prometheus) scrapes the balancer every second; its
               API answers up 1, a counter's rate above 0 while requests flow, and a per-member
               gauge for every member
@@ -145,6 +147,35 @@ def text_test(env):
     lb.stop()
 
 
+def etcd_test(env):
+    from fake_etcd import FakeEtcd
+    srv = FakeEtcd()
+    try:
+        srv.members = {"10.7.0.%d:80" % i: 1 for i in range(1, 6)}
+        lb = h.Balancer(env, ["--etcd", srv.url], stats_listen=True).start()
+        end = time.time() + 30
+        while time.time() < end and lb.stats().get("etcd", {}).get("state") != "watching":
+            time.sleep(0.1)
+        srv.send([srv.put_event("10.7.0.9:80", 2)])
+        while time.time() < end and lb.stats()["ring"]["members"] != 6:
+            time.sleep(0.1)
+        e = lb.stats()["etcd"]
+        st, body, _ = get(lb.stats_port, "/_chring/metrics?members=0")
+        fams = parse(body.decode())
+        check(value(fams, "chring_lb_etcd_state", {"state": "watching"}) == 1, "state")
+        check(value(fams, "chring_lb_etcd_applied") == 1, "applied")
+        for key, name in (("members", "chring_lb_etcd_members"), ("revision", "chring_lb_etcd_revision"),
+                          ("points", "chring_lb_etcd_points"), ("ranges", "chring_lb_etcd_ranges_total"),
+                          ("batches", "chring_lb_etcd_batches_total"), ("events", "chring_lb_etcd_events_total"),
+                          ("errors", "chring_lb_etcd_errors_total"), ("refused", "chring_lb_etcd_refused_total")):
+            check(value(fams, name) == e[key], "%s %s, stats %s" % (name, value(fams, name), e[key]))
+        check(e["members"] == 6 and e["batches"] >= 1, "etcd stats %s" % e)
+        log("etcd families: %s" % sorted(n for n in fams if n.startswith("chring_lb_etcd")))
+        lb.stop()
+    finally:
+        srv.close()
+
+
 def prom_query(port, q):
     url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": q}))
     with urllib.request.urlopen(url, timeout=5) as r:
@@ -214,7 +245,7 @@ def prometheus_test(env):
     lb.stop()
 
 
-TESTS = {"text": text_test, "prometheus": prometheus_test}
+TESTS = {"text": text_test, "etcd": etcd_test, "prometheus": prometheus_test}
 
 
 def main():
