@@ -978,6 +978,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         if (!c || !c->bev)
             evutil_closesocket(fd);
         if (c) {
+            if (c->out_cb)
+                evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
             if (c->bev)
                 bufferevent_free(c->bev);
             if (c->deadline)
@@ -986,8 +988,6 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 event_free(c->later);
             if (c->send_check)
                 event_free(c->send_check);
-            if (c->out_cb)
-                evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
             if (c->scratch)
                 evbuffer_free(c->scratch);
             free(c);
