@@ -17,12 +17,15 @@
  *               director, on req (client side) or bereq (backend side), and returns the
  *               director.  Nothing is placed and no lease is taken there.
  *   fetch       the director is a leaf for Varnish: its gethdrs places the key (the lease is
- *               taken), resolves the chosen backend and hands the fetch to it; finish, which
- *               Varnish calls when the body has been received or the fetch failed (before the
- *               client can see the end of the object), hands back and releases the lease.
- *               So a lease counts a request at the backend, not a client's delivery.  The
- *               per-fetch state (lease, tried members for `return (retry)`) is the backend
- *               task's PRIV_TASK.
+ *               taken), resolves the chosen backend and hands the fetch to it.  The lease goes
+ *               back when the backend's body has been read: a fetch processor the director
+ *               pushes right above the backend's body reader releases it when that reader says
+ *               the body ended (or failed), before Varnish adds the last bytes to the object, so
+ *               no client can have the whole answer while its lease is still counted.  Without
+ *               a body, or when the fetch fails or is abandoned, finish releases it (Varnish
+ *               calls it before it marks the object finished).  So a lease counts a request at
+ *               the backend, not a client's delivery.  The per-fetch state (lease, tried
+ *               members for `return (retry)`) is the backend task's PRIV_TASK.
  *   health      mirrored into the ring without reading every backend per request: the member
  *               a placement chose is checked (sick: marked down, placed again), one member
  *               that is down is checked per placement (healthy again: marked up, with a ramp),
@@ -43,6 +46,7 @@
 
 #include "cache/cache.h"
 #include "cache/cache_director.h"
+#include "cache/cache_filter.h"
 #include "vcl.h"
 #include "vrt_obj.h"
 #include "vsb.h"
@@ -51,6 +55,10 @@
 #include "VSC_chring.h"
 
 #include "chring.h"
+
+/* varnishd's own (cache/cache_varnishd.h, whose other declarations do not compile cleanly
+ * under -Wpedantic): puts a fetch processor on top of a fetch's stack. */
+struct vfp_entry *VFP_Push(struct vfp_ctx *, const struct vfp *);
 
 /* The most members a fetch's retries remember. */
 #define TRIED_MAX 8
@@ -491,6 +499,28 @@ static struct task_state *fetch_state(VRT_CTX, struct vmod_chring_director *d, s
     return t;
 }
 
+/* ---- the end of the backend's body ------------------------------------------------------- */
+
+/* Pulls from the backend's body reader below it; when the reader reports the end of the body (or
+ * an error), the lease goes back before the caller adds those bytes to the object. */
+static enum vfp_status v_matchproto_(vfp_pull_f)
+    release_pull(struct vfp_ctx *vc, struct vfp_entry *vfe, void *p, ssize_t *lp)
+{
+    enum vfp_status vp = VFP_Suck(vc, p, lp);
+    if (vp == VFP_END || vp == VFP_ERROR) {
+        struct task_state *t = vfe->priv1;
+        if (t != NULL && t->magic == CHRING_TASK_MAGIC)
+            end_attempt(t);
+        vfe->priv1 = NULL;
+    }
+    return vp;
+}
+
+static const struct vfp release_vfp = {
+    .name = "chring-release",
+    .pull = release_pull,
+};
+
 /* ---- the director's methods --------------------------------------------------------------- */
 
 /* The fetch resolves the director: the key is placed now (the lease counts the fetch) and the
@@ -522,12 +552,20 @@ static int v_matchproto_(vdi_gethdrs_f) chring_gethdrs(VRT_CTX, VCL_BACKEND dir)
         /* Varnish does not call finish after a failed gethdrs. */
         t->leaf = NULL;
         end_attempt(t);
+        return i;
     }
-    return i;
+    /* A body to read: the backend pushed its reader; the release goes right above it. */
+    if (!VTAILQ_EMPTY(&ctx->bo->vfc->vfp)) {
+        struct vfp_entry *vfe = VFP_Push(ctx->bo->vfc, &release_vfp);
+        if (vfe != NULL)
+            vfe->priv1 = t;
+    }
+    return 0;
 }
 
-/* The fetch ended (body received, or failed): Varnish calls this before the object is marked
- * finished, so the lease is back before a client can see the whole answer. */
+/* The fetch ended (body received, or failed, or abandoned): the backend's connection goes back
+ * and so does the lease, if the end of the body did not release it already.  Varnish calls this
+ * before it marks the object finished. */
 static void v_matchproto_(vdi_finish_f) chring_finish(VRT_CTX, VCL_BACKEND dir)
 {
     struct vmod_chring_director *d;

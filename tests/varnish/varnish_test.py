@@ -147,6 +147,8 @@ class Backend:
             if self.fail and path.startswith("/fail/"):
                 status = "503 Unavailable"
         body = self.name.encode()
+        if path.startswith("/big/"):
+            body = body.ljust(4 << 20, b".")  # 4 MB
         msg = ("HTTP/1.1 %s\r\nContent-Length: %d\r\nX-Backend: %s\r\n\r\n"
                % (status, len(body), self.name)).encode() + body
         if path != "/health":
@@ -988,28 +990,44 @@ def case_sequential():
     arrived (pass, placed in vcl_recv, 4 backends): with nothing in flight every URL is on its
     owner as the tool places it.  The lease ends with the fetch, so no phantom load from the
     previous request is left to push a key off its owner."""
+    def vcl(bs, names):
+        init = '  new ring = chring.director(profile = "hash64", slow_start = 30s);\n'
+        init += "".join("  ring.add_backend(%s);\n" % n for n in names)
+        return header(vcl_backends(bs), init)
+
+    def back_to_back(v, names):
+        want = tool_owners("hash64", 160, [(n, 1) for n in names], KEYS)
+        got = {}
+        for k in KEYS:
+            st, h, _ = get(v.port, k)  # a new connection each, after the last answer
+            check(st == 200, "%s: status %d" % (k, st))
+            got[k] = h["x-backend"]
+        bad = [k for k in KEYS if got[k] != want[k]]
+        check(not bad, "%s: %d of %d back-to-back URLs off their owner, e.g. %s"
+              % (" ".join(names), len(bad), len(KEYS), [(k, got[k], want[k]) for k in bad[:3]]))
+        return got
+
     def run(bs):
-        init = '  new ring = chring.director(profile = "hash64");\n'
-        init += "".join("  ring.add_backend(%s);\n" % b.name for b in bs)
-        v = Varnish(header(vcl_backends(bs), init))
+        names = ["b1", "b2", "b3", "b4"]
+        v = Varnish(vcl(bs, names))
         try:
-            want = tool_owners("hash64", 160, [(b.name, 1) for b in bs], KEYS)
-            got = {}
-            for k in KEYS:
-                st, h, _ = get(v.port, k)  # a new connection each, after the last answer
-                check(st == 200, "%s: status %d" % (k, st))
-                got[k] = h["x-backend"]
-            bad = [k for k in KEYS if got[k] != want[k]]
-            check(not bad, "%d of %d back-to-back URLs off their owner, e.g. %s"
-                  % (len(bad), len(KEYS), [(k, got[k], want[k]) for k in bad[:3]]))
+            before = back_to_back(v, names)
             n, stats = leases(v)
             check(n == 0, "leases at rest: %d (%s)" % (n, stats))
             check("spills=0" in stats, "spills with nothing in flight: %s" % stats)
-            log("sequential: %d back-to-back URLs (new connections) all on their owner; %s"
-                % (len(KEYS), stats))
+            # A reload that adds b5 (warming up): keys move only to b5.
+            v.reload(vcl(bs, names + ["b5"]))
+            after = back_to_back(v, names + ["b5"])
+            moved = [k for k in KEYS if after[k] != before[k]]
+            check(moved and all(after[k] == "b5" for k in moved),
+                  "after adding b5, keys moved between unchanged backends: %s"
+                  % [(k, before[k], after[k]) for k in moved if after[k] != "b5"][:3])
+            log("sequential: %d back-to-back URLs (new connections) all on their owner, before "
+                "and after a reload adding b5 (%d moved, all to b5); %s"
+                % (len(KEYS), len(moved), stats))
         finally:
             v.stop()
-    with_setup(["b1", "b2", "b3", "b4"], run)
+    with_setup(["b1", "b2", "b3", "b4", "b5"], run)
 
 
 def case_fini():
@@ -1275,6 +1293,42 @@ def case_observe():
             v.stop()
     with_setup(["b1", "b2", "b3"], run)
 
+
+def case_delivery():
+    """12 slow clients reading a cached 4 MB object hold no lease: a lease counts a fetch at the
+    backend, not a delivery (placed in vcl_recv, cache hits and a miss)."""
+    def run(bs):
+        init = '  new ring = chring.director(profile = "hash64");\n'
+        init += "".join("  ring.add_backend(%s);\n" % b.name for b in bs)
+        extra = ('  if (req.url ~ "^/big/") {\n'
+                 '    set req.backend_hint = ring.backend(key = req.url);\n'
+                 '    return (hash);\n  }\n')
+        v = Varnish(header(vcl_backends(bs), init, recv_extra=extra))
+        socks = []
+        try:
+            st, _, body = get(v.port, "/big/1")  # the miss: fetched and cached
+            check(st == 200 and len(body) == 4 << 20, "first fetch: %d, %d bytes" % (st, len(body)))
+            check(wait_leases_zero(v)[0] == 0, "leases after the fetch")
+            for _ in range(12):
+                c = socket.socket()
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                c.settimeout(30)
+                c.connect(("127.0.0.1", v.port))
+                c.sendall(b"GET /big/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+                check(len(c.recv(1024)) > 0, "a slow client got nothing")
+                socks.append(c)  # reads no more: its delivery stalls
+            n, stats = leases(v)
+            check(n == 0, "12 slow clients of a cached object hold %d leases (%s)" % (n, stats))
+            acq = int(stats.split("acquires=")[1].split()[0])
+            check(acq < 12, "the stalled hits were fetched: %s" % stats)
+            log("delivery: 12 stalled deliveries of a cached 4 MB object, leases %d; %s"
+                % (n, stats))
+        finally:
+            for c in socks:
+                c.close()
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
 CASES = {
     "placement": case_placement,
     "digest": case_digest,
@@ -1292,6 +1346,7 @@ CASES = {
     "labels": case_labels,
     "rollback": case_rollback,
     "observe": case_observe,
+    "delivery": case_delivery,
 }
 
 
