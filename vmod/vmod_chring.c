@@ -351,16 +351,16 @@ static struct member_ref *owner_of(VRT_CTX, struct vmod_chring_director *d, uint
     return NULL;
 }
 
-static const char *outcome_name(int o)
-{
-    switch (o) {
-    case 0: return "owner";
-    case 1: return "spilled";
-    case 2: return "health";
-    case 3: return "saturated";
-    default: return "retry";
-    }
-}
+/* How a placement went, as varnishstat counts it and the log line names it. */
+enum placement {
+    PLACED_OWNER,     /* on the key's owner among the healthy members */
+    PLACED_SPILLED,   /* past that owner, which was full */
+    PLACED_HEALTH,    /* on that owner, past a sick one before it: a health move, not a spill */
+    PLACED_SATURATED, /* every member met looked full */
+    PLACED_RETRY      /* a retried fetch, skipping the members tried */
+};
+
+static const char *const placement_names[] = {"owner", "spilled", "health", "saturated", "retry"};
 
 /* The lease goes back; its member is listed as tried (a retry skips it). */
 static void end_attempt(struct task_state *t)
@@ -403,31 +403,35 @@ static struct member_ref *place(VRT_CTX, struct vmod_chring_director *d, struct 
     t->held = 1;
     VSC_ADD(d->vsc, leases, 1);
     VSC_ADD(d->vsc, acquires, 1);
-    /* The owner among the healthy members tells a spill (load) from a health move. */
-    const chring_snap_t *s = chring_snap_enter(d->ring);
-    struct member_ref *owner = member_of(chring_snap_lookup_hash(s, t->hash));
-    chring_snap_exit(d->ring, s);
-    int outcome;
+    /* The owner among the healthy members tells a spill (load) from a health move; a lease on
+     * the owner needs no second lookup. */
+    struct member_ref *owner = mr;
+    if (t->lease.outcome != CHRING_OUTCOME_OWNER) {
+        const chring_snap_t *s = chring_snap_enter(d->ring);
+        owner = member_of(chring_snap_lookup_hash(s, t->hash));
+        chring_snap_exit(d->ring, s);
+    }
+    enum placement how;
     if (t->ntried > 0)
-        outcome = 4;
+        how = PLACED_RETRY;
     else if (t->lease.outcome == CHRING_OUTCOME_OWNER)
-        outcome = 0;
+        how = PLACED_OWNER;
     else if (owner == mr)
-        outcome = 2;
+        how = PLACED_HEALTH;
     else if (t->lease.outcome == CHRING_OUTCOME_SATURATED)
-        outcome = 3;
+        how = PLACED_SATURATED;
     else
-        outcome = 1;
+        how = PLACED_SPILLED;
     t->spilled = owner != mr;
-    switch (outcome) {
-    case 0: VSC_ADD(d->vsc, owner, 1); break;
-    case 1: VSC_ADD(d->vsc, spills, 1); break;
-    case 2: VSC_ADD(d->vsc, health_moves, 1); break;
-    case 3: VSC_ADD(d->vsc, saturated, 1); break;
-    default: VSC_ADD(d->vsc, retries, 1); break;
+    switch (how) {
+    case PLACED_OWNER: VSC_ADD(d->vsc, owner, 1); break;
+    case PLACED_SPILLED: VSC_ADD(d->vsc, spills, 1); break;
+    case PLACED_HEALTH: VSC_ADD(d->vsc, health_moves, 1); break;
+    case PLACED_SATURATED: VSC_ADD(d->vsc, saturated, 1); break;
+    case PLACED_RETRY: VSC_ADD(d->vsc, retries, 1); break;
     }
     VSLb(ctx->vsl, SLT_VCL_Log, "chring %s key=%016" PRIx64 " owner=%s member=%s outcome=%s",
-         d->vcl_name, t->hash, owner ? owner->name : "-", mr->name, outcome_name(outcome));
+         d->vcl_name, t->hash, owner ? owner->name : "-", mr->name, placement_names[how]);
     return mr;
 }
 

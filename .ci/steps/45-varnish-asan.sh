@@ -2,10 +2,11 @@
 # vmod_chring under AddressSanitizer + UBSan inside the stock varnishd: the VMOD and its copy of
 # the library built with the sanitizers, their runtime preloaded into varnishd (which is not),
 # and the tests/varnish cases run against it (placement, digest, parity, hot key across threads,
-# a sick backend, retries, fetch errors and aborted requests, a reload under traffic with the old VCL
-# discarded, every method called in vcl_fini of discarded VCLs, bad arguments refused at vcl.load,
-# labels and a rollback, the operator's view, stalled deliveries of a cached object).  Any sanitizer report from varnishd fails the case
-# that saw it (tests/varnish/varnish_test.py, CHRING_VARNISH_PRELOAD).
+# a sick backend, retries, fetch errors and aborted requests, a reload under traffic with the old
+# VCL discarded, back-to-back requests, every method called in vcl_fini of discarded VCLs, bad
+# arguments refused at vcl.load, labels and a rollback, the operator's view, stalled deliveries
+# of a cached object, pipes).  Any sanitizer report from varnishd fails the case that saw it
+# (tests/varnish/varnish_test.py, CHRING_VARNISH_PRELOAD).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/deps.sh varnish libvarnishapi-dev python3
@@ -21,7 +22,7 @@ export CHRING_VARNISH_PRELOAD="$(gcc -print-file-name=libasan.so)"
 export CHRING_VMOD="$PWD/$dir/vmod/libvmod_chring.so" CHRING_TOOL="$PWD/$dir/tools/chring"
 export COMPAT_DATA="$PWD/tests/compat/data" PYTHONDONTWRITEBYTECODE=1
 for case in placement digest parity hotkey sick retry errors reload sequential fini badargs \
-        labels rollback observe delivery; do
+        labels rollback observe delivery pipe; do
     echo "== varnish $case (ASan + UBSan VMOD)"
     timeout 600 python3 tests/varnish/varnish_test.py "$case"
 done

@@ -107,9 +107,22 @@ def start_varnish(d, ports, nbackends):
     p = subprocess.Popen([VARNISHD, "-F", "-j", "none", "-n", d + "/n",
                           "-a", "127.0.0.1:%d" % port, "-T", "127.0.0.1:%d" % free_port(),
                           "-f", vcl, "-s", "malloc,256m", "-p", "vcc_err_unref=off",
-                          "-p", "thread_pool_min=100", "-p", "vsl_space=1M"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port, p, "varnishd", 600)
+                          "-p", "thread_pool_min=100", "-p", "vsl_space=1M",
+                          # 10,000 backends: the VCL's C compiled without optimisation (gcc -O2
+                          # takes minutes on it), and time for the child to load it.
+                          "-p", "cc_command=exec gcc -O0 -fpic -shared -o %o %s",
+                          "-p", "cli_timeout=600"]
+                         # directors.shard keeps vcl_init's add_backend calls on the workspace
+                         # of vcl_init, which is workspace_client (64k: about 1,500 backends).
+                         + (["-p", "workspace_client=2m"] if nbackends > 1000 else []),
+                         stdout=open(os.path.join(d, "varnishd.log"), "w"),
+                         stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, p, "varnishd", 900)
+    except SystemExit:
+        with open(os.path.join(d, "varnishd.log")) as f:
+            sys.stderr.write(f.read()[-3000:])
+        raise
     return p, port
 
 

@@ -1329,6 +1329,32 @@ def case_delivery():
             v.stop()
     with_setup(["b1", "b2", "b3"], run)
 
+
+def case_pipe():
+    """return (pipe) through the director: the key is placed for the pipe's life (on its owner,
+    as the tool places it) and the lease goes back when the pipe closes."""
+    def run(bs):
+        init = '  new ring = chring.director(profile = "hash64");\n'
+        init += "".join("  ring.add_backend(%s);\n" % b.name for b in bs)
+        extra = ('  if (req.url ~ "^/pipe/") {\n'
+                 '    set req.backend_hint = ring.backend(key = req.url);\n'
+                 '    return (pipe);\n  }\n')
+        v = Varnish(header(vcl_backends(bs), init, recv_extra=extra))
+        try:
+            keys = ["/pipe/%d" % i for i in range(20)]
+            want = tool_owners("hash64", 160, [(b.name, 1) for b in bs], keys)
+            for k in keys:
+                st, h, _ = get(v.port, k, headers={"Connection": "close"})
+                check(st == 200 and h["x-backend"] == want[k],
+                      "%s: %d from %s, tool %s" % (k, st, h.get("x-backend"), want[k]))
+            n, stats = wait_leases_zero(v)
+            check(n == 0, "leases after the pipes: %d (%s)" % (n, stats))
+            check("acquires=20 " in stats, "one lease per pipe: %s" % stats)
+            log("pipe: 20 piped requests on their owners, leases back to 0; %s" % stats)
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
 CASES = {
     "placement": case_placement,
     "digest": case_digest,
@@ -1347,6 +1373,7 @@ CASES = {
     "rollback": case_rollback,
     "observe": case_observe,
     "delivery": case_delivery,
+    "pipe": case_pipe,
 }
 
 
