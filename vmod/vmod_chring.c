@@ -124,7 +124,8 @@ struct task_state {
     uint64_t hash;
     int has_hash;
     int held;
-    int spilled; /* the lease went past the key's healthy owner (load, not health) */
+    int spilled;        /* the lease went past the key's healthy owner (load, not health) */
+    VCL_BACKEND chosen; /* the backend of the last placement */
     chring_lease_t lease;
     VCL_BACKEND leaf; /* the backend the fetch was handed to, until finish */
     unsigned ntried;  /* members the fetch's earlier attempts used */
@@ -423,6 +424,7 @@ static struct member_ref *place(VRT_CTX, struct vmod_chring_director *d, struct 
     else
         how = PLACED_SPILLED;
     t->spilled = owner != mr;
+    t->chosen = mr->be;
     switch (how) {
     case PLACED_OWNER: VSC_ADD(d->vsc, owner, 1); break;
     case PLACED_SPILLED: VSC_ADD(d->vsc, spills, 1); break;
@@ -1003,6 +1005,17 @@ VCL_BOOL vmod_director_spilled(VRT_CTX, struct vmod_chring_director *d)
     struct vmod_priv *p = VRT_priv_task_get(ctx, d);
     const struct task_state *t = p == NULL ? NULL : p->priv;
     return t != NULL && t->magic == CHRING_TASK_MAGIC && t->spilled;
+}
+
+VCL_BACKEND vmod_director_chosen(VRT_CTX, struct vmod_chring_director *d)
+{
+    CHECK_OBJ_NOTNULL(ctx, VRT_CTX_MAGIC);
+    CHECK_OBJ_NOTNULL(d, CHRING_DIRECTOR_MAGIC);
+    if (!(ctx->method & VCL_MET_TASK_B))
+        return NULL;
+    struct vmod_priv *p = VRT_priv_task_get(ctx, d);
+    const struct task_state *t = p == NULL ? NULL : p->priv;
+    return t != NULL && t->magic == CHRING_TASK_MAGIC ? t->chosen : NULL;
 }
 
 static const struct member_ref *member_by_backend(struct vmod_chring_director *d, VCL_BACKEND be)

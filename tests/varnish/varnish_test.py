@@ -321,8 +321,9 @@ def vcl_common(body_init, recv_extra="", backend_side=False, ring="ring", synth_
     fetch = """
 sub vcl_backend_response {
   set beresp.http.x-spilled = %s.spilled();
+  set beresp.http.x-chosen = %s.chosen();
 }
-""" % ring
+""" % (ring, ring)
     if backend_side:
         fetch = """
 sub vcl_backend_fetch {
@@ -423,6 +424,8 @@ def case_placement():
             st, h, _ = get(v.port, KEYS[7])
             check(h["x-member"] == want[KEYS[7]], ".member(): %s, tool %s"
                   % (h["x-member"], want[KEYS[7]]))
+            check(h["x-chosen"] == h["x-backend"], ".chosen() %s, answered by %s"
+                  % (h["x-chosen"], h["x-backend"]))
             # One connection: each request's task (and lease) ends before the next is read.
             vcl_name = {"b1": "b1", "b2": "b2", "cache-3": "b3"}
             conn = http.client.HTTPConnection("127.0.0.1", v.port, timeout=30)
