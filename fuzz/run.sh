@@ -6,7 +6,7 @@
 # Environment:
 #   FUZZ_BUILD=dir      build directory (default build-fuzz), configured here with clang, ASan and
 #                       UBSan if it is not configured yet
-#   FUZZ_TARGETS="api cli h1 chunked etcd"   which targets to run (default: fuzz_api, fuzz_cli,
+#   FUZZ_TARGETS="api cli h1 chunked etcd prompt"   which targets to run (default: fuzz_api, fuzz_cli,
 #                       and chring-lb's readers when they were built: fuzz_h1 and fuzz_chunked
 #                       with libevent installed, fuzz_etcd with libjansson)
 #   FUZZ_JOBS=n         parallel fuzzing processes per target (libFuzzer -jobs/-workers), default 1.
@@ -49,7 +49,7 @@ if [ -z "$targets" ]; then
     # chring-lb's reader targets exist when libevent (h1, chunked) and libjansson (etcd) are
     # installed (fuzz/meson.build)
     targets="api cli"
-    for t in h1 chunked etcd; do
+    for t in h1 chunked etcd prompt; do
         if [ -x "$build/fuzz/fuzz_$t" ]; then targets="$targets $t"; fi
     done
 fi

@@ -40,6 +40,11 @@ struct backend {
     struct backend *prev, *next; /* every backend alive, under the backends' lock */
     _Atomic uint64_t requests, failures, retries_in, bytes_out;
     _Atomic uint64_t downs;         /* times passive health took it out of the ring */
+    _Atomic uint64_t slow;          /* attempts that failed while it answered other requests:
+                                       not held against it (health.c) */
+    _Atomic int64_t last_answer_ms; /* an answer's head last arrived from it (monotonic) */
+    _Atomic uint64_t last_failure;  /* the last failure not held against it: the client's
+                                       address hashed (high 32 bits), the time in ms (low 32) */
     _Atomic int64_t down_until_ms;  /* passive health: down in the ring until then (monotonic) */
     _Atomic int64_t drain_until_ms; /* leaving: removed by then at the latest (0: not leaving);
                                        written by the main thread only */
@@ -63,9 +68,19 @@ void lb_backends_free_all(void);
 
 /* Passive health (health.c): a failed attempt marks the backend down in the ring for
  * --fail-timeout (its keys go to their next replica, no rebuild); the main thread applies it
- * (chring_set_down) within an event-loop turn and sets it up again when the time has passed.
- * Any thread; a success changes nothing. */
+ * (chring_set_down) within an event-loop turn and sets it up again when the time has passed,
+ * and never holds more than half of the members down at once.  Any thread; a success changes
+ * nothing. */
 void lb_backend_mark(struct backend *be, bool ok);
+/* An attempt of client peer (its address) on be that started at start_ms (monotonic) failed after
+ * its connection was made (a timeout or a close before the answer's head): held against be, and
+ * marked as above, only when be answered no request since start_ms and another client's attempt
+ * failed the same way within the last two --backend-timeout, so that one client's slow or
+ * failing requests (a slow endpoint, a long prefill) cannot take a backend out of the ring.
+ * Returns true when it was held against be.  Any thread. */
+bool lb_backend_attempt_failed(struct backend *be, int64_t start_ms, const char *peer);
+/* An answer's head arrived from be. */
+void lb_backend_answered(struct backend *be);
 
 /* An idle connection of worker w to be (one that has not closed or sent a byte while idle), or
  * a new one, connecting.  Returns NULL when none can be made.  Worker w's thread only. */

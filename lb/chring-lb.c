@@ -118,7 +118,8 @@ int main(int argc, char **argv)
                chring_profile_name(lb_cfg.profile),
                lb_cfg.key_kind == KEY_PATH     ? "path"
                : lb_cfg.key_kind == KEY_HEADER ? "header:"
-                                               : "query:",
+               : lb_cfg.key_kind == KEY_QUERY  ? "query:"
+                                               : "prompt",
                lb_cfg.key_name ? lb_cfg.key_name : "", "", lb_cfg.balance);
         event_base_dispatch(main_base);
         status = 0;

@@ -28,8 +28,15 @@ static void usage(FILE *f)
         "  --members FILE            backends, one HOST:PORT[=W] per line, '#' comments;\n"
         "                            re-read on SIGHUP, its differences applied with one\n"
         "                            chring_update\n"
-        "  --key path|header:NAME|query:NAME   routing key (default path)\n"
-        "  --key-prefix N            route by the key's first N bytes\n"
+        "  --key path|header:NAME|query:NAME|prompt   routing key (default path); prompt:\n"
+        "                            the model and the prompt of an OpenAI-compatible JSON body\n"
+        "                            (/v1/completions, /v1/chat/completions)\n"
+        "  --key-prefix N            route by the key's first N bytes (--key prompt: default\n"
+        "                            1024, the model and the prompt's first block)\n"
+        "");
+    /* two pieces: one string literal of over 4095 bytes is past what C99 compilers must take */
+    fprintf(
+        f,
         "  --profile NAME            hash64 (default), xxh3, murmur32, fnv32, fnv16, ketama, "
         "nginx, varnish\n"
         "  --vnodes N                points per unit of weight (default 160)\n"
@@ -135,8 +142,10 @@ static int parse_key(const char *arg)
     } else if (strncmp(arg, "query:", 6) == 0 && arg[6]) {
         lb_cfg.key_kind = KEY_QUERY;
         lb_cfg.key_name = arg + 6;
+    } else if (strcmp(arg, "prompt") == 0) {
+        lb_cfg.key_kind = KEY_PROMPT;
     } else {
-        return bad("--key: path, header:NAME or query:NAME");
+        return bad("--key: path, header:NAME, query:NAME or prompt");
     }
     return 0;
 }
@@ -392,6 +401,8 @@ int lb_config_parse(int argc, char **argv)
         return bad("unexpected argument '%s'", argv[optind]);
     if (!lb_cfg.stats_allow && lb_stats_allow_parse(NULL) < 0)
         return -1;
+    if (lb_cfg.key_kind == KEY_PROMPT && lb_cfg.key_prefix == 0)
+        lb_cfg.key_prefix = LB_PROMPT_DEFAULT_PREFIX;
     if (lb_cfg.static_entries.n == 0 && !lb_cfg.members_file && !lb_cfg.etcd_url) {
         bad("no backends: give --backend, --members or --etcd");
         usage(stderr);

@@ -17,8 +17,13 @@
 enum key_kind {
     KEY_PATH,
     KEY_HEADER,
-    KEY_QUERY
+    KEY_QUERY,
+    KEY_PROMPT /* the model and the prompt of an OpenAI-compatible JSON body (prompt.h) */
 };
+
+/* --key prompt without --key-prefix keeps this many bytes of the key (the model, a NUL byte and
+ * the prompt's first block): docs/llm.md says how it was chosen. */
+#define LB_PROMPT_DEFAULT_PREFIX 1024
 
 struct lb_config {
     char listen_host[256];
@@ -26,7 +31,7 @@ struct lb_config {
     unsigned threads;
     enum key_kind key_kind;
     const char *key_name; /* header or query argument name */
-    size_t key_prefix;    /* 0: whole key */
+    size_t key_prefix;    /* 0: whole key (--key prompt: LB_PROMPT_DEFAULT_PREFIX) */
     chring_profile_t profile;
     uint32_t vnodes;
     double balance;

@@ -22,6 +22,16 @@
  * its last lease is released).  A leaving member that comes back into the membership ramps up
  * again and stays.
  *
+ * What counts as a failure.  A connection refused (or not made in time) is the backend's.  A
+ * timeout or a close after the request went out is held against it only when it answered no
+ * request at all while the attempt waited, and another client's attempt failed the same way
+ * shortly before (lb_backend_attempt_failed): a backend that answers others is up, and one
+ * client's slow endpoint or long prefill must not take it out of the ring for everyone.  (The
+ * bound alone does not show that a backend is up: a backend busy with one client's slow requests
+ * is full, so the bound sends everyone else elsewhere and it answers nobody.)  And passive health never holds more than half of the members down at once (a
+ * panic threshold, as Envoy's): past that, failures are more likely the requests' than every
+ * backend's, and the members left would melt or every request would get 502.
+ *
  * One timer serves both: it fires at the earliest mark or drain deadline, and every
  * HEALTH_POLL_MS while a drain waits for its load to reach 0.
  */
@@ -34,6 +44,8 @@
 #define HEALTH_POLL_MS 20
 
 static struct event *health_ev; /* activated by workers (any thread) and by the timer */
+static int64_t panic_logged_ms;  /* the last "stays in the ring" line (one a second at most) */
+_Atomic uint64_t lb_health_panics;
 static struct event_base *health_base;
 
 static int64_t now_ms(void)
@@ -51,6 +63,42 @@ void lb_backend_mark(struct backend *be, bool ok)
                           memory_order_relaxed);
     if (health_ev)
         event_active(health_ev, 0, 0);
+}
+
+void lb_backend_answered(struct backend *be)
+{
+    int64_t now = now_ms();
+    if (GET(be->last_answer_ms) != now)
+        atomic_store_explicit(&be->last_answer_ms, now, memory_order_relaxed);
+}
+
+/* FNV-1a of the client's address: only compared for equality, a collision costs one missed
+ * mark. */
+static uint32_t peer_hash(const char *peer)
+{
+    uint32_t x = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)(peer ? peer : ""); *p; p++)
+        x = (x ^ *p) * 16777619u;
+    return x;
+}
+
+bool lb_backend_attempt_failed(struct backend *be, int64_t start_ms, const char *peer)
+{
+    int64_t now = now_ms();
+    uint32_t who = peer_hash(peer);
+    uint64_t last = atomic_exchange_explicit(&be->last_failure, (uint64_t)who << 32 | (uint32_t)now,
+                                             memory_order_relaxed);
+    int64_t window = 2 * ((int64_t)lb_cfg.backend_timeout.tv_sec * 1000 +
+                          lb_cfg.backend_timeout.tv_usec / 1000);
+    /* the age of the last failure, modulo 2^32 ms (49 days): a wrapped one looks old or new */
+    uint32_t age = (uint32_t)now - (uint32_t)last;
+    bool other_client = last != 0 && (uint32_t)(last >> 32) != who && (int64_t)age <= window;
+    if (GET(be->last_answer_ms) >= start_ms || !other_client) {
+        ADD(be->slow, 1);
+        return false;
+    }
+    lb_backend_mark(be, false);
+    return true;
 }
 
 void lb_health_drain(const chring_snap_t *s, const chring_member_t *m)
@@ -100,8 +148,10 @@ static void on_health(evutil_socket_t fd, short what, void *arg)
     (void)arg;
     int64_t now = now_ms(), next = INT64_MAX;
     const chring_snap_t *s = chring_snap_enter(lb_ring);
-    size_t n = chring_snap_len(s), ngone = 0;
+    size_t n = chring_snap_len(s), ngone = 0, ndown = 0;
     chring_change_t *gone = NULL;
+    for (size_t i = 0; i < n; i++)
+        ndown += chring_member_is_down(chring_snap_member(s, i)) > 0;
     for (size_t i = 0; i < n; i++) {
         const chring_member_t *m = chring_snap_member(s, i);
         struct backend *be = chring_member_udata(m);
@@ -111,7 +161,19 @@ static void on_health(evutil_socket_t fd, short what, void *arg)
         int64_t until = GET(be->down_until_ms);
         bool down = chring_member_is_down(m) > 0;
         if (until > now) {
-            if (!down && chring_set_down(lb_ring, name, 1) == 0) {
+            if (!down && (ndown + 1) * 2 > n) {
+                /* The panic threshold: half of the members down already.  Past it the failures
+                 * are more likely the requests' or the network's than every backend's, and
+                 * taking more out would send everyone to the few left, or answer 502 to all. */
+                ADD(lb_health_panics, 1);
+                if (now - panic_logged_ms >= 1000) {
+                    panic_logged_ms = now;
+                    lb_log("%s failed, but %zu of %zu members are down already: it stays in the "
+                           "ring (passive health takes out at most half)",
+                           name, ndown, n);
+                }
+            } else if (!down && chring_set_down(lb_ring, name, 1) == 0) {
+                ndown++;
                 ADD(be->downs, 1);
                 lb_log("%s failed: down for %lld ms, its keys go to their next replica", name,
                        (long long)lb_cfg.fail_timeout_ms);

@@ -3,8 +3,11 @@
  * standard input (one per line, without the newline), the names of the key's first R replicas
  * separated by a space (chring_lookup_name for the owner, chring_snap_lookup_n for more).
  *
- *   chring-lb-expect [--profile NAME] [--vnodes N] [--replicas R] HOST:PORT[=W]... < keys
+ *   chring-lb-expect [--profile NAME] [--vnodes N] [--replicas R] [--hex] HOST:PORT[=W]... < keys
  *   chring-lb-expect [--profile NAME] [--vnodes N] --digest HOST:PORT[=W]...
+ *
+ * --hex reads each key as hex digits (two per byte), for keys that hold NUL bytes or newlines
+ * (--key prompt's: the model, a NUL byte, the prompt).
  *
  * --digest prints the placement digest of that ring (chring_snap_digest, 16 hex digits, as the
  * balancer's stats show it) and reads no keys.
@@ -24,7 +27,7 @@ int main(int argc, char **argv)
     chring_config_t cfg;
     chring_config_default(&cfg);
     unsigned replicas = 1;
-    int digest = 0;
+    int digest = 0, hex = 0;
     lb_entries_t es = {0};
     for (int i = 1; i < argc; i++) {
         const char *err;
@@ -39,6 +42,8 @@ int main(int argc, char **argv)
             replicas = (unsigned)strtoul(argv[++i], NULL, 10);
             if (replicas < 1 || replicas > 16)
                 replicas = 1;
+        } else if (strcmp(argv[i], "--hex") == 0) {
+            hex = 1;
         } else if (strcmp(argv[i], "--digest") == 0) {
             digest = 1;
         } else if (lb_entries_put(&es, argv[i], &err) < 0) {
@@ -73,6 +78,16 @@ int main(int argc, char **argv)
     while ((len = getline(&line, &cap, stdin)) >= 0) {
         if (len > 0 && line[len - 1] == '\n')
             line[--len] = '\0';
+        if (hex) { /* decoded in place: two digits a byte, a bad digit ends the key */
+            ssize_t k = 0;
+            for (ssize_t j = 0; j + 1 < len; j += 2) {
+                unsigned byte;
+                if (sscanf(line + j, "%2x", &byte) != 1)
+                    break;
+                line[k++] = (char)byte;
+            }
+            len = k;
+        }
         char name[CHRING_NAME_MAX + 1];
         rc = chring_lookup_name(r, line, (size_t)len, name, sizeof name);
         fputs(rc < 0 ? "-" : name, stdout);

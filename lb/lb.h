@@ -146,6 +146,9 @@ int lb_membership_change(struct lb_change *ch, size_t n, bool (*known)(const cha
 /* ------------------------------------------------------------------------------------------ */
 /* health and drains (health.c), the etcd feed (etcd.c): both on the main thread's event base  */
 
+/* Failed attempts that passive health did not act on because half of the members were down
+ * already (the panic threshold), for the stats. */
+extern _Atomic uint64_t lb_health_panics;
 /* Starts the health event and timer.  Returns 0 / -1. */
 int lb_health_start(struct event_base *base);
 void lb_health_stop(void);

@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "lb.h"
+#include "text.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -28,7 +29,7 @@ struct proxy {
     struct lb_req *req;     /* the client's request (conn.c's), NULL once answered or gone */
     struct bconn *bc;       /* the backend connection of this attempt, or NULL */
     struct backend *be;     /* the backend of this attempt */
-    struct event *deadline; /* --backend-timeout: the answer's head by then, then its body */
+    struct event *deadline; /* --backend-timeout: the answer's head by then */
     chring_lease_t lease;
     char *key;
     size_t keylen;
@@ -39,10 +40,9 @@ struct proxy {
     bool stale_once;  /* a pooled connection found closed was replaced once */
     bool close_after; /* the answer says the connection ends with it */
     bool headers_sent;
-    bool paused;             /* backend reads paused: the client is slow */
-    int64_t body_start_ms;   /* the answer's head was in */
-    int64_t paused_since_ms; /* reads paused then */
-    int64_t paused_ms;       /* reads were paused this long in all: not the backend's time */
+    bool paused;              /* backend reads paused: the client is slow */
+    bool connected;           /* this attempt's connection is made (the request may be out) */
+    int64_t attempt_start_ms; /* this attempt started then (monotonic) */
     size_t scanned;
     struct h1_body body;
     struct h1_head *head;      /* scratch for parsing answer heads */
@@ -68,25 +68,6 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* When the answer's body must have arrived: --backend-timeout after its head, plus the time its
- * bytes so far take at --body-min-rate, plus the time reads were paused for a slow client. */
-static int64_t body_deadline(const struct proxy *p)
-{
-    int64_t t = p->body_start_ms + p->paused_ms + (int64_t)lb_cfg.backend_timeout.tv_sec * 1000 +
-                lb_cfg.backend_timeout.tv_usec / 1000;
-    if (lb_cfg.body_min_rate > 0)
-        t += (int64_t)(p->body.total * 1000 / lb_cfg.body_min_rate);
-    return t;
-}
-
-static void arm_body_deadline(struct proxy *p)
-{
-    int64_t d = body_deadline(p) - now_ms();
-    if (d < 0)
-        d = 0;
-    struct timeval tv = {(time_t)(d / 1000), (suseconds_t)((d % 1000) * 1000)};
-    event_add(p->deadline, &tv);
-}
 static void on_backend_read(struct bufferevent *bev, void *arg);
 static void on_backend_event(struct bufferevent *bev, short what, void *arg);
 
@@ -181,16 +162,15 @@ static void proxy_abort(struct proxy *p)
 static void on_client_drained(void *arg)
 {
     struct proxy *p = arg;
-    if (p->paused && p->bc && p->bc->bev) {
-        bufferevent_enable(p->bc->bev, EV_READ);
-        p->paused_ms += now_ms() - p->paused_since_ms;
-        arm_body_deadline(p);
-    }
+    if (p->paused && p->bc && p->bc->bev)
+        bufferevent_enable(p->bc->bev, EV_READ); /* its idle timeout starts again */
     p->paused = false;
 }
 
-/* Sends what p->out holds to the client; pauses the backend's reads above the high-water mark
- * (a client slower than its backend would make us buffer the whole answer). */
+/* Sends what p->out holds to the client as it came (a token stream's events go out one by
+ * one); pauses the backend's reads above the high-water mark (a client slower than its backend
+ * would make us buffer the whole answer).  While reads are paused the backend's idle timeout
+ * does not run: the wait is the client's, not the backend's. */
 static void relay_body(struct proxy *p)
 {
     size_t n = evbuffer_get_length(p->out);
@@ -201,8 +181,6 @@ static void relay_body(struct proxy *p)
     if (p->bc && p->bc->bev && lb_req_pending(p->req) > lb_cfg.high_water) {
         bufferevent_disable(p->bc->bev, EV_READ);
         p->paused = true;
-        p->paused_since_ms = now_ms();
-        event_del(p->deadline);
         ADD(p->w->pauses, 1);
     }
 }
@@ -226,19 +204,51 @@ static bool proxy_retry(struct proxy *p)
     ADD(p->be->retries_in, 1);
     ADD(p->w->retries, 1);
     p->attempt = 1;
-    if (lb_cfg.verbose)
-        lb_log("retry %.*s: %s -> %s", (int)p->keylen, p->key, failed->name, p->be->name);
+    if (lb_cfg.verbose) {
+        char q[160];
+        lb_text_quote(q, sizeof q, p->key, p->keylen);
+        lb_log("retry %s: %s -> %s", q, failed->name, p->be->name);
+    }
     return proxy_start_attempt(p) == 0;
 }
 
-/* The attempt failed before any byte of the answer went to the client: retry once, else 502. */
-static void proxy_attempt_failed(struct proxy *p, const char *why)
+/* Methods a retry may send again after the first attempt's request went out (RFC 9110 section
+ * 9.2.2: idempotent). */
+static bool idempotent(const struct lb_req *req)
 {
+    switch (req->cmd) {
+    case EVHTTP_REQ_GET:
+    case EVHTTP_REQ_HEAD:
+    case EVHTTP_REQ_PUT:
+    case EVHTTP_REQ_DELETE:
+    case EVHTTP_REQ_OPTIONS: return true;
+    default: return false;
+    }
+}
+
+/* The attempt failed before any byte of the answer went to the client (timed_out: its answer's
+ * head did not come within --backend-timeout).  Passive health: a connection that could not be
+ * made is the backend's failure; one that was made and then timed out or closed counts against
+ * the backend only when it answered nobody meanwhile (lb_backend_attempt_failed).  Then the
+ * retry, once, except for a non-idempotent request that timed out after it went out (the backend
+ * may be working on it: a long prefill, a slow endpoint; sending it again would double the
+ * work): 504 at once.  Else 502 (504 for a timeout). */
+static void proxy_attempt_failed(struct proxy *p, const char *why, bool timed_out)
+{
+    bool sent = p->connected;
     proxy_drop_conn(p);
     ADD(p->be->failures, 1);
-    lb_backend_mark(p->be, false);
-    if (p->attempt == 0 && proxy_retry(p))
+    if (sent)
+        lb_backend_attempt_failed(p->be, p->attempt_start_ms, p->req ? p->req->peer : NULL);
+    else
+        lb_backend_mark(p->be, false);
+    if (p->attempt == 0 && !(timed_out && sent && !idempotent(p->req)) && proxy_retry(p))
         return;
+    if (timed_out) {
+        ADD(p->w->bad_gateway, 1);
+        proxy_fail(p, 504, "Gateway Timeout", why);
+        return;
+    }
     proxy_bad_gateway(p, why);
 }
 
@@ -305,21 +315,23 @@ static void backend_input(struct proxy *p)
             if (h1_parse_head(buf, (size_t)end, false, h) != 0 ||
                 h1_response_framing(h, p->head_req) != 0)
                 goto bad_answer;
+            lb_backend_answered(p->be);
             if (h->status < 200) { /* interim: dropped, the final answer follows */
                 evbuffer_drain(in, (size_t)end);
                 continue;
             }
             if (relay_head(p, h) < 0)
                 goto bad_answer;
-            /* The head is in: the body has its own deadline (a trickle cannot extend it beyond
-             * --body-min-rate), and an idle timeout as before. */
+            /* The head is in: the body has no deadline, only an idle timeout.  An answer that
+             * keeps delivering bytes (a token stream, an event a second for as long as it
+             * lasts) goes on; one idle for --backend-timeout is cut (proxy_abort: the client
+             * cannot take it for complete). */
+            event_del(p->deadline);
             bufferevent_set_timeouts(p->bc->bev, &lb_cfg.backend_timeout, &lb_cfg.backend_timeout);
-            p->body_start_ms = now_ms();
             p->close_after = h->close;
             h1_body_init(&p->body, h->framing, h->length);
             evbuffer_drain(in, (size_t)end);
             p->in_head = false;
-            arm_body_deadline(p);
         }
         int rc = h1_body_step(&p->body, in, p->out);
         relay_body(p);
@@ -353,16 +365,20 @@ static void on_backend_event(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
     struct proxy *p = arg;
-    if (what & BEV_EVENT_CONNECTED)
+    if (what & BEV_EVENT_CONNECTED) {
+        p->connected = true;
         return;
+    }
     if ((what & BEV_EVENT_EOF) && !p->in_head && p->body.state == H1B_UNTIL_CLOSE) {
         p->close_after = true; /* the answer ends with the connection */
         relay_body(p);
         proxy_complete(p);
         return;
     }
-    if (p->headers_sent) { /* broke off in the middle of the answer */
+    if (p->headers_sent) { /* broke off in the middle of the answer, or idle too long */
         ADD(p->be->failures, 1);
+        if ((what & BEV_EVENT_TIMEOUT) && lb_cfg.verbose)
+            lb_log("%s: answer idle for --backend-timeout: cut", p->be->name);
         proxy_abort(p);
         return;
     }
@@ -374,11 +390,13 @@ static void on_backend_event(struct bufferevent *bev, short what, void *arg)
         ADD(p->be->requests, (uint64_t)-1);
         if (proxy_start_attempt(p) == 0)
             return;
-        proxy_attempt_failed(p, "cannot reach backend");
+        proxy_attempt_failed(p, "cannot reach backend", false);
         return;
     }
-    proxy_attempt_failed(p,
-                         (what & BEV_EVENT_TIMEOUT) ? "backend timed out" : "backend unavailable");
+    if (what & BEV_EVENT_TIMEOUT)
+        proxy_attempt_failed(p, "backend timed out", true);
+    else
+        proxy_attempt_failed(p, "backend unavailable", false);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -391,9 +409,11 @@ static int proxy_start_attempt(struct proxy *p)
     p->in_head = true;
     p->got_bytes = false;
     p->scanned = 0;
+    p->attempt_start_ms = now_ms();
     p->bc = lb_pool_get(p->w, p->be);
     if (!p->bc)
         return -1;
+    p->connected = p->bc->reused;
     struct bufferevent *bev = p->bc->bev;
     bufferevent_setcb(bev, on_backend_read, NULL, on_backend_event, p);
     /* --backend-timeout is a deadline for the answer's head, whatever comes before it (interim
@@ -408,28 +428,14 @@ static int proxy_start_attempt(struct proxy *p)
     return 0;
 }
 
-/* --backend-timeout passed before the answer's head was in (the attempt failed), or the body's
- * deadline passed (the answer is cut: the client must not take it for complete). */
+/* --backend-timeout passed before the answer's head was in: the attempt failed. */
 static void on_deadline(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct proxy *p = arg;
-    if (!p->bc)
-        return;
-    if (p->in_head) {
-        proxy_attempt_failed(p, "backend timed out");
-    } else if (!p->paused) {
-        if (now_ms() < body_deadline(p)) {
-            arm_body_deadline(p);
-            return;
-        }
-        if (lb_cfg.verbose)
-            lb_log("%s: answer body too slow (--backend-timeout, --body-min-rate): cut",
-                   p->be->name);
-        ADD(p->be->failures, 1);
-        proxy_abort(p);
-    }
+    if (p->bc && p->in_head)
+        proxy_attempt_failed(p, "backend timed out", true);
 }
 
 void lb_proxy_start(struct worker *w, struct lb_req *req)
@@ -438,25 +444,20 @@ void lb_proxy_start(struct worker *w, struct lb_req *req)
         lb_send_overloaded(req, "requests in flight at their limit (--max-requests)");
         return;
     }
-    const char *key;
     size_t keylen;
-    lb_request_key(req, &key, &keylen);
+    char *key = lb_request_key(req, &keylen);
 
     struct proxy *p = calloc(1, sizeof *p);
-    if (!p || !(p->key = malloc(keylen + 1)) || !(p->out = evbuffer_new()) ||
+    if (!p || !(p->key = key) || !(p->out = evbuffer_new()) ||
         !(p->deadline = evtimer_new(w->base, on_deadline, p))) {
-        if (p) {
-            free(p->key);
-            if (p->out)
-                evbuffer_free(p->out);
-        }
+        if (p && p->out)
+            evbuffer_free(p->out);
+        free(key);
         free(p);
         lb_inflight_leave();
         lb_send_text(req, 503, "Service Unavailable", "out of memory");
         return;
     }
-    memcpy(p->key, key, keylen);
-    p->key[keylen] = '\0';
     p->keylen = keylen;
     p->w = w;
     p->req = req;

@@ -16,8 +16,10 @@ struct evbuffer;
 struct evkeyvalq;
 struct worker;
 
-/* The routing key of req (--key, --key-prefix): points into req, valid while req lives. */
-void lb_request_key(const struct lb_req *req, const char **key, size_t *len);
+/* The routing key of req (--key, --key-prefix) in a new NUL-terminated string of *len bytes
+ * (the key itself may hold NUL bytes: --key prompt puts one after the model); the caller frees
+ * it.  Returns NULL when out of memory.  Any worker thread. */
+char *lb_request_key(const struct lb_req *req, size_t *len);
 
 /* Copies the end-to-end headers of src into dst, skipping the names in extra (NULL-terminated,
  * may be NULL) as well.  Linear in the size of src. */

@@ -184,10 +184,11 @@ static void add_member(struct evbuffer *b, const chring_snap_t *s, const chring_
         evbuffer_add_printf(
             b,
             ",\"requests\":%llu,\"failures\":%llu,\"retries_in\":%llu,"
-            "\"bytes_out\":%llu,\"downs\":%llu,\"draining\":%s",
+            "\"bytes_out\":%llu,\"downs\":%llu,\"slow\":%llu,\"draining\":%s",
             (unsigned long long)GET(be->requests), (unsigned long long)GET(be->failures),
             (unsigned long long)GET(be->retries_in), (unsigned long long)GET(be->bytes_out),
-            (unsigned long long)GET(be->downs), GET(be->drain_until_ms) ? "true" : "false");
+            (unsigned long long)GET(be->downs), (unsigned long long)GET(be->slow),
+            GET(be->drain_until_ms) ? "true" : "false");
     }
     evbuffer_add_printf(b, ",\"down\":%s}", down ? "true" : "false");
 }
@@ -216,13 +217,15 @@ static void add_balancer(struct evbuffer *b)
         "\"retries\":%llu,\"bad_gateway\":%llu,\"aborted\":%llu,\"client_gone\":%llu,"
         "\"no_backend\":%llu,\"stats\":%llu,\"active\":%llu,\"reloads\":%llu,"
         "\"reload_errors\":%llu,\"reload_resolving\":%llu,\"backpressure_pauses\":%llu,"
+        "\"health_panics\":%llu,"
         "\"outcomes\":{\"owner\":%llu,\"spilled\":%llu,\"saturated\":%llu}}",
         lb_cfg.threads, (unsigned long long)t[0], (unsigned long long)t[1],
         (unsigned long long)t[2], (unsigned long long)t[3], (unsigned long long)t[4],
         (unsigned long long)t[5], (unsigned long long)t[6], (unsigned long long)t[7],
         (unsigned long long)t[8], (unsigned long long)GET(lb_reloads),
         (unsigned long long)GET(lb_reload_errors), (unsigned long long)GET(lb_reload_resolving),
-        (unsigned long long)t[9], (unsigned long long)o[CHRING_OUTCOME_OWNER],
+        (unsigned long long)t[9], (unsigned long long)GET(lb_health_panics),
+        (unsigned long long)o[CHRING_OUTCOME_OWNER],
         (unsigned long long)o[CHRING_OUTCOME_SPILLED],
         (unsigned long long)o[CHRING_OUTCOME_SATURATED]);
     lb_etcd_stats(b);
