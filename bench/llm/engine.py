@@ -688,10 +688,11 @@ def build_parser():
     p.add_argument("--kv-blocks", type=int, default=24000,
                    help="KV cache blocks of 16 tokens (default 24000: Llama-3.1-8B on one 80 GB "
                         "GPU at gpu_memory_utilization 0.9)")
-    p.add_argument("--max-num-seqs", type=int, default=256,
-                   help="requests running at once (default 256, vLLM's)")
+    p.add_argument("--max-num-seqs", type=int, default=1024,
+                   help="requests running at once (default 1024, vLLM's on an 80 GB H100)")
     p.add_argument("--max-batched-tokens", type=int, default=8192,
-                   help="tokens per step, chunked prefill's budget (default 8192)")
+                   help="tokens per step, chunked prefill's budget (default 8192, vLLM's on "
+                        "an 80 GB H100)")
     p.add_argument("--max-output", type=int, default=256,
                    help="max_tokens when a request gives none, and its upper bound (default 256)")
     p.add_argument("--step-base", type=float, default=0.0065,

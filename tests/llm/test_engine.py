@@ -282,11 +282,23 @@ class PrefixCache(unittest.TestCase):
     def test_identical_prompt_recomputes_its_last_block(self):
         sim = self.start()
         prompt = "z" * (64 * 10)  # exactly 10 blocks
-        self.chat_free = None
         r, p1 = sim.request("POST", "/v1/completions", completion(prompt, 1))
         r, p2 = sim.request("POST", "/v1/completions", completion(prompt, 1))
         self.assertEqual(json.loads(p2)["usage"]["prompt_tokens_details"]["cached_tokens"],
                          9 * 16)
+
+    def test_a_block_hits_only_after_the_same_prefix(self):
+        # Block hashes are chained: the same 64 bytes after a different prefix are another
+        # block.  "x y y y" is cached; "y y y" starts with a block equal to x's second one.
+        sim = self.start()
+        x, y = "x" * 64, "y" * 64
+        sim.request("POST", "/v1/completions", completion(x + y * 3 + "!", 1))
+        r, payload = sim.request("POST", "/v1/completions", completion(y * 3 + "!", 1))
+        self.assertEqual(json.loads(payload)["usage"]["prompt_tokens_details"]["cached_tokens"],
+                         0)
+        r, payload = sim.request("POST", "/v1/completions", completion(x + y * 2 + "?", 1))
+        self.assertEqual(json.loads(payload)["usage"]["prompt_tokens_details"]["cached_tokens"],
+                         48)
 
     def test_small_cache_evicts_the_least_recently_used_prefix(self):
         # 200 blocks: one 2048-token system prompt (129 blocks with its question) fits, two do not.
