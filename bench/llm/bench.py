@@ -259,7 +259,7 @@ class ApproxTree:
 
 
 class CacheAware:
-    """SGLang's cache-aware policy (sgl-router src/policies/cache_aware.rs) with its defaults:
+    """SGLang's cache-aware policy (the cache_aware.rs policy of its sgl-router) with its defaults:
     cache_threshold 0.3, balance_abs_threshold 64, balance_rel_threshold 1.5; the loads are this
     router's own requests in flight per worker.  The eviction of old tree nodes (every 120 s above
     2^26 characters) never triggers at this benchmark's size and is left out."""
@@ -628,6 +628,7 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set key outside right top
 set grid ytics
+set yrange [0:*]
 set ylabel '{ylabel}'
 set title '{title}'
 set xtics noenhanced
@@ -636,21 +637,24 @@ plot for [i=2:{ncol}] '{data}' using i:xtic(1) title columnhead
 """
 
 GNUPLOT_PREFIX = r"""
-set terminal pngcairo size 900,420 font ",10"
+set terminal pngcairo size 1000,420 font ",10"
 set output '{out}'
 set datafile separator ','
 set logscale x 2
 set xlabel '--key-prefix (bytes)'
 set ylabel 'prefix-cache hit rate'
-set y2label 'TTFT p99 (s, modelled)'
+set y2label 'mean TTFT (s, modelled)'
 set ytics nomirror
 set y2tics
 set yrange [0:1]
+set y2range [0:*]
 set grid
-set key noenhanced
+set key outside right top noenhanced
 set title 'chring, shared-prefix workload: the key prefix'
-plot '{data}' using 1:2 with linespoints title 'hit rate' axes x1y1, \
-     '{data}' using 1:3 with linespoints title 'TTFT p99' axes x1y2
+plot '{data}' using 1:($4==2048?$2:1/0) with linespoints lw 2 title 'hit rate, system prompt 8 KB' axes x1y1, \
+     '{data}' using 1:($4==128?$2:1/0) with linespoints lw 2 title 'hit rate, system prompt 512 B' axes x1y1, \
+     '{data}' using 1:($4==2048?$3:1/0) with linespoints dt 2 title 'mean TTFT, 8 KB' axes x1y2, \
+     '{data}' using 1:($4==128?$3:1/0) with linespoints dt 2 title 'mean TTFT, 512 B' axes x1y2
 """
 
 
@@ -666,11 +670,13 @@ def plots(out_dir, rows, prefix_rows):
         if r["policy"] not in policies:
             policies.append(r["policy"])
     by = {(r["workload"], r["policy"]): r for r in rows}
-    for metric, ylabel, title in (("ttft_p99", "TTFT p99 (s, modelled)", "TTFT p99"),
+    tmp = tempfile.mkdtemp(prefix="llm-plot-")
+    for metric, ylabel, title in () if not rows else (
+                                 ("ttft_p99", "TTFT p99 (s, modelled)", "TTFT p99"),
                                   ("ttft_mean", "mean TTFT (s, modelled)", "mean TTFT"),
                                   ("hit_rate", "prefix-cache hit rate", "prefix-cache hit rate"),
                                   ("tokens_per_s", "output tokens/s (modelled)", "throughput")):
-        data = os.path.join(out_dir, "llm_plot_%s.csv" % metric)
+        data = os.path.join(tmp, "llm_plot_%s.csv" % metric)
         with open(data, "w") as f:
             f.write("workload," + ",".join(policies) + "\n")
             for w in workloads:
@@ -681,12 +687,14 @@ def plots(out_dir, rows, prefix_rows):
                                      ncol=len(policies) + 1, data=data)
         subprocess.run(["gnuplot"], input=script, text=True, check=False)
     if prefix_rows:
-        data = os.path.join(out_dir, "llm_plot_keyprefix.csv")
+        data = os.path.join(tmp, "llm_plot_keyprefix.csv")
         with open(data, "w") as f:
             for r in prefix_rows:
-                f.write("%s,%s,%s\n" % (r["key_prefix"], r["hit_rate"], r["ttft_p99"]))
+                f.write("%s,%s,%s,%s\n" % (r["key_prefix"], r["hit_rate"], r["ttft_mean"],
+                                            r["system_tokens"]))
         subprocess.run(["gnuplot"], input=GNUPLOT_PREFIX.format(
             out=os.path.join(out_dir, "llm_keyprefix.png"), data=data), text=True, check=False)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main():
@@ -714,6 +722,11 @@ def main():
     p.add_argument("--workloads", default="")
     p.add_argument("--policies", default="")
     p.add_argument("--no-sweep", action="store_true", help="skip the --key-prefix measurement")
+    p.add_argument("--sweep-only", action="store_true", help="only the --key-prefix measurement")
+    p.add_argument("--replot", action="store_true",
+                   help="draw the plots again from OUT/llm.csv and OUT/llm_keyprefix.csv")
+    p.add_argument("--sweep-system-tokens", default="2048,128",
+                   help="system prompt lengths of the --key-prefix measurement")
     p.add_argument("--poll-interval", type=float, default=0.2)
     cfg = p.parse_args()
     if cfg.quick:
@@ -735,6 +748,15 @@ def main():
         cfg.clients = cfg.groups * cfg.per_group  # all at once
     cfg.bypass_clients = max(1, cfg.clients // 16)
     cfg.fallback_prefix = 1024
+    if cfg.replot:
+        def read(name):
+            path = os.path.join(cfg.out, name)
+            if not os.path.exists(path):
+                return []
+            with open(path) as f:
+                return list(csv.DictReader(f))
+        plots(cfg.out, read("llm.csv"), read("llm_keyprefix.csv"))
+        return
     help_text = lb_help(cfg.lb)
     if not help_text:
         sys.exit("bench.py: cannot run %s (build it: ninja -C build)" % cfg.lb)
@@ -751,7 +773,7 @@ def main():
     base = make_workloads(cfg)
     rows = []
     t_start = time.monotonic()
-    for wname in cfg.workloads.split(","):
+    for wname in ([] if cfg.sweep_only else cfg.workloads.split(",")):
         bypass = wname.endswith("+bypass")
         wl = Workload(wname, base[wname.replace("+bypass", "")], bypass)
         for pol in policies:
@@ -760,19 +782,30 @@ def main():
             print(json.dumps(r), flush=True)
     prefix_rows = []
     if not cfg.no_sweep and not cfg.quick:
-        wl = Workload("shared_prefix", base["shared_prefix"])
-        for kp in (64, 128, 256, 1024, 8192, 16384):
-            r = run_case(cfg, wl, "chring", key_prefix=kp)
-            prefix_rows.append(r)
-            print(json.dumps(r), flush=True)
+        # The key prefix: system prompts of 2,048 tokens (8 KB, the workload above) and of 128
+        # tokens (512 bytes: a short one, where a long key prefix reaches the user's question).
+        for st in [int(x) for x in cfg.sweep_system_tokens.split(",") if x]:
+            cfg2 = argparse.Namespace(**vars(cfg))
+            cfg2.system_tokens = st
+            wl = Workload("shared_prefix_sys%d" % st, make_workloads(cfg2)["shared_prefix"])
+            for kp in (64, 128, 256, 1024, 4096, 16384):
+                r = run_case(cfg2, wl, "chring", key_prefix=kp)
+                r["system_tokens"] = st
+                prefix_rows.append(r)
+                print(json.dumps(r), flush=True)
     tag = "llm_quick" if cfg.quick else "llm"
-    write_csv(os.path.join(cfg.out, tag + ".csv"), rows)
     tg = targets(rows)
-    write_csv(os.path.join(cfg.out, tag + "_targets.csv"), tg, ["target", "value", "bound", "met"])
+    if rows:
+        write_csv(os.path.join(cfg.out, tag + ".csv"), rows)
+        write_csv(os.path.join(cfg.out, tag + "_targets.csv"), tg,
+                  ["target", "value", "bound", "met"])
     if prefix_rows:
-        write_csv(os.path.join(cfg.out, "llm_keyprefix.csv"), prefix_rows)
-    if not cfg.quick:
+        write_csv(os.path.join(cfg.out, "llm_keyprefix.csv"), prefix_rows,
+                  ["system_tokens"] + FIELDS)
+    if not cfg.quick and not cfg.sweep_only:
         plots(cfg.out, rows, prefix_rows)
+    elif prefix_rows:
+        plots(cfg.out, [], prefix_rows)
     for t in tg:
         print("target: %(target)s = %(value)s (bound %(bound)s): %(met)s" % t)
     print("total wall time: %.0f s" % (time.monotonic() - t_start))
