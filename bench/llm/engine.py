@@ -35,7 +35,7 @@ import sys
 import time
 
 BLOCK_TOKENS = 16  # vLLM's default block size
-TOKEN_BYTES = 4  # one token stands for 4 bytes of prompt text (docs/llm.md, "The model")
+TOKEN_BYTES = 4  # one token stands for 4 bytes of prompt text (docs/llm.md, "The engine simulator")
 BLOCK_BYTES = BLOCK_TOKENS * TOKEN_BYTES
 
 # Buckets of vLLM's vllm:time_to_first_token_seconds histogram.
@@ -478,6 +478,10 @@ class Server:
                     break
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
+        except ValueError:
+            # A malformed chunk size: answer 400 and close, as for any bad framing.
+            writer.write(response(400, error_body(400, "bad chunked framing", "BadRequestError"),
+                                  keep_alive=False))
         finally:
             self.conns.discard(writer)
             try:

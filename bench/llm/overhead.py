@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The engine simulator's own overhead (docs/llm.md, "The engine simulator (bench/llm/engine.py)").
+"""The engine simulator's own overhead (docs/llm.md, "The engine simulator").
 
 Starts one simulator process hosting ENGINES engines on 127.0.0.1, opens STREAMS concurrent
 streamed completions on each (unique prompts of PROMPT tokens, OUTPUT tokens each), reads every

@@ -232,6 +232,24 @@ class ApiShape(unittest.TestCase):
         r, _ = self.sim.request("GET", "/v1/completions")
         self.assertEqual(r.status, 405)
 
+    def test_chunked_request_body_is_read_and_bad_framing_refused(self):
+        body = json.dumps(completion("chunked body", 2)).encode()
+        for chunks, status in (([body[:10], body[10:]], b"200"), ([b"zz"], b"400")):
+            s = socket.create_connection(("127.0.0.1", self.sim.port), timeout=30)
+            data = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks)
+            if status == b"400":
+                data = b"zz\r\n"
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n" + data + b"0\r\n\r\n")
+            got = b""
+            while True:
+                part = s.recv(65536)
+                if not part:
+                    break
+                got += part
+            s.close()
+            self.assertTrue(got.startswith(b"HTTP/1.1 " + status), got[:80])
+
     def test_max_tokens_is_capped_by_max_output(self):
         r, payload = self.sim.request("POST", "/v1/completions", completion("x", 1000))
         self.assertEqual(json.loads(payload)["usage"]["completion_tokens"], 64)
