@@ -33,7 +33,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 DEMO_ARGS ?=
 DEPS_GROUPS ?=
-FORMAT_DIRS = include src tools bench tests lb fuzz
+FORMAT_DIRS = include src tools bench tests lb nginx vmod fuzz
 
 export BUILDTYPE TEST_ARGS
 

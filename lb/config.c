@@ -16,6 +16,37 @@
 
 struct lb_config lb_cfg;
 
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a macro's value as a string literal */
+
+/* Whether chring-lb takes profile p: every profile of the library's table (chring_profile_info)
+ * but custom (no hash function to give) and those whose member names must be server ids
+ * (haproxy: chring-lb's names are HOST:PORT). */
+static bool profile_usable(chring_profile_t p)
+{
+    chring_profile_info_t info;
+    return p != CHRING_PROFILE_CUSTOM && chring_profile_info(p, &info) == 0 && !info.names_are_ids;
+}
+
+/* "hash64, murmur32, ...": the profiles chring-lb takes, from the library's table, so that a new
+ * profile appears in --help and in the error message without an edit here. */
+static const char *profile_list(void)
+{
+    static char buf[512];
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int p = 0; p < CHRING_PROFILE_COUNT; p++) {
+        if (!profile_usable((chring_profile_t)p))
+            continue;
+        int w = snprintf(buf + n, sizeof buf - n, "%s%s", n ? ", " : "",
+                         chring_profile_name((chring_profile_t)p));
+        if (w < 0 || (size_t)w >= sizeof buf - n)
+            break;
+        n += (size_t)w;
+    }
+    return buf;
+}
+
 static void usage(FILE *f)
 {
     fprintf(
@@ -32,24 +63,25 @@ static void usage(FILE *f)
         "                            the model and the prompt of an OpenAI-compatible JSON body\n"
         "                            (/v1/completions, /v1/chat/completions)\n"
         "  --key-prefix N            route by the key's first N bytes (--key prompt: default\n"
-        "                            1024, the model and the prompt's first block)\n"
+        "                            " STR(LB_PROMPT_DEFAULT_PREFIX) ", the model and the prompt's first block)\n"
         "");
     /* two pieces: one string literal of over 4095 bytes is past what C99 compilers must take */
     fprintf(
         f,
-        "  --profile NAME            hash64 (default), xxh3, murmur32, fnv32, fnv16, ketama, "
-        "nginx, varnish\n"
+        "  --profile NAME            placement profile (default hash64): %s\n"
         "  --vnodes N                points per unit of weight (default 160)\n"
         "  --balance C               bounded-load factor c (default 1.25)\n"
-        "  --backend-timeout SECS    deadline for a backend's answer head; then for its body\n"
-        "                            (plus --body-min-rate), and its idle timeout (default 3)\n"
+        "  --backend-timeout SECS    deadline for a backend's answer head; then its body's idle\n"
+        "                            timeout: a body that keeps flowing (a token stream) is\n"
+        "                            never cut (default 3)\n"
         "  --client-timeout SECS     client connections: idle timeout, and the deadline for a\n"
         "                            whole request head, or body (default 15)\n"
-        "  --body-min-rate BYTES     a body (request or answer) extends its deadline by 1 s per\n"
-        "                            BYTES received (default 65536; 0: no extension)\n"
+        "  --body-min-rate BYTES     a request body extends its deadline by 1 s per BYTES\n"
+        "                            received (default 65536; 0: no extension)\n"
         "  --fail-timeout SECS       after a failure, send a backend's keys to their next replica\n"
         "                            for this long without trying it (default 1; 0: off): it is\n"
-        "                            down in the ring (chring_set_down), then up again\n"
+        "                            down in the ring (chring_set_down), then up again; at most\n"
+        "                            half of the members at once (docs/lb.md)\n"
         "  --slow-start SECS         a backend that joins a running ring (reload, etcd) ramps\n"
         "                            its admission scale from 0.1 to 1 over SECS (default 0: off)\n"
         "  --drain SECS              a backend that leaves ramps to 0 over SECS and leaves the\n"
@@ -81,7 +113,8 @@ static void usage(FILE *f)
         "  --verbose                 log retries and retirements\n"
         "Timeouts are seconds, at least 0.001 (1 ms).\n"
         "GET /_chring/stats answers the ring's and every member's statistics as JSON;\n"
-        "GET /_chring/ is a status page drawing them.\n");
+        "GET /_chring/ is a status page drawing them.\n",
+        profile_list());
 }
 
 /* Prints "chring-lb: <message>" on standard error.  Returns -1 for the caller to return. */
@@ -276,9 +309,9 @@ static int parse_option(int c, const char *arg)
             return bad("--key-prefix: a positive number of bytes");
         return 0;
     case O_PROFILE:
-        if (chring_profile_parse(arg, &lb_cfg.profile) < 0 ||
-            lb_cfg.profile == CHRING_PROFILE_CUSTOM)
-            return bad("--profile %s: unknown", arg);
+        if (chring_profile_parse(arg, &lb_cfg.profile) < 0 || !profile_usable(lb_cfg.profile))
+            return bad("--profile %s: unknown or not for HOST:PORT members (one of: %s)", arg,
+                       profile_list());
         return 0;
     case O_VNODES:
         if (parse_size(arg, &v, 1, CHRING_POINTS_MAX) < 0)

@@ -20,11 +20,38 @@
 /* --help: these lines, the engine's list of commands (chring_cli_usage), then the last line. */
 static const char usage_head[] =
     "usage: chring [--profile P=hash64] [--vnodes N] [--balance C] [FILE...]\n"
-    "Reads commands from FILEs or stdin (-), one per line; answers each on stdout.\n"
-    "  --profile P  murmur32 fnv32 fnv16 xxh3 ketama nginx haproxy envoy varnish\n"
-    "  --vnodes N   points per weight, 160 (ketama nginx haproxy envoy ignore it)\n"
+    "Reads commands from FILEs or stdin (-), one per line; answers each on stdout.\n";
+static const char usage_options[] =
     "  --balance C  bounded-load factor of BOUNDED and ACQUIRE (default 1.25)\n"
     "Commands (any case; blank lines and # comments are ignored)         answer\n";
+
+/* The profiles (every one of the library's table but custom and hash64, the default the usage
+ * line names) and those that ignore --vnodes,
+ * written from chring_profile_info: a new profile shows without an edit here. */
+static void print_profiles(FILE *f)
+{
+    chring_profile_info_t info;
+    fputs("  --profile P ", f);
+    size_t col = 13; /* the lines fit 80 columns (tests/cli checks --help) */
+    for (int p = 0; p < CHRING_PROFILE_COUNT; p++)
+        if (p != CHRING_PROFILE_CUSTOM && p != CHRING_PROFILE_HASH64 && /* the default: above */
+            chring_profile_info((chring_profile_t)p, &info) == 0) {
+            if (col + 1 + strlen(info.name) > 79) {
+                fputs("\n              ", f);
+                col = 13;
+            }
+            col += (size_t)fprintf(f, " %s", info.name);
+        }
+    fputs("\n  --vnodes N   points per weight, 160 (", f);
+    const char *sep = "";
+    for (int p = 0; p < CHRING_PROFILE_COUNT; p++)
+        if (p != CHRING_PROFILE_CUSTOM && chring_profile_info((chring_profile_t)p, &info) == 0 &&
+            !info.uses_vnodes) {
+            fprintf(f, "%s%s", sep, info.name);
+            sep = " ";
+        }
+    fputs(" ignore it)\n", f);
+}
 static const char usage_tail[] =
     "Bad lines answer ERR <reason>.  Exit 0 unless input could not be read.\n";
 
@@ -123,6 +150,8 @@ int main(int argc, char **argv)
         }
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             fputs(usage_head, stdout);
+            print_profiles(stdout);
+            fputs(usage_options, stdout);
             chring_cli_usage(stdout);
             fputs(usage_tail, stdout);
             return 0;
@@ -133,8 +162,12 @@ int main(int argc, char **argv)
         }
         if (parse_option_value(arg, "--profile", &i, argc, argv, &value)) {
             chring_profile_t profile;
-            if (chring_profile_parse(value, &profile) != 0 || profile == CHRING_PROFILE_CUSTOM)
-                bad_usage("unknown profile '%s'", value);
+            if (chring_profile_parse(value, &profile) != 0 || profile == CHRING_PROFILE_CUSTOM) {
+                fprintf(stderr, "chring: unknown profile '%s'; hash64 (the default) or:\n", value);
+                print_profiles(stderr);
+                fprintf(stderr, "Try 'chring --help'.\n");
+                exit(2);
+            }
             opt.profile = value;
         } else if (parse_option_value(arg, "--vnodes", &i, argc, argv, &value)) {
             vnodes_text = value; /* checked below, when the profile is known */
