@@ -68,7 +68,8 @@ static void usage(FILE *f)
     /* two pieces: one string literal of over 4095 bytes is past what C99 compilers must take */
     fprintf(
         f,
-        "  --profile NAME            placement profile (default hash64): %s\n"
+        "  --profile NAME            placement profile (default hash64), one of:\n"
+        "                            %s\n"
         "  --vnodes N                points per unit of weight (default 160)\n"
         "  --balance C               bounded-load factor c (default 1.25)\n"
         "  --backend-timeout SECS    deadline for a backend's answer head; then its body's idle\n"
@@ -78,6 +79,15 @@ static void usage(FILE *f)
         "                            whole request head, or body (default 15)\n"
         "  --body-min-rate BYTES     a request body extends its deadline by 1 s per BYTES\n"
         "                            received (default 65536; 0: no extension)\n"
+        "  --send-min-rate BYTES     while an answer waits for the client to take it, the client\n"
+        "                            may keep it waiting --client-timeout plus 1 s per BYTES it\n"
+        "                            took (default 16384; 0: only --client-timeout without any\n"
+        "                            progress)\n"
+        "  --members-max-points N    --backend plus --members: points in all, weights x vnodes\n"
+        "                            (default 16777216): a file above is refused\n",
+        profile_list());
+    fprintf(
+        f,
         "  --fail-timeout SECS       after a failure, send a backend's keys to their next replica\n"
         "                            for this long without trying it (default 1; 0: off): it is\n"
         "                            down in the ring (chring_set_down), then up again; at most\n"
@@ -102,19 +112,22 @@ static void usage(FILE *f)
         "  --max-requests N          requests in flight in all; above: 503 (default 4096)\n"
         "  --max-body-total BYTES    request body bytes buffered in all; above: 503\n"
         "                            (default 268435456)\n"
-        "  --stats-listen HOST:PORT  serve /_chring/ (stats, status page) only there, on the main\n"
-        "                            thread (default: on the main listener)\n"
+        "  --stats-listen HOST:PORT  serve /_chring/ (stats, metrics, status page) only there,\n"
+        "                            on the main thread\n"
         "  --stats-allow LIST        peers allowed to /_chring/: any, or CIDRs separated by "
         "commas\n"
-        "                            (default 127.0.0.0/8,::1)\n"
+        "                            (default 127.0.0.0/8,::1 on --stats-listen); given, it\n"
+        "                            also opens /_chring/ on the main listener to them, except\n"
+        "                            for requests a proxy forwarded\n"
         "  --outcome-header          add X-Chring-Outcome: owner, spilled or saturated (how the\n"
         "                            answering backend was chosen) to proxied answers; it tells\n"
         "                            clients about the backends' load (default: off)\n"
         "  --verbose                 log retries and retirements\n"
         "Timeouts are seconds, at least 0.001 (1 ms).\n"
-        "GET /_chring/stats answers the ring's and every member's statistics as JSON;\n"
-        "GET /_chring/ is a status page drawing them.\n",
-        profile_list());
+        "GET /_chring/stats answers the ring's and every member's statistics as JSON\n"
+        "(?members=0: the summary; ?members=OFFSET,COUNT: a page of members);\n"
+        "GET /_chring/metrics the same in Prometheus' text format;\n"
+        "GET /_chring/ is a status page drawing them.\n");
 }
 
 /* Prints "chring-lb: <message>" on standard error.  Returns -1 for the caller to return. */
@@ -198,6 +211,8 @@ static void set_defaults(void)
     lb_cfg.max_headers = 8192;
     lb_cfg.max_body = 16u << 20;
     lb_cfg.body_min_rate = 65536;
+    lb_cfg.send_min_rate = 16384;
+    lb_cfg.members_max_points = (uint64_t)1 << 24;
     lb_cfg.max_idle = 64;
     lb_cfg.high_water = 256u << 10;
     lb_cfg.fail_timeout_ms = 1000;
@@ -241,6 +256,8 @@ enum {
     O_ETCDMAXPOINTS,
     O_ETCDRANGETIMEOUT,
     O_OUTCOMEHEADER,
+    O_SENDRATE,
+    O_MEMBERSMAXPOINTS,
     O_HELP
 };
 
@@ -275,6 +292,8 @@ static const struct option opts[] = {
     {"etcd-max-points", required_argument, 0, O_ETCDMAXPOINTS},
     {"etcd-range-timeout", required_argument, 0, O_ETCDRANGETIMEOUT},
     {"outcome-header", no_argument, 0, O_OUTCOMEHEADER},
+    {"send-min-rate", required_argument, 0, O_SENDRATE},
+    {"members-max-points", required_argument, 0, O_MEMBERSMAXPOINTS},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -351,6 +370,11 @@ static int parse_option(int c, const char *arg)
             return bad("--body-min-rate: 0..1099511627776");
         lb_cfg.body_min_rate = v;
         return 0;
+    case O_SENDRATE:
+        if (parse_size(arg, &v, 0, (size_t)1 << 40) < 0)
+            return bad("--send-min-rate: 0..1099511627776");
+        lb_cfg.send_min_rate = v;
+        return 0;
     case O_MAXIDLE:
         if (parse_size(arg, &v, 0, 100000) < 0)
             return bad("--max-idle: 0..100000");
@@ -406,6 +430,11 @@ static int parse_option(int c, const char *arg)
     case O_ETCDMAXANSWER:
         if (parse_size(arg, &lb_cfg.etcd_max_answer, 4096, (size_t)1 << 32) < 0)
             return bad("--etcd-max-answer: 4096..4294967296 bytes");
+        return 0;
+    case O_MEMBERSMAXPOINTS:
+        if (parse_size(arg, &v, 1, CHRING_RING_POINTS_MAX) < 0)
+            return bad("--members-max-points: 1..%u", CHRING_RING_POINTS_MAX);
+        lb_cfg.members_max_points = v;
         return 0;
     case O_ETCDMAXPOINTS:
         if (parse_size(arg, &v, 1, CHRING_RING_POINTS_MAX) < 0)

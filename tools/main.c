@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +59,8 @@ static const char usage_tail[] =
 /* Reads lines from fd and hands each to the engine, flushing stdout after every answer.
  * A line longer than CHRING_CLI_LINE_MAX is answered "ERR line too long" and skipped up to its
  * newline.  read(2) is used rather than stdio so that an interactive pipe gets its answer as soon
- * as its line is complete.  Returns 0, or -1 after a read error (reported on stderr). */
+ * as its line is complete.  Returns 0, -1 after a read error (reported on stderr), or -2 when
+ * standard output cannot be written (a reader that went away: nothing more is read). */
 static int run_fd(chring_cli_t *cli, int fd, const char *label, char *buf)
 {
     size_t have = 0;       /* bytes of the current line in buf */
@@ -83,7 +85,8 @@ static int run_fd(chring_cli_t *cli, int fd, const char *label, char *buf)
                     skipping = true;
                     have = 0;
                     fputs("ERR line too long\n", stdout);
-                    fflush(stdout);
+                    if (fflush(stdout) != 0 || ferror(stdout))
+                        return -2;
                 } else {
                     memcpy(buf + have, chunk + i, take);
                     have += take;
@@ -94,7 +97,8 @@ static int run_fd(chring_cli_t *cli, int fd, const char *label, char *buf)
                 i++;
                 if (!skipping) {
                     chring_cli_exec(cli, buf, have, stdout);
-                    fflush(stdout);
+                    if (fflush(stdout) != 0 || ferror(stdout))
+                        return -2;
                 }
                 skipping = false;
                 have = 0;
@@ -103,7 +107,8 @@ static int run_fd(chring_cli_t *cli, int fd, const char *label, char *buf)
     }
     if (have > 0 && !skipping) { /* a last line without a newline */
         chring_cli_exec(cli, buf, have, stdout);
-        fflush(stdout);
+        if (fflush(stdout) != 0 || ferror(stdout))
+            return -2;
     }
     return 0;
 }
@@ -222,15 +227,21 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    int status = 0;
+    /* A reader that goes away (chring ... | head -1) is a write error like any other: reported,
+     * exit status 1, and nothing more read; not a death by SIGPIPE, and, when SIGPIPE was
+     * ignored by the parent, not endless input answered into a closed pipe. */
+    signal(SIGPIPE, SIG_IGN);
+    int status = 0, run = 0;
     if (first_file >= argc) {
-        if (run_fd(cli, STDIN_FILENO, "standard input", buf) < 0)
+        run = run_fd(cli, STDIN_FILENO, "standard input", buf);
+        if (run < 0)
             status = 1;
     }
-    for (int i = first_file; i < argc; i++) {
+    for (int i = first_file; i < argc && run != -2; i++) {
         /* Like cat: an unreadable file is reported and skipped, and the exit status is 1. */
         if (strcmp(argv[i], "-") == 0) {
-            if (run_fd(cli, STDIN_FILENO, "standard input", buf) < 0)
+            run = run_fd(cli, STDIN_FILENO, "standard input", buf);
+            if (run < 0)
                 status = 1;
             continue;
         }
@@ -240,15 +251,16 @@ int main(int argc, char **argv)
             status = 1;
             continue;
         }
-        if (run_fd(cli, fd, argv[i], buf) < 0)
+        run = run_fd(cli, fd, argv[i], buf);
+        if (run < 0)
             status = 1;
         close(fd);
     }
 
     free(buf);
     chring_cli_free(cli);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "chring: error writing standard output\n");
+    if (run == -2 || fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "chring: error writing standard output: %s\n", strerror(errno));
         status = 1;
     }
     return status;
