@@ -366,6 +366,59 @@ def wait_metric(sim, pred, seconds=20):
     raise AssertionError("condition not met within %ss; last metrics: %r" % (seconds, seen))
 
 
+class TimeModel(unittest.TestCase):
+    def test_steps_cost_base_per_request_and_per_uncached_prompt_token(self):
+        # The modelled durations (not wall times): a lone request of a 2,048-token prompt and
+        # 3 output tokens runs 3 steps, the first with its prefill; the same prompt again
+        # prefills only its last block (16 tokens).
+        base, per_seq, per_token, scale = 0.002, 0.0005, 0.00001, 1.5
+        sim = Sim("--step-base", str(base), "--step-per-seq", str(per_seq),
+                  "--prefill-per-token", str(per_token), "--time-scale", str(scale))
+        try:
+            prompt = "p" * (64 * 128)
+            m0, _ = sim.metrics()
+            sim.request("POST", "/v1/completions", completion(prompt, 3))
+            m1, _ = sim.metrics()
+            sim.request("POST", "/v1/completions", completion(prompt, 3))
+            m2, _ = sim.metrics()
+        finally:
+            sim.stop()
+        key = "sim:step_modelled_seconds_total"
+        self.assertEqual(m1["sim:steps_total"] - m0["sim:steps_total"], 3)
+        self.assertAlmostEqual(m1[key] - m0[key],
+                               scale * (3 * base + 3 * per_seq + 2048 * per_token), places=9)
+        self.assertAlmostEqual(m2[key] - m1[key],
+                               scale * (3 * base + 3 * per_seq + 16 * per_token), places=9)
+
+    def test_a_step_costs_more_with_more_requests_in_it(self):
+        # Two streams of 30 tokens with 1-token prompts, however they overlap: every step costs
+        # the base, each request costs per_seq in each of its 30 steps, each prompt one token.
+        base, per_seq, per_token = 0.002, 0.0005, 0.00001
+        sim = Sim("--step-base", str(base), "--step-per-seq", str(per_seq),
+                  "--prefill-per-token", str(per_token), "--time-scale", "3")
+        socks = []
+        try:
+            socks = [open_stream(sim.port, "abcd", 30), open_stream(sim.port, "efgh", 30)]
+            for s in socks:
+                data = b""
+                deadline = time.monotonic() + 30
+                while not data.endswith(b"0\r\n\r\n") and time.monotonic() < deadline:
+                    got = s.recv(65536)
+                    if not got:
+                        break
+                    data += got
+            m, _ = sim.metrics()
+        finally:
+            for s in socks:
+                s.close()
+            sim.stop()
+        steps = m["sim:steps_total"]
+        self.assertGreaterEqual(steps, 30)
+        self.assertLessEqual(steps, 60)
+        self.assertAlmostEqual(m["sim:step_modelled_seconds_total"],
+                               3 * (steps * base + 60 * per_seq + 2 * per_token), places=9)
+
+
 class Queue(unittest.TestCase):
     def test_requests_beyond_max_num_seqs_wait(self):
         # Slow steps (time scale 10: 65 ms a step) so that the streams last while we look.
