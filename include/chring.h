@@ -100,6 +100,8 @@ CHRING_API unsigned chring_version_number(void);
 /* Defaults (and the upper limit) of the envoy profile's ring size bounds, as Envoy's. */
 #define CHRING_DEFAULT_RING_SIZE_MIN 1024u
 #define CHRING_DEFAULT_RING_SIZE_MAX 8388608u
+/* Default lifetime of a reported load (config.report_ttl_ms), in milliseconds. */
+#define CHRING_DEFAULT_REPORT_TTL_MS 1000u
 
 /* ---------------------------------------------------------------------------------------------
  * Errors
@@ -258,10 +260,14 @@ typedef struct chring_config {
      * returns -EINVAL. */
     uint32_t ring_size_min;
     uint32_t ring_size_max;
+    /* Reported load (chring_report_load, 0.4): how long a member's report counts, in
+     * milliseconds of CLOCK_MONOTONIC from the call.  Default 1000; 0: reports are ignored (the
+     * bound counts this instance's leases only, as before 0.4). */
+    uint32_t report_ttl_ms;
 } chring_config_t;
 
 /* Fills *cfg with the defaults (hash64, 160 vnodes, balance 1.25, no retire, no slow start,
- * envoy ring sizes 1024 and 8388608).  NULL-safe. */
+ * envoy ring sizes 1024 and 8388608, reports counted for 1000 ms).  NULL-safe. */
 CHRING_API void chring_config_default(chring_config_t *cfg);
 
 /* The profile's name ("hash64", "murmur32", ...), or NULL for an unknown value. */
@@ -507,7 +513,9 @@ CHRING_API const char *chring_member_name(const chring_member_t *m);
 CHRING_API void *chring_member_udata(const chring_member_t *m);
 /* The member's current weight (may be newer than a snapshot's); 0 for NULL. */
 CHRING_API uint32_t chring_member_weight(const chring_member_t *m);
-/* Outstanding leases on the member (its load); 0 for NULL.  One atomic load. */
+/* Outstanding leases of this instance on the member (its load, the "local" count; what the
+ * bound counts for it is chring_member_stats' counted, which a report raises); 0 for NULL.  One
+ * atomic load. */
 CHRING_API uint64_t chring_member_load(const chring_member_t *m);
 /* The member's arc share in s: the fraction of the ring's 2^bits positions whose keys it owns
  * (by the profile's own rule: the nearest point for haproxy, the top arc to the last point for
@@ -633,15 +641,44 @@ CHRING_API uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s,
  * Exact when no acquire or release is in flight.  Any thread. */
 CHRING_API uint64_t chring_leases(chring_t *r);
 
+/* Reports a load measured by member m itself (an LLM engine's running + waiting requests), which
+ * counts requests from every instance and from clients that bypass them (docs/design.md §3,
+ * "Reported load").  The ring records it with m's load now, this instance's own leases on m
+ * (local_at_report); until config.report_ttl_ms have passed, every acquire, retry, acquire_try and
+ * chring_member_capacity counts for m
+ *     max(local, report + local - local_at_report)
+ * instead of its own leases (local), and the m of the capacities (the ring's total) becomes the
+ * sum of those counts over the members, every other member counting its leases.  A newer report
+ * replaces the older one; an expired report counts nothing.  Placement (lookups), the digest and
+ * the diff do not change.  Ignored (returns 0, nothing recorded): config.report_ttl_ms 0, or m
+ * down (a report made before m went down is dropped then, too).  Returns 0, -ENOENT when m is not
+ * a member of the current snapshot (a removed member), -EINVAL for NULL r or m.  m must be valid
+ * (from a read section, a held snapshot or a lease).  Any thread, concurrently with acquires and
+ * other reports; takes the writers' lock (reports are a writer's rate, not an acquire's),
+ * allocates nothing, publishes nothing.  A ring that never reports costs its acquires nothing
+ * more: one word beside the published pointer, read with the health count, says whether any
+ * report counts. */
+CHRING_API int chring_report_load(chring_t *r, const chring_member_t *m, uint64_t load);
+
 /* ---------------------------------------------------------------------------------------------
  * Statistics: copied out, each field read atomically, the set as consistent as is cheap
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct chring_member_stats {
-    uint64_t load;       /* outstanding leases */
+    uint64_t load;       /* outstanding leases of this instance (the "local" count) */
     uint64_t acquires;   /* leases ever placed here (primary + spilled_in) */
     uint64_t primary;    /* ... of which this member was the key's owner */
     uint64_t spilled_in; /* ... of which the owner was full */
+    /* Reported load (0.4, chring_report_load): report_live is 1 while a report counts, else 0
+     * and the next three are 0.  reported is the value reported, local_at_report the member's
+     * load when it was, report_age_ms its age now. */
+    uint64_t report_live;
+    uint64_t reported;
+    uint64_t local_at_report;
+    uint64_t report_age_ms;
+    /* What the bound counts for the member now: max(load, reported + load - local_at_report)
+     * while a report counts, else load. */
+    uint64_t counted;
 } chring_member_stats_t;
 
 typedef struct chring_stats {
@@ -655,6 +692,11 @@ typedef struct chring_stats {
     uint64_t saturated; /* acquires that found every member full */
     uint64_t down;      /* members of the current membership that are down */
     uint64_t retries;   /* successful chring_acquire_skip calls */
+    /* Reported load (0.4): reports recorded (chring_report_load calls that returned 0 and were
+     * not ignored), and the m the capacities use now: leases plus, for each member of the
+     * current snapshot whose report counts, what its count adds to its leases. */
+    uint64_t reports;
+    uint64_t counted;
 } chring_stats_t;
 
 /* Copies a member's statistics (zeros for NULL m).  Reader side, or with a lease on m. */

@@ -276,6 +276,7 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
         CHRING_STORE_64(&h->down_weight,
                         h->down_weight - b.down_weight_left + b.down_weight_joined);
     }
+    chring__report_left(r, cur, b.members, b.count); /* reports of members leaving (report.c) */
     chring__publish(r, next);
     if (r->cfg.slow_start_ms > 0 && cur->nmembers > 0 && b.ncreated > 0)
         chring__ramps_changed(r); /* members that ramp joined (effective.c) */

@@ -81,6 +81,7 @@ int chring_set_down(chring_t *r, const char *name, int down)
         if (want) {
             /* The flag before the count: a reader that sees the count sees the flag. */
             CHRING_STORE_32(&m->down, 1);
+            chring__report_drop(r, m); /* a report of a member down is ignored (report.c) */
             CHRING_STORE_64(&h->down_weight, h->down_weight + w);
             CHRING_STORE_64(&h->ndown, h->ndown + 1);
             ck_pr_inc_64(&h->alive_down); /* full barrier: after the flag */

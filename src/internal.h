@@ -69,7 +69,11 @@ struct chring_member {
     uint64_t spilled_in; /* acquires that spilled here from a full owner */
     uint32_t down;       /* 1: out of service (health.c); read by every walk that meets it */
     uint32_t ramp_gen;   /* 0: admission scale 1; else the generation of the ramp below */
-    char pad_[CHRING_CACHELINE - 3 * sizeof(uint64_t) - 2 * sizeof(uint32_t)];
+    /* Reported load (report.c): what the member's report adds to its leases, and until when
+     * (CLOCK_MONOTONIC ns; 0: no report).  Written by chring_report_load under the ring lock. */
+    uint64_t rep_extra;
+    uint64_t rep_until_ns;
+    char pad_[CHRING_CACHELINE - 5 * sizeof(uint64_t) - 2 * sizeof(uint32_t)];
     /* Second cache line on: immutable after creation except weight and the ramp (writers
      * only, under the ring lock). */
     uint64_t magic;
@@ -83,6 +87,9 @@ struct chring_member {
     uint64_t ramp_start_ns;       /* CLOCK_MONOTONIC at the start of the ramp */
     uint64_t ramp_len_ns;
     uint64_t ramp_from, ramp_to; /* doubles' bits: read atomically, whole */
+    /* The last report (report.c, for the statistics): the value, the member's load then and
+     * when (CLOCK_MONOTONIC ns).  Written under the ring lock. */
+    uint64_t rep_value, rep_local, rep_at_ns;
     char name[];                 /* name_len bytes and a NUL */
 };
 
@@ -100,6 +107,10 @@ struct chring_health {
     /* Effective weights (effective.c): 0 while no member of the current membership ramps; else
      * the writers' latest ramp sequence number, which also invalidates cached sums. */
     uint64_t ramp_epoch;
+    /* Reported load (report.c): 0 while no report of the current membership counts; else the
+     * writers' latest report sequence number, which also invalidates the snapshots' cached sums
+     * of what the reports add. */
+    uint64_t report_seq;
 };
 
 struct chring_profile_desc;
@@ -183,6 +194,13 @@ struct chring_snap {
     uint64_t eff_stamp_ns; /* CLOCK_MONOTONIC when eff_bits was summed; 0: never */
     uint64_t eff_epoch;    /* health->ramp_epoch it was summed under */
     uint64_t eff_bits;     /* E, a double's bits */
+    /* And (report.c) the cached sum of what the reports of its members add to m: valid while the
+     * ring's report_seq is rep_seq and the clock is below rep_until_ns (the earliest expiry of
+     * the reports summed).  rep_ver is odd while one acquire writes the three words. */
+    uint64_t rep_ver;
+    uint64_t rep_seq;
+    uint64_t rep_until_ns;
+    uint64_t rep_sum;
 };
 
 /* The bucket of shifted position h64: the top 32 bits scaled to [0, nbuckets), so that bucket
@@ -236,6 +254,9 @@ struct chring {
     uint64_t publishes; /* written under lock, read atomically */
     uint64_t join_seq;  /* next join sequence number, under lock */
     uint64_t ramp_seq;  /* last ramp_epoch a writer stored (effective.c), under lock */
+    uint64_t report_ctr;   /* last report_seq a writer stored (report.c), under lock */
+    uint64_t reports;      /* reports recorded (statistics), under lock, read atomically */
+    uint64_t report_ttl_ns; /* cfg.report_ttl_ms in ns */
     struct chring_blocks blocks;
     unsigned shard_mask;
     struct chring_shard *shards;     /* shard_mask + 1 shards, CHRING_DESTRUCTIVE aligned */
@@ -443,6 +464,26 @@ uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double
 void chring__ramps_changed(chring_t *r);
 /* Writer side, under the ring lock: health changed: a new epoch if ramps run (cached sums). */
 void chring__ramps_touch(chring_t *r);
+
+/* ---- report.c: reported load (docs/design.md §3, "Reported load") ---------------------- */
+
+/* What s's members' reports add to m at time now (ns), for report sequence seq (non-zero):
+ * cached in s while seq holds and no summed report has expired.  A sum over the current snapshot
+ * that finds no report counting clears the ring's report_seq.  Reader side. */
+uint64_t chring__report_sum(const chring_snap_t *s, uint64_t seq, uint64_t now);
+/* What member m's report adds to its leases at time now: 0 when it has none or it expired. */
+static inline uint64_t chring__report_extra(const chring_member_t *m, uint64_t now)
+{
+    uint64_t until = CHRING_LOAD_64(&m->rep_until_ns);
+    return until > now ? CHRING_LOAD_64(&m->rep_extra) : 0;
+}
+/* Writer side, under the ring lock: drops m's report (it went down). */
+void chring__report_drop(chring_t *r, chring_member_t *m);
+/* Writer side, under the ring lock, before publishing the membership `members` (count, sorted by
+ * name) that replaces cur's: drops the reports of cur's members that leave (a report of a member
+ * gone is ignored, in every snapshot that still lists it). */
+void chring__report_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
+                         size_t count);
 
 /* ---- diff.c: owners' arcs by each profile's rule (docs/design.md §3) ---------------------- */
 

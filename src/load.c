@@ -91,6 +91,8 @@ static inline void lease_fill(chring_t *r, chring_lease_t *lease, chring_member_
 struct capacity {
     chring_t *r;
     const chring_snap_t *s;
+    uint64_t rseq;      /* health->report_seq as read at the start: 0, no report counts */
+    uint64_t now;       /* the clock, read at the start when rseq is not 0 (report.c) */
     uint64_t up_weight; /* W: the snapshot's total weight of members that are up */
     uint64_t epoch;     /* health->ramp_epoch as read at the start */
     double c;
@@ -108,6 +110,8 @@ static inline void capacity_init(struct capacity *k, chring_t *r, const chring_s
     k->r = r;
     k->s = s;
     k->epoch = CHRING_LOAD_64(&s->health->ramp_epoch);
+    k->rseq = CHRING_LOAD_64(&s->health->report_seq);
+    k->now = CHRING_UNLIKELY(k->rseq != 0) ? chring__now_ns() : 0;
     k->up_weight = any_down ? chring__up_weight(s) : s->total_weight;
     k->c = r->balance;
     k->have_total = false;
@@ -131,6 +135,8 @@ static inline uint64_t capacity_of(struct capacity *k, uint32_t weight, double s
 {
     if (!k->have_total) {
         k->total = chring__leases(k->r);
+        if (CHRING_UNLIKELY(k->rseq != 0))
+            k->total += chring__report_sum(k->s, k->rseq, k->now);
         k->have_total = true;
     }
     if (CHRING_UNLIKELY(k->epoch != 0 || scale < 1.0))
@@ -152,12 +158,32 @@ static inline bool skipped(const chring_member_t *m, const chring_member_t *cons
     return false;
 }
 
+/* What m's report adds to its leases in the bound's count (report.c): 0 while no report counts
+ * (no clock read).  Below 2^32, as leases are. */
+static inline uint64_t report_extra(const struct capacity *k, const chring_member_t *m)
+{
+    return CHRING_UNLIKELY(k->rseq != 0) ? chring__report_extra(m, k->now) : 0;
+}
+
+/* a * w in 128 bits, as *hi and *lo. */
+static inline void mul_wide(uint64_t a, uint32_t w, uint64_t *hi, uint64_t *lo)
+{
+    uint64_t low = (a & UINT64_C(0xffffffff)) * w, high = (a >> 32) * w;
+    *lo = low + (high << 32);
+    *hi = (high >> 32) + (*lo < low);
+}
+
 /* Whether load a at weight wa is below load b at weight wb relative to the weights (a / wa <
- * b / wb): loads (the low half of the member's word) and weights are below 2^32, so the
- * products fit in 64 bits. */
+ * b / wb): leases (the low half of the member's word) and weights are below 2^32, so the
+ * products fit in 64 bits; a load a report raised may not, and is compared in 128 bits. */
 static inline bool lighter(uint64_t a, uint32_t wa, uint64_t b, uint32_t wb)
 {
-    return a * (uint64_t)wb < b * (uint64_t)wa;
+    if (CHRING_LIKELY((a | b) >> 32 == 0))
+        return a * (uint64_t)wb < b * (uint64_t)wa;
+    uint64_t ahi, alo, bhi, blo;
+    mul_wide(a, wb, &ahi, &alo);
+    mul_wide(b, wa, &bhi, &blo);
+    return ahi < bhi || (ahi == bhi && alo < blo);
 }
 
 /* The bounded-load walk of every acquire by key or hash (docs/design.md §3): from the point of
@@ -202,7 +228,8 @@ static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key,
             continue; /* as if full */
         if (any_down && chring__down_once(&downs, m))
             continue; /* out of service: as a removal would */
-        uint64_t load = chring__member_load(m);
+        uint64_t extra = report_extra(&capacity, m);
+        uint64_t load = chring__member_load(m) + extra;
         uint32_t weight = s->slot_weight[j];
         double scale = 1.0;
         if (CHRING_UNLIKELY(CHRING_LOAD_32(&m->ramp_gen) != 0)) {
@@ -221,7 +248,7 @@ static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key,
         }
         if (load != 0 && load >= capacity_of(&capacity, weight, scale))
             continue; /* looks full: no write */
-        uint64_t old = chring__member_admit(m);
+        uint64_t old = chring__member_admit(m) + extra;
         if (old == 0 || old < capacity_of(&capacity, weight, scale)) {
             chosen = j;
             break;
@@ -325,12 +352,14 @@ int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_memb
     return 0;
 }
 
-/* The capacity m has for the next acquire on s, judged as place() judges it; *usable false when
- * m cannot be admitted at all (down, scale 0). */
+/* The capacity m has for the next acquire on s, judged as place() judges it, and in *extra what
+ * m's report adds to its leases (report.c); *usable false when m cannot be admitted at all
+ * (down, scale 0). */
 static uint64_t member_capacity(chring_t *r, const chring_snap_t *s, chring_member_t *m,
-                                uint32_t weight, bool *usable)
+                                uint32_t weight, bool *usable, uint64_t *extra)
 {
     *usable = false;
+    *extra = 0;
     if (chring__member_down(m))
         return 0;
     double scale = CHRING_LOAD_32(&m->ramp_gen) != 0 ? chring__member_ramp_scale(m) : 1.0;
@@ -340,6 +369,7 @@ static uint64_t member_capacity(chring_t *r, const chring_snap_t *s, chring_memb
     bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
     struct capacity capacity;
     capacity_init(&capacity, r, s, any_down);
+    *extra = report_extra(&capacity, m);
     return capacity_of(&capacity, weight, scale);
 }
 
@@ -356,13 +386,14 @@ int chring_acquire_try(chring_t *r, const chring_snap_t *s, const chring_member_
         return -ENOENT;
     chring_member_t *mm = (chring_member_t *)m;
     bool usable;
-    uint64_t cap = member_capacity(r, s, mm, weight, &usable);
+    uint64_t extra;
+    uint64_t cap = member_capacity(r, s, mm, weight, &usable, &extra);
     if (!usable)
         return -ENOENT;
     /* Strict admission, as in place(): keep the lease only if the load before it was below the
      * capacity (load 0 is below every capacity of a usable member).  s's reference keeps m's
      * word above zero meanwhile. */
-    uint64_t old = chring__member_admit(mm);
+    uint64_t old = chring__member_admit(mm) + extra;
     if (old != 0 && old >= cap) {
         chring__member_undo(mm);
         return -EBUSY;
@@ -397,7 +428,8 @@ uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s, const chrin
     if (r == NULL || w == 0)
         return 0;
     bool usable;
-    return member_capacity(r, s, (chring_member_t *)m, w, &usable);
+    uint64_t extra;
+    return member_capacity(r, s, (chring_member_t *)m, w, &usable, &extra);
 }
 
 void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
@@ -411,6 +443,18 @@ void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
     out->primary = CHRING_LOAD_64(&m->primary);
     out->spilled_in = CHRING_LOAD_64(&m->spilled_in);
     out->acquires = out->primary + out->spilled_in;
+    out->counted = out->load;
+    uint64_t now = chring__now_ns();
+    uint64_t until = CHRING_LOAD_64(&m->rep_until_ns);
+    if (until > now) {
+        ck_pr_fence_load(); /* pairs with chring_report_load's store fence */
+        out->report_live = 1;
+        out->reported = CHRING_LOAD_64(&m->rep_value);
+        out->local_at_report = CHRING_LOAD_64(&m->rep_local);
+        uint64_t at = CHRING_LOAD_64(&m->rep_at_ns);
+        out->report_age_ms = now > at ? (now - at) / UINT64_C(1000000) : 0;
+        out->counted += CHRING_LOAD_64(&m->rep_extra);
+    }
 }
 
 void chring_stats(chring_t *r, chring_stats_t *out)
@@ -424,7 +468,10 @@ void chring_stats(chring_t *r, chring_stats_t *out)
     out->version = s->version;
     out->members = s->nmembers;
     out->points = s->npoints;
+    uint64_t rseq = CHRING_LOAD_64(&s->health->report_seq);
+    uint64_t extra = rseq != 0 ? chring__report_sum(s, rseq, chring__now_ns()) : 0;
     chring_snap_exit(r, s);
+    out->reports = CHRING_LOAD_64(&r->reports);
     out->publishes = CHRING_LOAD_64(&r->publishes);
     out->down = CHRING_LOAD_64(&r->health.ndown);
     for (unsigned k = 0; k <= r->shard_mask; k++) {
@@ -434,4 +481,5 @@ void chring_stats(chring_t *r, chring_stats_t *out)
         out->retries += CHRING_LOAD_64(&r->shards[k].retries);
     }
     out->leases = chring__leases(r);
+    out->counted = out->leases + extra;
 }

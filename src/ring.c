@@ -35,6 +35,7 @@ void chring_config_default(chring_config_t *cfg)
     cfg->slow_start_from = CHRING_DEFAULT_SLOW_START_FROM;
     cfg->ring_size_min = CHRING_DEFAULT_RING_SIZE_MIN;
     cfg->ring_size_max = CHRING_DEFAULT_RING_SIZE_MAX;
+    cfg->report_ttl_ms = CHRING_DEFAULT_REPORT_TTL_MS;
 }
 
 static unsigned shard_count(void)
@@ -78,6 +79,7 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     r->cfg = *cfg;
     r->prof = prof;
     r->balance = chring__clamp_balance(cfg->balance);
+    r->report_ttl_ns = (uint64_t)cfg->report_ttl_ms * UINT64_C(1000000);
 
     /* The empty version-0 snapshot carries the profile, like every later one. */
     *s = chring__empty_snap;
