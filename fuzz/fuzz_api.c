@@ -142,6 +142,10 @@ typedef struct obj {
     uint64_t load, acquires, primary, spilled_in;
     int down;     /* chring_set_down: the state belongs to the member object */
     double scale; /* the admission scale of its constant ramp (chring_set_ramp), 1 without */
+    /* Its report (chring_report_load): counts while rep_live, the member live and up; the
+     * reports of this target never expire (config.report_ttl_ms UINT32_MAX, or 0: ignored). */
+    int rep_live;
+    uint64_t rep_value, rep_local;
 } obj_t;
 
 #define MAX_OBJS 1024
@@ -234,6 +238,8 @@ static size_t nmembers;
 static model_snap_t cur;
 static uint64_t version;
 static uint64_t acquires, spills, saturated_events, retries;
+static uint64_t reports; /* chring_report_load calls recorded (chring_stats_t.reports) */
+static int reports_ignored; /* config.report_ttl_ms 0 */
 
 #define LEASES 32
 static chring_lease_t leases[LEASES];
@@ -544,6 +550,28 @@ static uint64_t model_leases(void)
     return n;
 }
 
+/* What the bound counts for object id (docs/design.md §3, "Reported load"): its load, raised
+ * by its report while that counts (the member live and up: a report of a member down or gone
+ * counts nothing). */
+static uint64_t obj_count(int id)
+{
+    const obj_t *o = &objs[id];
+    if (!o->rep_live || !ld(&o->live) || o->down)
+        return o->load;
+    return model_report_count(o->load, o->rep_value, o->rep_local);
+}
+
+/* The m of snapshot m's capacities: the leases, plus what its members' reports add. */
+static uint64_t model_m(const model_snap_t *m)
+{
+    uint64_t total = model_leases();
+    for (size_t j = 0; j < m->nmembers; j++) {
+        int id = m->members[j].obj;
+        total += obj_count(id) - objs[id].load;
+    }
+    return total;
+}
+
 /* The health of snapshot m's members (join order), from their objects: a held snapshot sees its
  * members' current state, a removed member keeps the one it had. */
 typedef struct health {
@@ -631,7 +659,7 @@ static void check_all(void)
                  chring_member_scale(lm), hl.scale[j]);
         /* Effective weights (docs/design.md §3): e = scale * w against E of the members up. */
         double e = hl.scale[j] < 1.0 ? hl.scale[j] * (double)want->weight : (double)want->weight;
-        double cap = hl.down[j] ? 0.0 : model_effective_capacity(balance, model_leases(), e, eff_sum);
+        double cap = hl.down[j] ? 0.0 : model_effective_capacity(balance, model_m(&cur), e, eff_sum);
         uint64_t got = chring_member_capacity(ring, s, lm);
         /* Past 2^63 the library's capacity saturates: then only "at least 2^63" is checked. */
         if (cap < 0x1p63 ? (double)got != cap : got < (UINT64_C(1) << 63))
@@ -643,6 +671,10 @@ static void check_all(void)
     chring_stats_t st;
     chring_stats(ring, &st);
     uint64_t nleases = model_leases();
+    if (st.counted != model_m(&cur) || st.reports != reports)
+        fail("chring_stats: counted %llu reports %llu; model %llu %llu",
+             (unsigned long long)st.counted, (unsigned long long)st.reports,
+             (unsigned long long)model_m(&cur), (unsigned long long)reports);
     if (st.version != version || st.publishes != version || st.members != nmembers ||
         st.points != cur.npoints || st.leases != nleases || st.acquires != acquires ||
         st.spills != spills || st.saturated != saturated_events || st.retries != retries ||
@@ -680,6 +712,15 @@ static void check_all(void)
         if (ms.load != o->load || ms.acquires != o->acquires || ms.primary != o->primary ||
             ms.spilled_in != o->spilled_in)
             fail("stats of %s through lease %d differ from the model's", show(o->name, o->len), i);
+        int live_report = o->rep_live && o->live && !o->down;
+        if (ms.counted != obj_count(lease_obj[i]) || ms.report_live != (uint64_t)live_report ||
+            (live_report && (ms.reported != o->rep_value || ms.local_at_report != o->rep_local)))
+            fail("report stats of %s through lease %d: live %llu reported %llu at %llu counted "
+                 "%llu; model %d %llu %llu %llu",
+                 show(o->name, o->len), i, (unsigned long long)ms.report_live,
+                 (unsigned long long)ms.reported, (unsigned long long)ms.local_at_report,
+                 (unsigned long long)ms.counted, live_report, (unsigned long long)o->rep_value,
+                 (unsigned long long)o->rep_local, (unsigned long long)obj_count(lease_obj[i]));
         if (!o->live) {
             /* A removed member is in no current snapshot: it owns nothing there. */
             const chring_snap_t *s2 = enter();
@@ -1334,12 +1375,12 @@ static void op_acquire(input_t *in)
     note("acquire %s into lease %d", show(k->b, k->len), slot);
     uint64_t loads[MAX_MEMBERS];
     for (size_t j = 0; j < cur.nmembers; j++)
-        loads[j] = objs[cur.members[j].obj].load;
+        loads[j] = obj_count(cur.members[j].obj);
     long owner;
     int sat;
     health_t hl;
     health_of(&cur, &hl);
-    long j = model_walk_health(&cur, model_hash(&cur.cfg, k->b, k->len), balance, model_leases(),
+    long j = model_walk_health(&cur, model_hash(&cur.cfg, k->b, k->len), balance, model_m(&cur),
                                loads, NULL, hl.down, hl.scale, &owner, &sat);
     /* Odd slots acquire by the key's hash (chring_acquire_hash, bits above the width set):
      * the same walk, so the same model. */
@@ -1456,13 +1497,13 @@ static void op_acquire_skip(input_t *in)
     unsigned char mask[MAX_MEMBERS] = {0};
     uint64_t loads[MAX_MEMBERS];
     for (size_t j = 0; j < cur.nmembers; j++) {
-        loads[j] = objs[cur.members[j].obj].load;
+        loads[j] = obj_count(cur.members[j].obj);
         for (size_t i = 0; i < nskip; i++)
             mask[j] |= skip_obj[i] == cur.members[j].obj;
     }
     long owner;
     int sat;
-    long j = model_walk_health(&cur, h, balance, model_leases(), loads, mask, hl.down, hl.scale,
+    long j = model_walk_health(&cur, h, balance, model_m(&cur), loads, mask, hl.down, hl.scale,
                                &owner, &sat);
     int rc = chring_acquire_skip(ring, key_ptr(k, null_ptr), k->len,
                                  nskip == 0 && (hdr & 0x20) ? NULL : skip, nskip, &leases[slot]);
@@ -1600,7 +1641,7 @@ static void op_acquire_try(input_t *in)
     /* The model's answer. */
     int expect;
     double cap = 0;
-    uint64_t load = id >= 0 ? objs[id].load : 0;
+    uint64_t load = id >= 0 ? obj_count(id) : 0;
     if (!m) {
         expect = -EINVAL;
     } else if (j < 0) {
@@ -1613,7 +1654,7 @@ static void op_acquire_try(input_t *in)
         } else {
             double w = (double)t.m->members[j].weight;
             double e = hl.scale[j] < 1.0 ? hl.scale[j] * w : w;
-            cap = model_effective_capacity(balance, model_leases(), e,
+            cap = model_effective_capacity(balance, model_m(t.m), e,
                                            model_effective_sum(t.m, hl.down, hl.scale));
             expect = load == 0 || (double)load < cap ? 0 : -EBUSY;
         }
@@ -2287,12 +2328,46 @@ static void op_health(input_t *in)
                  : j < 0                ? -ENOENT
                                         : 0;
         rc = chring_set_down(ring, name->b, (sel & 4) && down ? (int)sel : down);
+        if (rc == 0 && down)
+            objs[members[j].obj].rep_live = 0; /* going down drops a report */
         if (rc == 0)
             objs[members[j].obj].down = down;
     }
     if (rc != expect)
         fail("health call on %s = %s, model %s", show(name->b, name->len), err_name(rc),
              err_name(expect));
+}
+
+/* Reported load (chring_report_load): a member of the current or a held snapshot or of a lease
+ * (maybe removed), a value small or huge; NULL arguments.  The model keeps the report on the
+ * object; every later acquire, retry, acquire_try, capacity and statistic counts it. */
+static void op_report(input_t *in)
+{
+    target_t t = take_target(in);
+    uint8_t sel = take8(in);
+    uint8_t v = take8(in);
+    const chring_member_t *m;
+    int id;
+    pick_member(&t, sel, &m, &id);
+    uint64_t value = (v & 0xc0) == 0xc0 ? (UINT64_C(1) << 40) + v : (uint64_t)(v & 0x3f);
+    if (sel & 0x40) {
+        if (chring_report_load(NULL, m, 1) != -EINVAL || chring_report_load(ring, NULL, 1) != -EINVAL)
+            fail("chring_report_load with a NULL argument is not -EINVAL");
+    }
+    int expect = !m ? -EINVAL : reports_ignored ? 0 : !ld(&objs[id].live) ? -ENOENT : 0;
+    note("report %llu on %s (%s)", (unsigned long long)value,
+         id >= 0 ? show(objs[id].name, objs[id].len) : "(none)",
+         t.is_current ? "the current snapshot" : "a held snapshot");
+    int rc = chring_report_load(ring, m, value);
+    drop_target(&t);
+    if (rc != expect)
+        fail("chring_report_load = %s, model %s", err_name(rc), err_name(expect));
+    if (rc == 0 && m && !reports_ignored && !objs[id].down) {
+        objs[id].rep_live = 1;
+        objs[id].rep_value = value;
+        objs[id].rep_local = objs[id].load;
+        reports++;
+    }
 }
 
 static void op_oom(input_t *in)
@@ -2361,6 +2436,9 @@ static void start(const uint8_t *hdr)
         cfg.hash_ctx = &custom;
         cfg.hash_bits = custom.bits;
     }
+    /* Reports never expire here (a run's timing must not decide), or are ignored. */
+    reports_ignored = (hdr[4] & 0x80) != 0;
+    cfg.report_ttl_ms = reports_ignored ? 0 : UINT32_MAX;
     cfg.retire = on_retire;
     uintptr_t gen = __atomic_add_fetch(&generation, 1, __ATOMIC_SEQ_CST);
     cfg.retire_ctx = (void *)gen;
@@ -2374,7 +2452,7 @@ static void start(const uint8_t *hdr)
     if (rc != 0 || !ring)
         fail("chring_new = %s", err_name(rc));
     nmembers = 0;
-    version = acquires = spills = saturated_events = retries = 0;
+    version = acquires = spills = saturated_events = retries = reports = 0;
     nobjs = 0;
     memset(leases, 0, sizeof leases);
     for (int i = 0; i < LEASES; i++)
@@ -2495,7 +2573,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             else
                 op_bad(&in);
             break;
-        default: op_health(&in); break;
+        default:
+            if (op & 0x40)
+                op_report(&in);
+            else
+                op_health(&in);
+            break;
         }
         if (section) {
             check_snapshot(section, &section_model, section_version,
