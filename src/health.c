@@ -42,6 +42,8 @@ uint64_t chring__up_weight(const chring_snap_t *s)
 
 const chring_member_t *chring__first_up(const chring_snap_t *s, size_t i)
 {
+    if (chring__members_up(s) == 0)
+        return NULL; /* every member down: O(1), not a walk of every point */
     struct chring__downs downs = {.n = 0};
     struct chring__walk walk;
     chring__walk_start(&walk, s, i);

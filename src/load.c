@@ -214,6 +214,11 @@ static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key,
      * capacity of a member whose scale is above 0 (c * (m + 1) * e / E > 0, so cap >= 1), which
      * spares the common, lightly loaded case the read of every shard's line. */
     bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
+    if (CHRING_UNLIKELY(any_down) && chring__members_up(s) == 0) {
+        chring_snap_exit(r, s); /* every member down: -ENOENT in O(1), not a walk */
+        lease_clear(lease);
+        return -ENOENT;
+    }
     struct capacity capacity;
     capacity_init(&capacity, r, s, any_down);
     /* least: the least loaded member met (relative to its weight) that may be admitted at all;
