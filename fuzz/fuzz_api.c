@@ -146,6 +146,9 @@ typedef struct obj {
      * reports of this target never expire (config.report_ttl_ms UINT32_MAX, or 0: ignored). */
     int rep_live;
     uint64_t rep_value, rep_local;
+    /* A flap (docs/design.md §3): removed while its leases, or those of an earlier object of
+     * its name, were out; its leases then count on every later object of its name. */
+    int ghosted;
 } obj_t;
 
 #define MAX_OBJS 1024
@@ -553,12 +556,25 @@ static uint64_t model_leases(void)
 /* What the bound counts for object id (docs/design.md §3, "Reported load"): its load, raised
  * by its report while that counts (the member live and up: a report of a member down or gone
  * counts nothing). */
+/* The leases the library counts on object id for the removed objects of its name (flaps):
+ * those of every earlier object of its name that left with leases out, its own or inherited. */
+static uint64_t obj_inherited(int id)
+{
+    uint64_t n = 0;
+    for (int j = 0; j < id; j++)
+        if (objs[j].ghosted && !ld(&objs[j].live) && objs[j].len == objs[id].len &&
+            memcmp(objs[j].name, objs[id].name, objs[id].len) == 0)
+            n += objs[j].load;
+    return n;
+}
+
 static uint64_t obj_count(int id)
 {
     const obj_t *o = &objs[id];
+    uint64_t local = o->load + obj_inherited(id);
     if (!o->rep_live || !ld(&o->live) || o->down)
-        return o->load;
-    return model_report_count(o->load, o->rep_value, o->rep_local);
+        return local;
+    return model_report_count(local, o->rep_value, o->rep_local);
 }
 
 /* The m of snapshot m's capacities: the leases, plus what its members' reports add. */
@@ -567,7 +583,7 @@ static uint64_t model_m(const model_snap_t *m)
     uint64_t total = model_leases();
     for (size_t j = 0; j < m->nmembers; j++) {
         int id = m->members[j].obj;
-        total += obj_count(id) - objs[id].load;
+        total += obj_count(id) - objs[id].load - obj_inherited(id);
     }
     return total;
 }
@@ -712,6 +728,10 @@ static void check_all(void)
         if (ms.load != o->load || ms.acquires != o->acquires || ms.primary != o->primary ||
             ms.spilled_in != o->spilled_in)
             fail("stats of %s through lease %d differ from the model's", show(o->name, o->len), i);
+        if (ms.inherited != obj_inherited(lease_obj[i]))
+            fail("inherited leases of %s (lease %d): %llu, model %llu", show(o->name, o->len), i,
+                 (unsigned long long)ms.inherited,
+                 (unsigned long long)obj_inherited(lease_obj[i]));
         int live_report = o->rep_live && o->live && !o->down;
         if (ms.counted != obj_count(lease_obj[i]) || ms.report_live != (uint64_t)live_report ||
             (live_report && (ms.reported != o->rep_value || ms.local_at_report != o->rep_local)))
@@ -922,6 +942,10 @@ static void run_writer(plan_t *p, const char *what, int (*call)(void *), void *a
             add_to(&objs[gone[g]].live, 1);
         return;
     }
+    /* Members that left with leases out, theirs or inherited, count on the next member of their
+     * name (a flap, docs/design.md §3). */
+    for (size_t g = 0; g < ngone; g++)
+        objs[gone[g]].ghosted = objs[gone[g]].load + obj_inherited(gone[g]) > 0;
     for (size_t c = 0; c < p->ncreated; c++) {
         int id = p->created[c];
         for (size_t k = 0; k < p->nnext; k++)
@@ -2365,7 +2389,7 @@ static void op_report(input_t *in)
     if (rc == 0 && m && !reports_ignored && !objs[id].down) {
         objs[id].rep_live = 1;
         objs[id].rep_value = value;
-        objs[id].rep_local = objs[id].load;
+        objs[id].rep_local = objs[id].load + obj_inherited(id);
         reports++;
     }
 }

@@ -238,6 +238,13 @@ seeds = {
         + acquire(8, key(4)) + b"".join(release(i) for i in range(9)) + put(0),
     "reports-ignored-ttl0": hdr(0, 4, buckets=0x81) + add(A) + add(B) + report(0, 40)
         + acquire(0, key(1)) + acquire_try(1, 0) + release(0) + release(1),
+    # A flap: a member removed while its leases are out and added again counts them (twice over:
+    # a second flap keeps the first one's leases counted); acquire, acquire_try, reports.
+    "flap-hash64": hdr(0, 4) + add(A) + add(B) + add(C)
+        + acquire_member(0, 0) + acquire_member(1, 0) + acquire(2, key(1)) + remove(A) + add(A)
+        + acquire_try(3, 0) + acquire(4, key(1)) + acquire_member(5, 0) + remove(A) + add(A)
+        + report(0, 9) + acquire_try(6, 0) + acquire(7, key(2)) + release(0) + release(5)
+        + acquire_try(8, 0) + b"".join(release(i) for i in range(9)),
     "literal-names": hdr(0, 2) + b"\x00" + lit("node with spaces") + w(1)
         + b"\x00" + lit("x" * 5, long=True) + w(1)
         + lookup(key(2)) + bad(0) + bad(3) + bad(13) + bad(14),

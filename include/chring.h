@@ -676,9 +676,12 @@ typedef struct chring_member_stats {
     uint64_t reported;
     uint64_t local_at_report;
     uint64_t report_age_ms;
-    /* What the bound counts for the member now: max(load, reported + load - local_at_report)
-     * while a report counts, else load. */
+    /* What the bound counts for the member now: local + inherited, or while a report counts
+     * max(local, reported + local - local_at_report) with local = load + inherited. */
     uint64_t counted;
+    /* Leases out on members of the same name removed while they were out (a flap: the name was
+     * removed and added again), which the bound counts on this member as its own (0.4). */
+    uint64_t inherited;
 } chring_member_stats_t;
 
 typedef struct chring_stats {

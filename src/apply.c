@@ -277,7 +277,9 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
                         h->down_weight - b.down_weight_left + b.down_weight_joined);
     }
     chring__report_left(r, cur, b.members, b.count); /* reports of members leaving (report.c) */
+    chring__ghosts_left(r, cur, b.members, b.count); /* ... and their leases out (ghost.c) */
     chring__publish(r, next);
+    chring__ghosts_link(r, b.created, b.ncreated); /* names that come back count them */
     if (r->cfg.slow_start_ms > 0 && cur->nmembers > 0 && b.ncreated > 0)
         chring__ramps_changed(r); /* members that ramp joined (effective.c) */
     b.ncreated = 0; /* the new members now belong to the published snapshot */

@@ -73,7 +73,10 @@ struct chring_member {
      * (CLOCK_MONOTONIC ns; 0: no report).  Written by chring_report_load under the ring lock. */
     uint64_t rep_extra;
     uint64_t rep_until_ns;
-    char pad_[CHRING_CACHELINE - 5 * sizeof(uint64_t) - 2 * sizeof(uint32_t)];
+    /* A flap (ghost.c): the member of the same name removed while its leases were out, whose
+     * leases this one counts as its own; NULL mostly.  Changed under the ring's ghost lock. */
+    chring_member_t *prev;
+    char pad_[CHRING_CACHELINE - 5 * sizeof(uint64_t) - 2 * sizeof(uint32_t) - sizeof(void *)];
     /* Second cache line on: immutable after creation except weight and the ramp (writers
      * only, under the ring lock). */
     uint64_t magic;
@@ -90,6 +93,16 @@ struct chring_member {
     /* The last report (report.c, for the statistics): the value, the member's load then and
      * when (CLOCK_MONOTONIC ns).  Written under the ring lock. */
     uint64_t rep_value, rep_local, rep_at_ns;
+    /* Flaps (ghost.c), under the ring's ghost lock: the member whose prev this one is; the next
+     * ghost of the ring's list; whether it is listed (removed with leases out) and whether it
+     * was ever a prev (then it is freed a grace period after it is destroyed, since readers may
+     * still follow a prev pointer to it). */
+    chring_member_t *succ;
+    chring_member_t *ghost_next;
+    struct chring_ghosts *ghosts;
+    uint32_t ghosted;
+    uint32_t linked;
+    struct rcu_head rcu;
     char name[];                 /* name_len bytes and a NUL */
 };
 
@@ -232,6 +245,14 @@ static inline uint64_t chring__bucket_start(const chring_snap_t *s, size_t b)
     return ((((uint64_t)b << 32) + nb - 1) / nb) << 32;
 }
 
+/* The members removed while their leases were out (ghost.c), newest first, so that a name added
+ * again counts them (a flap).  Its own lock, which a last release may take: never the writers'. */
+struct chring_ghosts {
+    pthread_mutex_t lock;
+    chring_member_t *head;
+    uint32_t linked_ever; /* some member was a prev: chring_free waits for its deferred free */
+};
+
 /* One shard of the ring-wide lease accounting (load.c). */
 struct chring_shard {
     uint64_t leases;   /* outstanding leases acquired through this shard */
@@ -261,6 +282,7 @@ struct chring {
     unsigned shard_mask;
     struct chring_shard *shards;     /* shard_mask + 1 shards, CHRING_DESTRUCTIVE aligned */
     chring_t *fork_prev, *fork_next; /* the rings alive, for the fork handlers (fork.c) */
+    struct chring_ghosts ghosts;      /* flaps (ghost.c) */
 };
 
 /* ---- alloc.c: every allocation of the library goes through these -------------------------- */
@@ -484,6 +506,19 @@ void chring__report_drop(chring_t *r, chring_member_t *m);
  * gone is ignored, in every snapshot that still lists it). */
 void chring__report_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
                          size_t count);
+
+/* ---- ghost.c: flaps (docs/design.md §3, "Flaps") ------------------------------------------- */
+
+/* Writer side, under the ring lock, before publishing the membership `members` (count, sorted by
+ * name) that replaces cur's: lists the members leaving with leases out as ghosts. */
+void chring__ghosts_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
+                         size_t count);
+/* Writer side, under the ring lock, after publishing: each new member whose name a ghost has
+ * counts that ghost's leases (its prev). */
+void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n);
+/* Called by chring__member_destroy: unlists and unlinks m; returns true when m must be freed a
+ * grace period later (it was a prev). */
+bool chring__ghost_destroy(chring_member_t *m);
 
 /* ---- diff.c: owners' arcs by each profile's rule (docs/design.md §3) ---------------------- */
 

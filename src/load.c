@@ -158,11 +158,15 @@ static inline bool skipped(const chring_member_t *m, const chring_member_t *cons
     return false;
 }
 
-/* What m's report adds to its leases in the bound's count (report.c): 0 while no report counts
- * (no clock read).  Below 2^32, as leases are. */
+/* What the bound counts for m beyond its own leases: its report's excess (report.c; 0 while no
+ * report counts, no clock read) and the leases of its prev chain (a flap, ghost.c; 0 without
+ * one, a load of m's first line).  Inside a read section.  Below 2^35. */
 static inline uint64_t report_extra(const struct capacity *k, const chring_member_t *m)
 {
-    return CHRING_UNLIKELY(k->rseq != 0) ? chring__report_extra(m, k->now) : 0;
+    uint64_t extra = chring__member_inherited(m);
+    if (CHRING_UNLIKELY(k->rseq != 0))
+        extra += chring__report_extra(m, k->now);
+    return extra;
 }
 
 /* a * w in 128 bits, as *hi and *lo. */
@@ -392,7 +396,9 @@ int chring_acquire_try(chring_t *r, const chring_snap_t *s, const chring_member_
     chring_member_t *mm = (chring_member_t *)m;
     bool usable;
     uint64_t extra;
+    rcu_read_lock(); /* a flap's prev is read inside a read section (ghost.c) */
     uint64_t cap = member_capacity(r, s, mm, weight, &usable, &extra);
+    rcu_read_unlock();
     if (!usable)
         return -ENOENT;
     /* Strict admission, as in place(): keep the lease only if the load before it was below the
@@ -434,7 +440,10 @@ uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s, const chrin
         return 0;
     bool usable;
     uint64_t extra;
-    return member_capacity(r, s, (chring_member_t *)m, w, &usable, &extra);
+    rcu_read_lock();
+    uint64_t cap = member_capacity(r, s, (chring_member_t *)m, w, &usable, &extra);
+    rcu_read_unlock();
+    return cap;
 }
 
 void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
@@ -448,7 +457,10 @@ void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
     out->primary = CHRING_LOAD_64(&m->primary);
     out->spilled_in = CHRING_LOAD_64(&m->spilled_in);
     out->acquires = out->primary + out->spilled_in;
-    out->counted = out->load;
+    rcu_read_lock(); /* a flap's prev is read inside a read section (ghost.c) */
+    out->inherited = chring__member_inherited(m);
+    rcu_read_unlock();
+    out->counted = out->load + out->inherited;
     uint64_t now = chring__now_ns();
     uint64_t until = CHRING_LOAD_64(&m->rep_until_ns);
     if (until > now) {

@@ -112,7 +112,9 @@ int chring_report_load(chring_t *r, const chring_member_t *m, uint64_t load)
         err = -ENOENT; /* gone: its report describes nothing this ring places on */
     } else if (!chring__member_down(mm)) {
         uint64_t now = chring__now_ns();
-        uint64_t local = chring__member_load(mm);
+        rcu_read_lock(); /* a flap's prev (ghost.c): its leases are this backend's too */
+        uint64_t local = chring__member_load(mm) + chring__member_inherited(mm);
+        rcu_read_unlock();
         uint64_t extra = load > local ? load - local : 0;
         if (extra > CHRING_LOAD_MASK)
             extra = CHRING_LOAD_MASK; /* an excess counts like leases: below 2^32 */

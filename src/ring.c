@@ -74,6 +74,10 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     err = -ENOMEM;
     if (r->shards == NULL || s == NULL || pthread_mutex_init(&r->lock, NULL) != 0)
         goto fail; /* the lock is initialised only once both allocations succeeded */
+    if (pthread_mutex_init(&r->ghosts.lock, NULL) != 0) {
+        pthread_mutex_destroy(&r->lock);
+        goto fail;
+    }
     memset(r->shards, 0, shards * sizeof *r->shards);
     r->shard_mask = shards - 1;
     r->cfg = *cfg;
@@ -91,6 +95,7 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     r->current = s;
     err = chring__fork_track(r);
     if (err != 0) {
+        pthread_mutex_destroy(&r->ghosts.lock);
         pthread_mutex_destroy(&r->lock);
         goto fail;
     }
@@ -159,8 +164,15 @@ void chring_free(chring_t **rp)
     rcu_barrier();
     CHRING_GRACE_ENDED();
     CHRING_BARRIER_ENDED();
+    if (CHRING_LOAD_32(&r->ghosts.linked_ever)) {
+        /* A member that was a flap's prev, destroyed by a callback of that barrier, is freed by
+         * a callback queued after it (ghost.c). */
+        rcu_barrier();
+        CHRING_BARRIER_ENDED();
+    }
     chring__blocks_drop(&r->blocks);
 
+    pthread_mutex_destroy(&r->ghosts.lock);
     pthread_mutex_destroy(&r->lock);
     chring__free_aligned(r->shards);
     chring__free_aligned(r);

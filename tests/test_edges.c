@@ -1,0 +1,181 @@
+/* The bound at its edges (issue 31): a flap keeps one load count for its backend, and a ring
+ * whose every member is down answers as an empty ring (docs/design.md §3).
+ * SPDX-License-Identifier: MIT */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "chring.h"
+#include "chring_test.h"
+
+static chring_t *ring_of(int members)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    chring_t *r = ring_create(&cfg);
+    char name[32];
+    for (int i = 0; i < members; i++) {
+        snprintf(name, sizeof name, "backend-%d", i);
+        add_or_fail(r, name, 1, NULL);
+    }
+    return r;
+}
+
+/* Fills the member of that name up to its capacity with chring_acquire_try; returns how many. */
+static int fill(chring_t *r, const char *name, chring_lease_t *leases, int max)
+{
+    int n = 0;
+    for (; n < max; n++) {
+        const chring_snap_t *s = chring_snap_enter(r);
+        int rc = chring_acquire_try(r, s, chring_snap_find(s, name), &leases[n]);
+        chring_snap_exit(r, s);
+        if (rc == -EBUSY)
+            break;
+        cr_assert_eq(rc, 0);
+    }
+    return n;
+}
+
+/* Leases elsewhere make m (and so the capacities) large enough to matter. */
+Test(edges, a_flap_keeps_one_load_count)
+{
+    chring_t *r = ring_of(4);
+    enum { MAX = 400 };
+    static chring_lease_t others[MAX], old[MAX], fresh[MAX];
+    char key[32];
+    for (int i = 0; i < 60; i++) {
+        key_name(key, sizeof key, i);
+        cr_assert_eq(chring_acquire(r, key, strlen(key), &others[i]), 0);
+    }
+    int nfilled = fill(r, "backend-2", old, MAX);
+    cr_assert(nfilled > 1, "backend-2 took %d leases", nfilled);
+    /* Its load: the leases fill() took and those of the 60 keys it owns. */
+    const chring_snap_t *s = chring_snap_enter(r);
+    int nold = (int)chring_member_load(chring_snap_find(s, "backend-2"));
+    chring_snap_exit(r, s);
+
+    /* Removed and added again while its nold leases are out: the same backend. */
+    cr_assert_eq(chring_remove(r, "backend-2"), 0);
+    add_or_fail(r, "backend-2", 1, NULL);
+    s = chring_snap_enter(r);
+    const chring_member_t *back = chring_snap_find(s, "backend-2");
+    chring_member_stats_t st;
+    chring_member_stats(back, &st);
+    chring_snap_exit(r, s);
+    cr_assert_eq(st.load, 0, "a new object");
+    cr_assert_eq(st.inherited, (uint64_t)nold, "it counts the old leases: %llu of %d",
+                 (unsigned long long)st.inherited, nold);
+    cr_assert_eq(st.counted, (uint64_t)nold);
+
+    /* The bound holds for the backend: the old leases plus the new ones stay within one
+     * capacity (it was full already, so nothing more is admitted). */
+    int nfresh = fill(r, "backend-2", fresh, MAX);
+    s = chring_snap_enter(r);
+    uint64_t cap = chring_member_capacity(r, s, chring_snap_find(s, "backend-2"));
+    chring_snap_exit(r, s);
+    cr_assert((uint64_t)(nold + nfresh) <= cap,
+              "backend-2 holds %d old + %d new leases against a capacity of %llu", nold, nfresh,
+              (unsigned long long)cap);
+
+    /* The old leases go: the new member counts only its own. */
+    for (int i = 0; i < nfilled; i++)
+        chring_release(r, &old[i]);
+    for (int i = 0; i < 60; i++)
+        chring_release(r, &others[i]);
+    s = chring_snap_enter(r);
+    chring_member_stats(chring_snap_find(s, "backend-2"), &st);
+    chring_snap_exit(r, s);
+    cr_assert_eq(st.inherited, 0);
+    cr_assert_eq(st.counted, (uint64_t)nfresh);
+    for (int i = 0; i < nfresh; i++)
+        chring_release(r, &fresh[i]);
+    chring_free(&r);
+}
+
+/* Two flaps in a row: the newest member counts both removed members' leases. */
+static int retired;
+static void count_retire(void *udata, void *ctx)
+{
+    (void)udata;
+    (void)ctx;
+    retired++;
+}
+
+Test(edges, two_flaps_chain_and_retire_at_the_last_release)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.retire = count_retire;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, "a", 1, NULL);
+    add_or_fail(r, "b", 1, NULL);
+    retired = 0;
+    chring_lease_t l1, l2;
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_assert_eq(chring_acquire_member(r, s, chring_snap_find(s, "a"), &l1), 0);
+    chring_snap_exit(r, s);
+    cr_assert_eq(chring_remove(r, "a"), 0);
+    add_or_fail(r, "a", 1, NULL);
+    s = chring_snap_enter(r);
+    cr_assert_eq(chring_acquire_member(r, s, chring_snap_find(s, "a"), &l2), 0);
+    chring_snap_exit(r, s);
+    cr_assert_eq(chring_remove(r, "a"), 0);
+    add_or_fail(r, "a", 1, NULL);
+    s = chring_snap_enter(r);
+    chring_member_stats_t st;
+    chring_member_stats(chring_snap_find(s, "a"), &st);
+    chring_snap_exit(r, s);
+    cr_assert_eq(st.inherited, 2);
+    chring_release(r, &l1);
+    s = chring_snap_enter(r);
+    chring_member_stats(chring_snap_find(s, "a"), &st);
+    chring_snap_exit(r, s);
+    cr_assert_eq(st.inherited, 1);
+    chring_release(r, &l2);
+    s = chring_snap_enter(r);
+    chring_member_stats(chring_snap_find(s, "a"), &st);
+    chring_snap_exit(r, s);
+    cr_assert_eq(st.inherited, 0);
+    chring_free(&r);
+    cr_assert_eq(retired, 4);
+}
+
+/* Every member down: every lookup and acquire answers as an empty ring (NULL, -ENOENT, 0). */
+Test(edges, every_member_down_answers_as_an_empty_ring)
+{
+    chring_t *r = ring_of(50);
+    char name[32], key[32];
+    for (int i = 0; i < 50; i++) {
+        snprintf(name, sizeof name, "backend-%d", i);
+        cr_assert_eq(chring_set_down(r, name, 1), 0);
+    }
+    const chring_snap_t *held = chring_snap_hold(r);
+    for (int k = 0; k < 20; k++) {
+        key_name(key, sizeof key, k);
+        chring_lease_t l;
+        cr_assert_eq(chring_acquire(r, key, strlen(key), &l), -ENOENT);
+        cr_assert_null(l.member);
+        cr_assert_eq(chring_acquire_hash(r, (uint64_t)k * 0x9e3779b97f4a7c15u, &l), -ENOENT);
+        cr_assert_eq(chring_acquire_skip(r, key, strlen(key), NULL, 0, &l), -ENOENT);
+        const chring_snap_t *s = chring_snap_enter(r);
+        cr_assert_null(chring_snap_lookup(s, key, strlen(key)));
+        const chring_member_t *out[3];
+        cr_assert_eq(chring_snap_lookup_n(s, key, strlen(key), out, 3), 0);
+        chring_snap_exit(r, s);
+        /* A held snapshot (not the current one after a publish) answers alike. */
+        cr_assert_null(chring_snap_lookup(held, key, strlen(key)));
+        char buf[64];
+        cr_assert_eq(chring_lookup_name(r, key, strlen(key), buf, sizeof buf), -ENOENT);
+    }
+    /* One member up again: every key finds it. */
+    cr_assert_eq(chring_set_down(r, "backend-7", 0), 0);
+    key_name(key, sizeof key, 3);
+    chring_lease_t l;
+    cr_assert_eq(chring_acquire(r, key, strlen(key), &l), 0);
+    cr_assert_str_eq(chring_member_name(l.member), "backend-7");
+    chring_release(r, &l);
+    chring_snap_put(r, held);
+    chring_free(&r);
+}
