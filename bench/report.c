@@ -18,6 +18,12 @@
  *   report                            one chring_report_load
  *   lookup/acquire 1000x160 all up    plain lookup (enter + lookup + exit); acquire + release
  *   lookup/acquire 1000x160 all down  the same with every member down: -ENOENT / NULL
+ *
+ * Then (counts, not times) the spill rate against the leases in flight over 16 members, for
+ * uniform keys and for a hot key (every other request on one key), without a floor and with
+ * config.min_capacity 4: a window of N leases, each acquire replacing the oldest, 20,000
+ * acquires; for the hot key also the most leases its owner held against the most its capacity
+ * allowed then (the bound must hold: max(bound, floor)).
  */
 #include <chring.h>
 
@@ -133,6 +139,82 @@ static void run(struct config *c, unsigned rep, double ms)
         putchar(' ');
 }
 
+#if HAVE_REPORTS
+static chring_t *floor_ring(uint32_t floor)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.min_capacity = floor;
+    chring_t *r;
+    int rc = chring_new(&r, &cfg);
+    if (rc != 0)
+        die("chring_new", rc);
+    char name[32];
+    for (int i = 0; i < 16; i++) {
+        snprintf(name, sizeof name, "cache-%d", i);
+        if ((rc = chring_add(r, name, 1, NULL)) != 0)
+            die("chring_add", rc);
+    }
+    return r;
+}
+
+/* Spills per acquire with `window` leases in flight; hot: every other key is key 0.  *over:
+ * how often the hot key's owner held more than the capacity it was admitted under. */
+static double spill_rate(uint32_t floor, unsigned window, int hot, unsigned *max_hot,
+                         unsigned *over)
+{
+    enum { ACQUIRES = 20000 };
+    chring_t *r = floor_ring(floor);
+    chring_lease_t *w = calloc(window, sizeof *w);
+    if (!w)
+        die("calloc", -12);
+    const chring_snap_t *s = chring_snap_hold(r);
+    const chring_member_t *hot_owner = chring_snap_lookup(s, keys[0], 16);
+    unsigned spills = 0;
+    *max_hot = 0;
+    *over = 0;
+    for (unsigned i = 0; i < ACQUIRES; i++) {
+        chring_lease_t *l = &w[i % window];
+        chring_release(r, l);
+        const char *key = hot && i % 2 == 0 ? keys[0] : keys[1 + (i * 7919u) % (NKEYS - 1)];
+        uint64_t cap = chring_member_capacity(r, s, hot_owner);
+        if (chring_acquire(r, key, 16, l) != 0)
+            die("chring_acquire", -1);
+        spills += l->outcome != CHRING_OUTCOME_OWNER;
+        unsigned load = (unsigned)chring_member_load(hot_owner);
+        if (load > *max_hot)
+            *max_hot = load;
+        if (l->member == hot_owner && load > cap)
+            (*over)++;
+    }
+    for (unsigned i = 0; i < window; i++)
+        chring_release(r, &w[i]);
+    chring_snap_put(r, s);
+    free(w);
+    chring_free(&r);
+    return (double)spills / ACQUIRES;
+}
+
+static void spill_table(void)
+{
+    static const unsigned windows[] = {4, 8, 16, 32, 64, 128, 256};
+    printf("\n# spill rate (spills per acquire) over 16 members against leases in flight, c 1.25\n");
+    printf("# %8s %14s %14s %14s %14s %18s\n", "in-flight", "uniform", "uniform+floor4", "hot",
+           "hot+floor4", "hot owner max/over");
+    for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++) {
+        unsigned mh0, ov0, mh1, ov1, a, b, c2, d;
+        double u0 = spill_rate(0, windows[i], 0, &a, &b);
+        double u4 = spill_rate(4, windows[i], 0, &c2, &d);
+        double h0 = spill_rate(0, windows[i], 1, &mh0, &ov0);
+        double h4 = spill_rate(4, windows[i], 1, &mh1, &ov1);
+        printf("  %8u %13.1f%% %13.1f%% %13.1f%% %13.1f%%  %5u/%u %5u/%u\n", windows[i], 100 * u0,
+               100 * u4, 100 * h0, 100 * h4, mh0, ov0, mh1, ov1);
+        if (ov0 != 0 || ov1 != 0)
+            die("the hot key's owner went past its capacity", -1);
+    }
+}
+#endif
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -191,6 +273,9 @@ int main(int argc, char **argv)
         qsort(cfgs[c].ns, reps, sizeof(double), cmp_double);
         printf("%-48s %10.1f ns\n", cfgs[c].name, cfgs[c].ns[reps / 2]);
     }
+#if HAVE_REPORTS
+    spill_table();
+#endif
     chring_free(&plain);
     chring_free(&down);
     chring_free(&up);

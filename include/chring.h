@@ -264,6 +264,14 @@ typedef struct chring_config {
      * milliseconds of CLOCK_MONOTONIC from the call.  Default 1000; 0: reports are ignored (the
      * bound counts this instance's leases only, as before 0.4). */
     uint32_t report_ttl_ms;
+    /* A floor under the bound at low concurrency (0.4; docs/design.md §3, "The floor"): every
+     * member admits at least ceil(min_capacity * e) leases, e = s * w its effective weight,
+     * whatever m, so while few requests are in flight keys stay on their owners (the bound alone
+     * sends a key past its owner as soon as the owner holds ceil(c * (m + 1) * e / E): 1 or 2
+     * with 16 members and 8 in flight).  The capacities only grow, so the walk still ends on a
+     * member below its capacity; a member holds at most the larger of the bound and its floor.
+     * Default 0 (off: the bound alone). */
+    uint32_t min_capacity;
 } chring_config_t;
 
 /* Fills *cfg with the defaults (hash64, 160 vnodes, balance 1.25, no retire, no slow start,
@@ -631,7 +639,7 @@ CHRING_API int chring_acquire_try(chring_t *r, const chring_snap_t *s, const chr
 CHRING_API void chring_release(chring_t *r, chring_lease_t *lease);
 
 /* The capacity member m would have for the next acquire on snapshot s: ceil(c * (m + 1) * e / E)
- * with the ring's balance factor c, its current outstanding leases m, m's effective weight
+ * (at least ceil(config.min_capacity * e)) with the ring's balance factor c, its current outstanding leases m, m's effective weight
  * e = s * w and E the sum of the effective weights of the members that are up (chring_acquire).
  * 0 if m is not in s, is down or is at admission scale 0.  Reader side. */
 CHRING_API uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s,

@@ -278,6 +278,7 @@ struct chring {
     uint64_t report_ctr;   /* last report_seq a writer stored (report.c), under lock */
     uint64_t reports;      /* reports recorded (statistics), under lock, read atomically */
     uint64_t report_ttl_ns; /* cfg.report_ttl_ms in ns */
+    double floor;           /* cfg.min_capacity (load.c: the floor at low concurrency) */
     struct chring_blocks blocks;
     unsigned shard_mask;
     struct chring_shard *shards;     /* shard_mask + 1 shards, CHRING_DESTRUCTIVE aligned */

@@ -28,6 +28,8 @@
 #include "member.h"
 #include "walk.h"
 
+#include <math.h>
+
 static unsigned next_slot;
 static _Thread_local unsigned my_slot; /* 0: not assigned yet; else slot + 1 */
 
@@ -122,13 +124,24 @@ static inline void capacity_init(struct capacity *k, chring_t *r, const chring_s
     k->cap = 0;
 }
 
+/* The floor (docs/design.md §3): at least ceil(min_capacity * e) for effective weight e > 0. */
+static inline uint64_t with_floor(const struct capacity *k, uint64_t cap, double e)
+{
+    if (CHRING_LIKELY(k->r->floor == 0.0) || !(e > 0.0))
+        return cap;
+    double f = ceil(k->r->floor * e);
+    uint64_t fl = f < 18446744073709551616.0 ? (uint64_t)f : UINT64_MAX;
+    return fl > cap ? fl : cap;
+}
+
 static uint64_t capacity_slow(struct capacity *k, uint32_t weight, double scale)
 {
     if (!k->have_sum) {
         k->sum = chring__effective_weight(k->s, k->epoch);
         k->have_sum = true;
     }
-    return chring__capacity_effective(k->total, scale * (double)weight, k->sum, k->c);
+    double e = scale * (double)weight;
+    return with_floor(k, chring__capacity_effective(k->total, e, k->sum, k->c), e);
 }
 
 static inline uint64_t capacity_of(struct capacity *k, uint32_t weight, double scale)
@@ -143,7 +156,8 @@ static inline uint64_t capacity_of(struct capacity *k, uint32_t weight, double s
         return capacity_slow(k, weight, scale);
     if (weight != k->weight) {
         k->weight = weight;
-        k->cap = chring_capacity_weighted(k->total, weight, k->up_weight, k->c);
+        k->cap = with_floor(k, chring_capacity_weighted(k->total, weight, k->up_weight, k->c),
+                            (double)weight);
     }
     return k->cap;
 }

@@ -84,6 +84,7 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     r->prof = prof;
     r->balance = chring__clamp_balance(cfg->balance);
     r->report_ttl_ns = (uint64_t)cfg->report_ttl_ms * UINT64_C(1000000);
+    r->floor = (double)cfg->min_capacity;
 
     /* The empty version-0 snapshot carries the profile, like every later one. */
     *s = chring__empty_snap;

@@ -179,3 +179,80 @@ Test(edges, every_member_down_answers_as_an_empty_ring)
     chring_snap_put(r, held);
     chring_free(&r);
 }
+
+/* The floor (config.min_capacity): while few leases are out, keys stay on their owners. */
+static chring_t *floor_ring(uint32_t floor, int members)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.min_capacity = floor;
+    chring_t *r = ring_create(&cfg);
+    char name[32];
+    for (int i = 0; i < members; i++) {
+        snprintf(name, sizeof name, "cache-%d", i);
+        add_or_fail(r, name, 1, NULL);
+    }
+    return r;
+}
+
+/* Acquires keys 0 .. n-1 (held) and returns how many spilled. */
+static int spills_of(chring_t *r, int n, int hot, chring_lease_t *leases)
+{
+    char key[32];
+    int spilled = 0;
+    for (int i = 0; i < n; i++) {
+        key_name(key, sizeof key, hot ? 7 : i);
+        cr_assert_eq(chring_acquire(r, key, strlen(key), &leases[i]), 0);
+        spilled += leases[i].outcome != CHRING_OUTCOME_OWNER;
+    }
+    return spilled;
+}
+
+Test(edges, a_floor_keeps_uniform_keys_on_their_owners_at_low_concurrency)
+{
+    enum { N = 8 };
+    chring_lease_t a[N], b[N];
+    chring_t *plain = floor_ring(0, 16), *floored = floor_ring(4, 16);
+    int without = spills_of(plain, N, 0, a), with = spills_of(floored, N, 0, b);
+    /* 8 keys over 16 members: with the bound alone an owner of a second key is full (capacity
+     * ceil(1.25 * (m + 1) / 16) = 1 while m < 12); with a floor of 4 no key here spills unless
+     * its owner already holds 4. */
+    cr_assert_eq(with, 0, "%d of %d spilled with a floor of 4", with, N);
+    cr_assert_gt(without, 0, "the bound alone spills here (%d)", without);
+    chring_stats_t st;
+    chring_stats(floored, &st);
+    cr_assert_eq(st.spills, 0);
+    for (int i = 0; i < N; i++) {
+        chring_release(plain, &a[i]);
+        chring_release(floored, &b[i]);
+    }
+    chring_free(&plain);
+    chring_free(&floored);
+}
+
+Test(edges, the_hot_key_owner_holds_at_most_the_floor_or_the_bound)
+{
+    enum { N = 200 };
+    static chring_lease_t l[N];
+    chring_t *r = floor_ring(6, 16);
+    char key[32];
+    key_name(key, sizeof key, 7);
+    const chring_snap_t *s = chring_snap_hold(r);
+    const chring_member_t *owner = chring_snap_lookup(s, key, strlen(key));
+    for (int i = 0; i < N; i++) {
+        uint64_t cap = chring_member_capacity(r, s, owner);
+        uint64_t bound = chring_capacity(chring_leases(r), 16, 1.25);
+        cr_assert_eq(cap, bound > 6 ? bound : 6, "the owner's capacity is max(bound, floor)");
+        cr_assert_eq(chring_acquire(r, key, strlen(key), &l[i]), 0);
+        cr_assert_neq(l[i].outcome, CHRING_OUTCOME_SATURATED);
+        cr_assert_leq(chring_member_load(owner), cap, "after %d: the owner within %llu", i,
+                      (unsigned long long)cap);
+    }
+    cr_assert_eq(chring_member_load(owner), 6 > chring_capacity(N - 1, 16, 1.25)
+                                                ? 6
+                                                : chring_capacity(N - 1, 16, 1.25));
+    for (int i = 0; i < N; i++)
+        chring_release(r, &l[i]);
+    chring_snap_put(r, s);
+    chring_free(&r);
+}
