@@ -149,6 +149,7 @@ typedef struct obj {
     /* A flap (docs/design.md §3): removed while its leases, or those of an earlier object of
      * its name, were out; its leases then count on every later object of its name. */
     int ghosted;
+    uint64_t down_in; /* acquires placed here because the key's owner was down */
 } obj_t;
 
 #define MAX_OBJS 1024
@@ -242,6 +243,7 @@ static model_snap_t cur;
 static uint64_t version;
 static uint64_t acquires, spills, saturated_events, retries;
 static uint64_t reports; /* chring_report_load calls recorded (chring_stats_t.reports) */
+static uint64_t owner_downs; /* acquires whose owner was down, on the first member up after it */
 static int reports_ignored; /* config.report_ttl_ms 0 */
 
 #define LEASES 32
@@ -568,6 +570,26 @@ static uint64_t obj_inherited(int id)
     return n;
 }
 
+/* A key at hash h whose owner is down and that lands on this member index went where a lookup
+ * sends it (CHRING_OUTCOME_OWNER_DOWN): the first member clockwise from h's point that is up and
+ * not skipped, with no skipped member before it.  Returns that member's index, or -1. */
+static long first_up_unskipped(const model_snap_t *m, uint64_t h, const unsigned char *skip,
+                               const unsigned char *down)
+{
+    long start = model_owner_point(m, h);
+    if (start < 0)
+        return -1;
+    for (size_t k = 0; k < m->npoints; k++) {
+        uint32_t j = m->points[((size_t)start + k) % m->npoints].member;
+        if (skip && skip[j])
+            return -1;
+        if (down && down[j])
+            continue;
+        return (long)j;
+    }
+    return -1;
+}
+
 static uint64_t obj_count(int id)
 {
     const obj_t *o = &objs[id];
@@ -687,6 +709,9 @@ static void check_all(void)
     chring_stats_t st;
     chring_stats(ring, &st);
     uint64_t nleases = model_leases();
+    if (st.owner_down != owner_downs)
+        fail("chring_stats: owner_down %llu, model %llu", (unsigned long long)st.owner_down,
+             (unsigned long long)owner_downs);
     if (st.counted != model_m(&cur) || st.reports != reports)
         fail("chring_stats: counted %llu reports %llu; model %llu %llu",
              (unsigned long long)st.counted, (unsigned long long)st.reports,
@@ -726,7 +751,7 @@ static void check_all(void)
         chring_member_stats_t ms;
         chring_member_stats(lm, &ms);
         if (ms.load != o->load || ms.acquires != o->acquires || ms.primary != o->primary ||
-            ms.spilled_in != o->spilled_in)
+            ms.spilled_in != o->spilled_in || ms.down_in != o->down_in)
             fail("stats of %s through lease %d differ from the model's", show(o->name, o->len), i);
         if (ms.inherited != obj_inherited(lease_obj[i]))
             fail("inherited leases of %s (lease %d): %llu, model %llu", show(o->name, o->len), i,
@@ -1434,8 +1459,11 @@ static void op_acquire(input_t *in)
         expect_member(leases[slot].member, &cur.members[j], "chring_acquire");
     }
     id = cur.members[j].obj;
+    int owner_down = !sat && id != cur.members[owner].obj &&
+                     first_up_unskipped(&cur, model_hash(&cur.cfg, k->b, k->len), NULL, hl.down) == j;
     uint32_t want_outcome = sat                               ? CHRING_OUTCOME_SATURATED
                             : id == cur.members[owner].obj ? CHRING_OUTCOME_OWNER
+                            : owner_down                   ? CHRING_OUTCOME_OWNER_DOWN
                                                             : CHRING_OUTCOME_SPILLED;
     if (leases[slot].outcome != want_outcome)
         fail("%s(%s): outcome %u, model %u", by_hash ? "chring_acquire_hash" : "chring_acquire",
@@ -1447,6 +1475,9 @@ static void op_acquire(input_t *in)
     acquires++;
     if (id == cur.members[owner].obj) {
         objs[id].primary++;
+    } else if (owner_down) {
+        objs[id].down_in++;
+        owner_downs++;
     } else {
         objs[id].spilled_in++;
         spills++;
@@ -1564,8 +1595,20 @@ static void op_acquire_skip(input_t *in)
     objs[id].acquires++;
     acquires++;
     retries++;
+    int owner_down = !sat && id != cur.members[owner].obj &&
+                     first_up_unskipped(&cur, h, mask, hl.down) == j;
+    uint32_t want_outcome = sat                            ? CHRING_OUTCOME_SATURATED
+                            : id == cur.members[owner].obj ? CHRING_OUTCOME_OWNER
+                            : owner_down                   ? CHRING_OUTCOME_OWNER_DOWN
+                                                           : CHRING_OUTCOME_SPILLED;
+    if (leases[slot].outcome != want_outcome)
+        fail("chring_acquire_skip(%s): outcome %u, model %u", show(k->b, k->len),
+             leases[slot].outcome, want_outcome);
     if (id == cur.members[owner].obj) {
         objs[id].primary++;
+    } else if (owner_down) {
+        objs[id].down_in++;
+        owner_downs++;
     } else {
         objs[id].spilled_in++;
         spills++;
@@ -2476,7 +2519,7 @@ static void start(const uint8_t *hdr)
     if (rc != 0 || !ring)
         fail("chring_new = %s", err_name(rc));
     nmembers = 0;
-    version = acquires = spills = saturated_events = retries = reports = 0;
+    version = acquires = spills = saturated_events = retries = reports = owner_downs = 0;
     nobjs = 0;
     memset(leases, 0, sizeof leases);
     for (int i = 0; i < LEASES; i++)

@@ -544,9 +544,14 @@ CHRING_API int chring_lookup_name(chring_t *r, const void *key, size_t len, char
 #define CHRING_OUTCOME_NONE 0u      /* a cleared lease (no acquire, or released) */
 #define CHRING_OUTCOME_OWNER 1u     /* on the key's owner (or the member the caller chose:
                                        chring_acquire_member, chring_acquire_try) */
-#define CHRING_OUTCOME_SPILLED 2u   /* on another member: the owner was full, down or skipped */
+#define CHRING_OUTCOME_SPILLED 2u   /* on another member: a member before it was full (the owner,
+                                       or the members up after a down owner) or skipped */
 #define CHRING_OUTCOME_SATURATED 3u /* every member met looked full (only races do that): the
                                        least loaded one relative to its weight */
+#define CHRING_OUTCOME_OWNER_DOWN 4u /* (0.4) the key's owner was down and the key is on the
+                                        first member up after it, where a lookup sends it: not a
+                                        spill for load (counted in stats.owner_down and the
+                                        member's down_in, not in spills and spilled_in) */
 
 /* A lease: the member a key was placed on and how (outcome, one of CHRING_OUTCOME_*).  Treat it
  * as opaque apart from .member and .outcome (reserved_ is the library's).
@@ -674,9 +679,12 @@ CHRING_API int chring_report_load(chring_t *r, const chring_member_t *m, uint64_
 
 typedef struct chring_member_stats {
     uint64_t load;       /* outstanding leases of this instance (the "local" count) */
-    uint64_t acquires;   /* leases ever placed here (primary + spilled_in) */
-    uint64_t primary;    /* ... of which this member was the key's owner */
-    uint64_t spilled_in; /* ... of which the owner was full */
+    uint64_t acquires;   /* leases ever placed here (primary + spilled_in + down_in): by
+                            chring_acquire, _skip, _hash, _hash_skip, _member and _try */
+    uint64_t primary;    /* ... of which this member was the key's owner (or the member the
+                            caller chose: chring_acquire_member, chring_acquire_try) */
+    uint64_t spilled_in; /* ... of which a member before it was full or skipped (SPILLED, or
+                            SATURATED away from the owner) */
     /* Reported load (0.4, chring_report_load): report_live is 1 while a report counts, else 0
      * and the next three are 0.  reported is the value reported, local_at_report the member's
      * load when it was, report_age_ms its age now. */
@@ -690,6 +698,9 @@ typedef struct chring_member_stats {
     /* Leases out on members of the same name removed while they were out (a flap: the name was
      * removed and added again), which the bound counts on this member as its own (0.4). */
     uint64_t inherited;
+    /* ... acquires of the count above whose owner was down and which landed here, the first
+     * member up after it (CHRING_OUTCOME_OWNER_DOWN, 0.4) */
+    uint64_t down_in;
 } chring_member_stats_t;
 
 typedef struct chring_stats {
@@ -698,16 +709,22 @@ typedef struct chring_stats {
     uint64_t members;   /* members of the current snapshot */
     uint64_t points;    /* points of the current snapshot */
     uint64_t leases;    /* outstanding leases (m) */
-    uint64_t acquires;  /* successful acquires (chring_acquire, _skip, _member) */
-    uint64_t spills;    /* acquires placed on another member than the key's owner */
-    uint64_t saturated; /* acquires that found every member full */
+    uint64_t acquires;  /* successful acquires (chring_acquire, _skip, _hash, _hash_skip,
+                           _member, _try) */
+    uint64_t spills;    /* acquires placed past the key's owner for load or a skip (outcome
+                           SPILLED, or SATURATED away from the owner; not OWNER_DOWN) */
+    uint64_t saturated; /* acquires that found every member full (outcome SATURATED) */
     uint64_t down;      /* members of the current membership that are down */
-    uint64_t retries;   /* successful chring_acquire_skip calls */
+    uint64_t retries;   /* successful chring_acquire_skip and chring_acquire_hash_skip calls */
     /* Reported load (0.4): reports recorded (chring_report_load calls that returned 0 and were
      * not ignored), and the m the capacities use now: leases plus, for each member of the
      * current snapshot whose report counts, what its count adds to its leases. */
     uint64_t reports;
     uint64_t counted;
+    /* Acquires whose owner was down, placed on the first member up after it (outcome
+     * CHRING_OUTCOME_OWNER_DOWN, 0.4): counted apart from spills, so spill alerts do not fire on
+     * health checks. */
+    uint64_t owner_down;
 } chring_stats_t;
 
 /* Copies a member's statistics (zeros for NULL m).  Reader side, or with a lease on m. */

@@ -278,6 +278,8 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
     }
     chring__report_left(r, cur, b.members, b.count); /* reports of members leaving (report.c) */
     chring__ghosts_left(r, cur, b.members, b.count); /* ... and their leases out (ghost.c) */
+    for (size_t j = 0; j < next->nmembers; j++) /* chring_acquire_try's hint (load.c) */
+        CHRING_STORE_32(&next->members[j]->slot_hint, next->member_slot[j]);
     chring__publish(r, next);
     chring__ghosts_link(r, b.created, b.ncreated); /* names that come back count them */
     if (r->cfg.slow_start_ms > 0 && cur->nmembers > 0 && b.ncreated > 0)

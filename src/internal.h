@@ -76,7 +76,8 @@ struct chring_member {
     /* A flap (ghost.c): the member of the same name removed while its leases were out, whose
      * leases this one counts as its own; NULL mostly.  Changed under the ring's ghost lock. */
     chring_member_t *prev;
-    char pad_[CHRING_CACHELINE - 5 * sizeof(uint64_t) - 2 * sizeof(uint32_t) - sizeof(void *)];
+    uint64_t down_in; /* acquires placed here because the key's owner was down (load.c) */
+    /* (the first cache line is full: magic begins the second, checked below) */
     /* Second cache line on: immutable after creation except weight and the ramp (writers
      * only, under the ring lock). */
     uint64_t magic;
@@ -102,9 +103,16 @@ struct chring_member {
     struct chring_ghosts *ghosts;
     uint32_t ghosted;
     uint32_t linked;
+    /* Its slot in the snapshot published last (apply.c), a hint for chring_acquire_try: a
+     * snapshot whose slot_member[slot_hint] is this member lists it there, no name search. */
+    uint32_t slot_hint;
     struct rcu_head rcu;
     char name[];                 /* name_len bytes and a NUL */
 };
+
+_Static_assert(offsetof(struct chring_member, magic) == CHRING_CACHELINE ||
+                   sizeof(void *) != 8,
+               "a member's hot fields fill its first cache line exactly");
 
 /* What every lookup of a ring needs to know about health (health.c): how many members of the
  * current membership are down, and their total current weight.  Written by writers under the
@@ -260,7 +268,8 @@ struct chring_shard {
     uint64_t spills;
     uint64_t saturated;
     uint64_t retries;
-    char pad_[CHRING_DESTRUCTIVE - 5 * sizeof(uint64_t)];
+    uint64_t owner_down; /* acquires placed on the first member up past a key's owner down */
+    char pad_[CHRING_DESTRUCTIVE - 6 * sizeof(uint64_t)];
 };
 
 struct chring {

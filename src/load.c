@@ -244,13 +244,22 @@ static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key,
      * only when nothing else is met. */
     struct chring__downs downs = {.n = 0};
     uint32_t chosen = UINT32_MAX, least = UINT32_MAX, parked = UINT32_MAX;
+    /* The first member met that is up and not skipped, and whether a skipped member came
+     * before it: a key whose owner is down and that lands there went where the health-aware
+     * lookup sends it (CHRING_OUTCOME_OWNER_DOWN), not past a full member. */
+    uint32_t first_up = UINT32_MAX;
+    bool skipped_first = false;
     uint64_t least_load = 0, parked_load = 0;
     for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         chring_member_t *m = s->slot_member[j];
-        if (nskip > 0 && skipped(m, skip, nskip))
+        if (nskip > 0 && skipped(m, skip, nskip)) {
+            skipped_first |= first_up == UINT32_MAX;
             continue; /* as if full */
+        }
         if (any_down && chring__down_once(&downs, m))
             continue; /* out of service: as a removal would */
+        if (first_up == UINT32_MAX)
+            first_up = j;
         uint64_t extra = report_extra(&capacity, m);
         uint64_t load = chring__member_load(m) + extra;
         uint32_t weight = s->slot_weight[j];
@@ -297,6 +306,12 @@ static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key,
     chring_member_t *m = s->slot_member[chosen];
     if (chosen == owner) {
         ck_pr_inc_64(&m->primary);
+    } else if (outcome == CHRING_OUTCOME_OWNER && chosen == first_up && !skipped_first) {
+        /* The owner is down (every member before first_up was), and the key is where a lookup
+         * sends it: not a spill for load. */
+        ck_pr_inc_64(&m->down_in);
+        ck_pr_inc_64(&shard->owner_down);
+        outcome = CHRING_OUTCOME_OWNER_DOWN;
     } else {
         ck_pr_inc_64(&m->spilled_in);
         ck_pr_inc_64(&shard->spills);
@@ -404,7 +419,14 @@ int chring_acquire_try(chring_t *r, const chring_snap_t *s, const chring_member_
     lease_clear(lease);
     if (r == NULL || s == NULL || m == NULL)
         return -EINVAL;
-    uint32_t weight = chring_snap_weight(s, m);
+    /* Whether s lists m, and its weight there: by the slot the last publish gave it (one load,
+     * no name search), or, for a snapshot that lists it elsewhere or not at all (an older one),
+     * by its name. */
+    uint32_t hint = CHRING_LOAD_32(&m->slot_hint), weight;
+    if (CHRING_LIKELY(hint < s->nslots && s->slot_member[hint] == m))
+        weight = s->slot_weight[hint];
+    else
+        weight = chring_snap_weight(s, m);
     if (weight == 0)
         return -ENOENT;
     chring_member_t *mm = (chring_member_t *)m;
@@ -470,7 +492,8 @@ void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
     out->load = chring__member_load(m);
     out->primary = CHRING_LOAD_64(&m->primary);
     out->spilled_in = CHRING_LOAD_64(&m->spilled_in);
-    out->acquires = out->primary + out->spilled_in;
+    out->down_in = CHRING_LOAD_64(&m->down_in);
+    out->acquires = out->primary + out->spilled_in + out->down_in;
     rcu_read_lock(); /* a flap's prev is read inside a read section (ghost.c) */
     out->inherited = chring__member_inherited(m);
     rcu_read_unlock();
@@ -510,6 +533,7 @@ void chring_stats(chring_t *r, chring_stats_t *out)
         out->spills += CHRING_LOAD_64(&r->shards[k].spills);
         out->saturated += CHRING_LOAD_64(&r->shards[k].saturated);
         out->retries += CHRING_LOAD_64(&r->shards[k].retries);
+        out->owner_down += CHRING_LOAD_64(&r->shards[k].owner_down);
     }
     out->leases = chring__leases(r);
     out->counted = out->leases + extra;

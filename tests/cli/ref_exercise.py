@@ -470,13 +470,30 @@ class Model:
         if retry:
             self.retries += 1
         # The key's owner here is the member of its point, up or down (as chring_stats counts
-        # it): an acquire whose point's member is down counts as a spill.
+        # it).  A key whose owner is down and that lands on the first member up after it (no
+        # skipped member before that one) went where a lookup sends it: not a spill
+        # (CHRING_OUTCOME_OWNER_DOWN, counted apart); past that member it is a spill.
         if who == self.raw_owner(key):
             st['primary'] += 1
+        elif not saturated and who == self.first_up_unskipped(key, skip):
+            pass
         else:
             st['spilled_in'] += 1
             self.spills += 1
         return who + b' %d' % self.next_lease
+
+    def first_up_unskipped(self, key, skip):
+        """The first member clockwise from the key's point that is up and not skipped, or None
+        when a skipped member comes before it."""
+        i = self.first_point(key)
+        for step in range(len(self.points)):
+            who = self.points[(i + step) % len(self.points)][1]
+            if who in skip:
+                return None
+            if who in self.down:
+                continue
+            return who
+        return None
 
     def walk(self, key, load, m, skip):
         """(chosen member, saturated): the first member clockwise from the key's point, outside
