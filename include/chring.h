@@ -604,7 +604,11 @@ CHRING_API int chring_acquire_member(chring_t *r, const chring_snap_t *s, const 
 /* Retries that keep the bound: as chring_acquire, but the walk passes over the nskip members of
  * skip (a backend that just failed, replicas already tried) as if they were full; the bound holds
  * for the member chosen.  Members are compared by identity; a pointer to a member no longer in the
- * snapshot is allowed and matches nothing.  Counted in chring_stats_t.retries, and as a spill
+ * snapshot is allowed and matches nothing while that member is still valid (a lease or a held
+ * snapshot keeps it).  A pointer kept past that (the lease released, the member removed and
+ * retired) may be the address of a new member's object and then skips that member: a retry that
+ * releases its lease before it retries skips by chring_member_id with chring_acquire_skip_ids
+ * instead.  Counted in chring_stats_t.retries, and as a spill
  * when the chosen member is not the key's owner.  Returns 0 and fills *lease; -ENOENT when no
  * member outside skip exists (the lease is cleared); -EINVAL for NULL r/lease, a NULL key with
  * len > 0, or a NULL skip with nskip > 0.  Any thread; lock-free, no allocation; O(nskip) per
@@ -612,6 +616,20 @@ CHRING_API int chring_acquire_member(chring_t *r, const chring_snap_t *s, const 
 CHRING_API int chring_acquire_skip(chring_t *r, const void *key, size_t len,
                                    const chring_member_t *const *skip, size_t nskip,
                                    chring_lease_t *lease);
+
+/* chring_acquire_skip and chring_acquire_hash_skip comparing members by chring_member_id: an id
+ * names one member object of the ring for ever (never reused, also after the member is retired),
+ * so a skip list kept after its leases were released matches no other member.  Same walk, bound,
+ * outcome, statistics and errors as chring_acquire_skip (skip_ids NULL with nskip > 0:
+ * -EINVAL).  Any thread; lock-free, no allocation; O(nskip) per member met.  (0.4) */
+CHRING_API int chring_acquire_skip_ids(chring_t *r, const void *key, size_t len,
+                                       const uint64_t *skip_ids, size_t nskip,
+                                       chring_lease_t *lease);
+CHRING_API int chring_acquire_hash_skip_ids(chring_t *r, uint64_t hash, const uint64_t *skip_ids,
+                                            size_t nskip, chring_lease_t *lease);
+/* The member's id: unique among the members a ring ever created, never reused, > 0; 0 for NULL.
+ * Reader side (or with a lease on m).  (0.4) */
+CHRING_API uint64_t chring_member_id(const chring_member_t *m);
 
 /* As chring_acquire and chring_acquire_skip with the key already hashed: hash is the h that
  * chring_snap_lookup_hash takes (the profile's hash of the key, or a composite key the proxy

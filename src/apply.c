@@ -221,6 +221,7 @@ static int create_members(struct batch *b, chring_t *r, bool slow_start)
         if (m == NULL)
             return -ENOMEM;
         m->join_seq = r->join_seq + k;
+        m->id = ++r->member_ids; /* a failed call leaves gaps: ids are unique, not dense */
         if (slow_start)
             chring__member_slow_start(m, r->cfg.slow_start_from, r->cfg.slow_start_ms);
         b->created[b->ncreated++] = m;

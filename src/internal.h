@@ -106,6 +106,7 @@ struct chring_member {
     /* Its slot in the snapshot published last (apply.c), a hint for chring_acquire_try: a
      * snapshot whose slot_member[slot_hint] is this member lists it there, no name search. */
     uint32_t slot_hint;
+    uint64_t id; /* chring_member_id: the ring's count of members created, at its creation */
     struct rcu_head rcu;
     char name[];                 /* name_len bytes and a NUL */
 };
@@ -285,6 +286,7 @@ struct chring {
     uint64_t join_seq;  /* next join sequence number, under lock */
     uint64_t ramp_seq;  /* last ramp_epoch a writer stored (effective.c), under lock */
     uint64_t report_ctr;   /* last report_seq a writer stored (report.c), under lock */
+    uint64_t member_ids;   /* members created (ids), under lock */
     uint64_t reports;      /* reports recorded (statistics), under lock, read atomically */
     uint64_t report_ttl_ns; /* cfg.report_ttl_ms in ns */
     double floor;           /* cfg.min_capacity (load.c: the floor at low concurrency) */

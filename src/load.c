@@ -162,10 +162,17 @@ static inline uint64_t capacity_of(struct capacity *k, uint32_t weight, double s
     return k->cap;
 }
 
-/* Whether m is one of the nskip members the caller passes over (compared by identity). */
+/* Whether m is one of the nskip members the caller passes over: compared by identity, or with
+ * skip_ids by chring_member_id (which no other member of the ring ever has). */
 static inline bool skipped(const chring_member_t *m, const chring_member_t *const *skip,
-                           size_t nskip)
+                           const uint64_t *skip_ids, size_t nskip)
 {
+    if (skip_ids != NULL) {
+        for (size_t k = 0; k < nskip; k++)
+            if (skip_ids[k] == m->id)
+                return true;
+        return false;
+    }
     for (size_t k = 0; k < nskip; k++)
         if (skip[k] == m)
             return true;
@@ -211,8 +218,8 @@ static inline bool lighter(uint64_t a, uint32_t wa, uint64_t b, uint32_t wb)
  * lease, or -ENOENT when no member outside skip was met (an empty ring, or everything
  * skipped).  Inlined for each caller: with nskip 0 the skip test folds away. */
 static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key, size_t len,
-                        const chring_member_t *const *skip, size_t nskip, bool retry,
-                        chring_lease_t *lease)
+                        const chring_member_t *const *skip, const uint64_t *skip_ids,
+                        size_t nskip, bool retry, chring_lease_t *lease)
 {
     const chring_snap_t *s = chring_snap_enter(r);
     if (s->npoints == 0) {
@@ -252,7 +259,7 @@ static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key,
     uint64_t least_load = 0, parked_load = 0;
     for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         chring_member_t *m = s->slot_member[j];
-        if (nskip > 0 && skipped(m, skip, nskip)) {
+        if (nskip > 0 && skipped(m, skip, skip_ids, nskip)) {
             skipped_first |= first_up == UINT32_MAX;
             continue; /* as if full */
         }
@@ -334,7 +341,7 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
             lease_clear(lease);
         return -EINVAL;
     }
-    return place(r, 0, false, key, len, NULL, 0, false, lease);
+    return place(r, 0, false, key, len, NULL, NULL, 0, false, lease);
 }
 
 int chring_acquire_skip(chring_t *r, const void *key, size_t len,
@@ -345,7 +352,35 @@ int chring_acquire_skip(chring_t *r, const void *key, size_t len,
             lease_clear(lease);
         return -EINVAL;
     }
-    return place(r, 0, false, key, len, skip, nskip, true, lease);
+    return place(r, 0, false, key, len, skip, NULL, nskip, true, lease);
+}
+
+int chring_acquire_skip_ids(chring_t *r, const void *key, size_t len, const uint64_t *skip_ids,
+                            size_t nskip, chring_lease_t *lease)
+{
+    if (r == NULL || lease == NULL || (key == NULL && len > 0) ||
+        (skip_ids == NULL && nskip > 0)) {
+        if (lease != NULL)
+            lease_clear(lease);
+        return -EINVAL;
+    }
+    return place(r, 0, false, key, len, NULL, nskip > 0 ? skip_ids : NULL, nskip, true, lease);
+}
+
+int chring_acquire_hash_skip_ids(chring_t *r, uint64_t hash, const uint64_t *skip_ids,
+                                 size_t nskip, chring_lease_t *lease)
+{
+    if (r == NULL || lease == NULL || (skip_ids == NULL && nskip > 0)) {
+        if (lease != NULL)
+            lease_clear(lease);
+        return -EINVAL;
+    }
+    return place(r, hash, true, NULL, 0, NULL, nskip > 0 ? skip_ids : NULL, nskip, true, lease);
+}
+
+uint64_t chring_member_id(const chring_member_t *m)
+{
+    return m == NULL ? 0 : m->id;
 }
 
 int chring_acquire_hash(chring_t *r, uint64_t hash, chring_lease_t *lease)
@@ -355,7 +390,7 @@ int chring_acquire_hash(chring_t *r, uint64_t hash, chring_lease_t *lease)
             lease_clear(lease);
         return -EINVAL;
     }
-    return place(r, hash, true, NULL, 0, NULL, 0, false, lease);
+    return place(r, hash, true, NULL, 0, NULL, NULL, 0, false, lease);
 }
 
 int chring_acquire_hash_skip(chring_t *r, uint64_t hash, const chring_member_t *const *skip,
@@ -366,7 +401,7 @@ int chring_acquire_hash_skip(chring_t *r, uint64_t hash, const chring_member_t *
             lease_clear(lease);
         return -EINVAL;
     }
-    return place(r, hash, true, NULL, 0, skip, nskip, true, lease);
+    return place(r, hash, true, NULL, 0, skip, NULL, nskip, true, lease);
 }
 
 int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_member_t *m,

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "chring.h"
 #include "chring_test.h"
@@ -254,5 +255,88 @@ Test(edges, the_hot_key_owner_holds_at_most_the_floor_or_the_bound)
     for (int i = 0; i < N; i++)
         chring_release(r, &l[i]);
     chring_snap_put(r, s);
+    chring_free(&r);
+}
+
+/* Skip lists by id: an id names one member object for ever, so a list kept after its leases
+ * were released (the member removed and retired, its address maybe reused) skips no other. */
+static int id_retired;
+static void id_retire(void *udata, void *ctx)
+{
+    (void)udata;
+    (void)ctx;
+    __atomic_add_fetch(&id_retired, 1, __ATOMIC_SEQ_CST);
+}
+
+Test(edges, skip_ids_match_only_the_member_meant)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.retire = id_retire;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, "old", 1, NULL);
+    add_or_fail(r, "keep", 1, NULL);
+    const chring_snap_t *s = chring_snap_enter(r);
+    const chring_member_t *old = chring_snap_find(s, "old");
+    uint64_t old_id = chring_member_id(old);
+    const void *old_addr = old;
+    cr_assert_gt(old_id, 0);
+    cr_assert_neq(chring_member_id(chring_snap_find(s, "keep")), old_id);
+    chring_snap_exit(r, s);
+    cr_assert_eq(chring_member_id(NULL), 0);
+
+    id_retired = 0;
+    cr_assert_eq(chring_remove(r, "old"), 0);
+    /* Until it is retired (a grace period; bounded wait), then new members: one may take its
+     * address.  Its id is new whatever its address. */
+    for (int i = 0; i < 2000 && __atomic_load_n(&id_retired, __ATOMIC_SEQ_CST) == 0; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert_eq(__atomic_load_n(&id_retired, __ATOMIC_SEQ_CST), 1, "retired within 2 s");
+    char name[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(name, sizeof name, "new-%d", i);
+        add_or_fail(r, name, 1, NULL);
+    }
+    add_or_fail(r, "old", 1, NULL); /* the name again: a new object, a new id */
+    s = chring_snap_enter(r);
+    int reused = 0;
+    for (size_t i = 0; i < chring_snap_len(s); i++) {
+        const chring_member_t *m = chring_snap_member(s, i);
+        cr_assert_neq(chring_member_id(m), old_id, "%s has the retired member's id",
+                      chring_member_name(m));
+        reused += (const void *)m == old_addr;
+    }
+    chring_snap_exit(r, s);
+    /* With the retired id in the skip list every key goes where a plain acquire sends it. */
+    char key[32];
+    for (int k = 0; k < 200; k++) {
+        key_name(key, sizeof key, k);
+        chring_lease_t a, b;
+        cr_assert_eq(chring_acquire(r, key, strlen(key), &a), 0);
+        const chring_member_t *plain = a.member;
+        chring_release(r, &a);
+        cr_assert_eq(chring_acquire_skip_ids(r, key, strlen(key), &old_id, 1, &b), 0);
+        cr_assert_eq(b.member, plain, "%s: the retired id skipped %s (address reused: %d)", key,
+                     chring_member_name(plain), reused);
+        /* Skipping the member chosen, by its id, moves the key on. */
+        uint64_t id = chring_member_id(plain);
+        chring_release(r, &b);
+        cr_assert_eq(chring_acquire_skip_ids(r, key, strlen(key), &id, 1, &b), 0);
+        cr_assert_neq(b.member, plain);
+        chring_release(r, &b);
+        uint64_t h = 0;
+        s = chring_snap_enter(r);
+        h = chring_snap_hash(s, key, strlen(key));
+        chring_snap_exit(r, s);
+        cr_assert_eq(chring_acquire_hash_skip_ids(r, h, &id, 1, &b), 0);
+        cr_assert_neq(b.member, plain);
+        chring_release(r, &b);
+    }
+    chring_lease_t l;
+    cr_assert_eq(chring_acquire_skip_ids(r, "k", 1, NULL, 1, &l), -EINVAL);
+    cr_assert_eq(chring_acquire_skip_ids(r, "k", 1, NULL, 0, &l), 0);
+    chring_release(r, &l);
     chring_free(&r);
 }
