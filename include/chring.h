@@ -21,7 +21,13 @@
  * after the call returns (on any thread that learnt of the return through some synchronisation,
  * or on the same thread) sees the change, and so does every later one.  A read section that
  * began before may still see the previous snapshot until it ends.  Writers are serialised, so
- * their changes are seen in the order their calls returned.
+ * their changes are seen in the order their calls returned.  What a snapshot holds is its
+ * membership, weights and points.  Everything else lives on the member objects and the ring
+ * and is seen at once by every reader, also inside a read section that began before the change
+ * and on a held snapshot: health (chring_set_down, chring_set_ramp, slow start), loads and
+ * leases, reported loads (chring_report_load) and a flap's inherited leases.  A lookup or an
+ * acquire that runs while such a change is made answers as before it or as after it; a walk
+ * judges each member it meets once (a member met again answers as at its first meeting).
  *
  * Errors: functions that can fail return int: 0 (or a non-negative count) on success, a negative
  * errno value on failure, named by chring_strerror().  A failed writer call changes nothing and
@@ -766,7 +772,10 @@ CHRING_API void chring_stats(chring_t *r, chring_stats_t *out);
  * nothing: O(log members) to find the name, then O(1).  Returns 0 (also when the state does not
  * change), -ENOENT for a non-member, -EINVAL (NULL r or name, empty name), -ENAMETOOLONG.  Writer
  * side: any thread, serialised with the other writers; seen by every read section that begins
- * after it returns. */
+ * after it returns, and at once (a flag on the member, not a publish) by read sections already
+ * running and on held snapshots that list the member ("Ordering" at the top).  Going down drops
+ * the member's reported load (chring_report_load).  A ring whose every member is down answers
+ * in O(1) (no walk of its points), for the current snapshot. */
 CHRING_API int chring_set_down(chring_t *r, const char *name, int down);
 /* 1 if m is down, 0 if it is up, -EINVAL for NULL.  Reader side (or with a lease on m). */
 CHRING_API int chring_member_is_down(const chring_member_t *m);
