@@ -25,7 +25,7 @@ DEPS_BUILD="liburcu-dev libck-dev libxxhash-dev libmd-dev zlib1g-dev make meson 
 pkg-config gcc"
 DEPS_TEST="libcriterion-dev g++ clang libclang-rt-14-dev cmake man-db python3 libevent-dev nginx-light
 wrk curl chromium etcd-server etcd-client libmemcached-dev nginx-dev varnish libvarnishapi-dev
-libjansson-dev"
+libjansson-dev python3-prometheus-client"
 DEPS_BENCH="gnuplot-nox libmemcached-dev"
 DEPS_EXAMPLES="libevent-dev libjansson-dev"
 DEPS_ALL="$DEPS_BUILD $DEPS_TEST $DEPS_BENCH $DEPS_EXAMPLES"

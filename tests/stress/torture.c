@@ -1870,10 +1870,10 @@ static void checkpoint(void)
               checkpoints, u->name, load, b - a);
         chring_member_stats_t ms;
         chring_member_stats(held[a], &ms);
-        CHECK(ms.load == load && ms.acquires == ms.primary + ms.spilled_in,
+        CHECK(ms.load == load && ms.acquires == ms.primary + ms.spilled_in + ms.down_in,
               "checkpoint: member stats of %.40s: load %" PRIu64 " acquires %" PRIu64
-              " primary %" PRIu64 " spilled_in %" PRIu64,
-              u->name, ms.load, ms.acquires, ms.primary, ms.spilled_in);
+              " primary %" PRIu64 " spilled_in %" PRIu64 " down_in %" PRIu64,
+              u->name, ms.load, ms.acquires, ms.primary, ms.spilled_in, ms.down_in);
         if (epoch_kind == EPOCH_HOT) {
             uint64_t bound = hot_bound(held[a]);
             char terms[256];
