@@ -189,6 +189,14 @@ static void add_member(struct evbuffer *b, const chring_snap_t *s, const chring_
             (unsigned long long)GET(be->retries_in), (unsigned long long)GET(be->bytes_out),
             (unsigned long long)GET(be->downs), GET(be->drain_until_ms) ? "true" : "false");
     }
+    /* The load the engine reported (loadmetrics.c, chring_report_load): while it counts, its
+     * value, its age and what the bound counts for the member. */
+    if (ms.report_live)
+        evbuffer_add_printf(b, ",\"reported\":%llu,\"report_age_ms\":%llu",
+                            (unsigned long long)ms.reported, (unsigned long long)ms.report_age_ms);
+    else
+        evbuffer_add_printf(b, ",\"reported\":null,\"report_age_ms\":null");
+    evbuffer_add_printf(b, ",\"counted\":%llu", (unsigned long long)ms.counted);
     evbuffer_add_printf(b, ",\"down\":%s}", down ? "true" : "false");
 }
 
