@@ -45,7 +45,7 @@ void chring__ghosts_left(chring_t *r, const chring_snap_t *cur, chring_member_t 
         /* cur lists m, so m is alive; the lock orders this with its destruction. */
         m->ghosts = &r->ghosts;
         m->ghost_next = r->ghosts.head;
-        r->ghosts.head = m;
+        CHRING_STORE_PTR(&r->ghosts.head, m); /* read without the lock by ghosts_link */
         CHRING_STORE_32(&m->ghosted, 1);
     }
     if (locked)
@@ -87,7 +87,7 @@ bool chring__ghost_destroy(chring_member_t *m)
         while (*p != NULL && *p != m)
             p = &(*p)->ghost_next;
         if (*p == m)
-            *p = m->ghost_next;
+            CHRING_STORE_PTR(p, m->ghost_next); /* the head is read without the lock */
         m->ghosted = 0;
     }
     chring_member_t *prev = m->prev, *succ = m->succ;
