@@ -24,6 +24,11 @@
  * config.min_capacity 4: a window of N leases, each acquire replacing the oldest, 20,000
  * acquires; for the hot key also the most leases its owner held against the most its capacity
  * allowed then (the bound must hold: max(bound, floor)).
+ *
+ * And the cache tier the floor is for: 16 members, each an LRU cache of 64 keys; a Zipf stream
+ * (s = 1) over 4,000 keys, 100,000 requests, N in flight; a request hits when its member's cache
+ * holds its key (then the key is refreshed there; a miss inserts it).  The hit ratio with and
+ * without the floor.
  */
 #include <chring.h>
 
@@ -195,6 +200,95 @@ static double spill_rate(uint32_t floor, unsigned window, int hot, unsigned *max
     return (double)spills / ACQUIRES;
 }
 
+#define CACHE_KEYS 64
+#define ZIPF_KEYS 4000
+
+struct lru {
+    unsigned key[CACHE_KEYS];
+    uint64_t used[CACHE_KEYS];
+    unsigned n;
+};
+
+/* Whether the cache holds k (refreshed), inserting it (evicting the least recently used) if not. */
+static int lru_touch(struct lru *c, unsigned k, uint64_t now)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->key[i] == k) {
+            c->used[i] = now;
+            return 1;
+        }
+    unsigned at = c->n;
+    if (c->n < CACHE_KEYS) {
+        c->n++;
+    } else {
+        at = 0;
+        for (unsigned i = 1; i < CACHE_KEYS; i++)
+            if (c->used[i] < c->used[at])
+                at = i;
+    }
+    c->key[at] = k;
+    c->used[at] = now;
+    return 0;
+}
+
+static double cache_hits(uint32_t floor, unsigned window)
+{
+    enum { REQUESTS = 100000 };
+    static double cdf[ZIPF_KEYS];
+    double total = 0;
+    for (unsigned i = 0; i < ZIPF_KEYS; i++)
+        cdf[i] = (total += 1.0 / (i + 1));
+    chring_t *r = floor_ring(floor);
+    const chring_snap_t *s = chring_snap_hold(r);
+    size_t n = chring_snap_len(s);
+    struct lru *caches = calloc(n, sizeof *caches);
+    chring_lease_t *w = calloc(window, sizeof *w);
+    if (!caches || !w)
+        die("calloc", -12);
+    uint64_t z = 12345;
+    unsigned hits = 0;
+    char key[32];
+    for (unsigned i = 0; i < REQUESTS; i++) {
+        z = z * 6364136223846793005u + 1442695040888963407u;
+        double u = (double)(z >> 11) / 9007199254740992.0 * total;
+        unsigned lo = 0, hi = ZIPF_KEYS - 1;
+        while (lo < hi) {
+            unsigned mid = (lo + hi) / 2;
+            if (cdf[mid] < u)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        chring_lease_t *l = &w[i % window];
+        chring_release(r, l);
+        int len = snprintf(key, sizeof key, "object-%u", lo);
+        if (chring_acquire(r, key, (size_t)len, l) != 0)
+            die("chring_acquire", -1);
+        size_t m = 0;
+        while (m < n && chring_snap_member(s, m) != l->member)
+            m++;
+        hits += lru_touch(&caches[m], lo, i + 1);
+    }
+    for (unsigned i = 0; i < window; i++)
+        chring_release(r, &w[i]);
+    chring_snap_put(r, s);
+    free(caches);
+    free(w);
+    chring_free(&r);
+    return (double)hits / REQUESTS;
+}
+
+static void cache_table(void)
+{
+    static const unsigned windows[] = {8, 32, 128};
+    printf("\n# cache tier: hit ratio, 16 LRU caches of %d keys, Zipf(1) over %d keys, c 1.25\n",
+           CACHE_KEYS, ZIPF_KEYS);
+    printf("# %8s %12s %12s %12s\n", "in-flight", "no floor", "floor 4", "floor 16");
+    for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++)
+        printf("  %8u %11.1f%% %11.1f%% %11.1f%%\n", windows[i], 100 * cache_hits(0, windows[i]),
+               100 * cache_hits(4, windows[i]), 100 * cache_hits(16, windows[i]));
+}
+
 static void spill_table(void)
 {
     static const unsigned windows[] = {4, 8, 16, 32, 64, 128, 256};
@@ -275,6 +369,7 @@ int main(int argc, char **argv)
     }
 #if HAVE_REPORTS
     spill_table();
+    cache_table();
 #endif
     chring_free(&plain);
     chring_free(&down);
