@@ -76,7 +76,7 @@ static chring_t *ring_of(unsigned members, uint32_t ttl_ms)
     if (rc != 0)
         die("chring_new", rc);
     chring_change_t *ch = calloc(members, sizeof *ch);
-    char (*names)[32] = calloc(members, sizeof *names);
+    char(*names)[32] = calloc(members, sizeof *names);
     if (!ch || !names)
         die("calloc", -12);
     for (unsigned i = 0; i < members; i++) {
@@ -91,7 +91,11 @@ static chring_t *ring_of(unsigned members, uint32_t ttl_ms)
     return r;
 }
 
-enum kind { ACQUIRE, LOOKUP, REPORT };
+enum kind {
+    ACQUIRE,
+    LOOKUP,
+    REPORT
+};
 
 struct config {
     const char *name;
@@ -129,8 +133,7 @@ static void run(struct config *c, unsigned rep, double ms)
 #endif
             } else {
 #if HAVE_REPORTS
-                sink += (unsigned)chring_report_load(c->r, chring_snap_member(held, k % n),
-                                                     k % 32);
+                sink += (unsigned)chring_report_load(c->r, chring_snap_member(held, k % n), k % 32);
 #endif
             }
         }
@@ -168,7 +171,9 @@ static chring_t *floor_ring(uint32_t floor)
 static double spill_rate(uint32_t floor, unsigned window, int hot, unsigned *max_hot,
                          unsigned *over)
 {
-    enum { ACQUIRES = 20000 };
+    enum {
+        ACQUIRES = 20000
+    };
     chring_t *r = floor_ring(floor);
     chring_lease_t *w = calloc(window, sizeof *w);
     if (!w)
@@ -233,7 +238,9 @@ static int lru_touch(struct lru *c, unsigned k, uint64_t now)
 
 static double cache_hits(uint32_t floor, unsigned window)
 {
-    enum { REQUESTS = 100000 };
+    enum {
+        REQUESTS = 100000
+    };
     static double cdf[ZIPF_KEYS];
     double total = 0;
     for (unsigned i = 0; i < ZIPF_KEYS; i++)
@@ -292,7 +299,8 @@ static void cache_table(void)
 static void spill_table(void)
 {
     static const unsigned windows[] = {4, 8, 16, 32, 64, 128, 256};
-    printf("\n# spill rate (spills per acquire) over 16 members against leases in flight, c 1.25\n");
+    printf(
+        "\n# spill rate (spills per acquire) over 16 members against leases in flight, c 1.25\n");
     printf("# %8s %14s %14s %14s %14s %18s\n", "in-flight", "uniform", "uniform+floor4", "hot",
            "hot+floor4", "hot owner max/over");
     for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++) {
@@ -346,10 +354,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < chring_snap_len(s); i++)
         chring_report_load(counting, chring_snap_member(s, i), 3 + i % 5);
     chring_snap_put(counting, s);
-    cfgs[nc++] = (struct config){.name = "acquire 100x160, reports counting", .r = counting,
-                                 .kind = ACQUIRE};
+    cfgs[nc++] = (struct config){
+        .name = "acquire 100x160, reports counting", .r = counting, .kind = ACQUIRE};
     cfgs[nc++] = (struct config){.name = "acquire 100x160, a report per 1000 acquires",
-                                 .r = refreshed, .kind = ACQUIRE, .report_every = 1000};
+                                 .r = refreshed,
+                                 .kind = ACQUIRE,
+                                 .report_every = 1000};
     cfgs[nc++] = (struct config){.name = "chring_report_load", .r = refreshed, .kind = REPORT};
 #endif
     cfgs[nc++] = (struct config){.name = "lookup 1000x160, all up", .r = up, .kind = LOOKUP};

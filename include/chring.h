@@ -690,9 +690,11 @@ CHRING_API uint64_t chring_leases(chring_t *r);
  * the diff do not change.  Ignored (returns 0, nothing recorded): config.report_ttl_ms 0, or m
  * down (a report made before m went down is dropped then, too).  Returns 0, -ENOENT when m is not
  * a member of the current snapshot (a removed member), -EINVAL for NULL r or m.  m must be valid
- * (from a read section, a held snapshot or a lease).  Any thread, concurrently with acquires and
- * other reports; takes the writers' lock (reports are a writer's rate, not an acquire's),
- * allocates nothing, publishes nothing.  A ring that never reports costs its acquires nothing
+ * (from a held snapshot or a lease; chring-lb holds a snapshot).  Any thread, concurrently with
+ * acquires and other reports; takes the writers' lock (reports are a writer's rate, not an
+ * acquire's), allocates nothing, publishes nothing.  In a process that forks while threads run,
+ * call it (as every writer call) outside read sections: the fork handlers hold the writers' lock
+ * while they wait for liburcu's call_rcu thread, whose grace period waits for that section.  A ring that never reports costs its acquires nothing
  * more: one word beside the published pointer, read with the health count, says whether any
  * report counts. */
 CHRING_API int chring_report_load(chring_t *r, const chring_member_t *m, uint64_t load);

@@ -28,11 +28,11 @@ void chring__ghosts_left(chring_t *r, const chring_snap_t *cur, chring_member_t 
     bool locked = false;
     for (size_t a = 0; a < cur->nmembers; a++) {
         chring_member_t *m = cur->members[a];
-        while (b < count && chring__name_cmp(members[b]->name, members[b]->name_len, m->name,
-                                             m->name_len) < 0)
+        while (b < count &&
+               chring__name_cmp(members[b]->name, members[b]->name_len, m->name, m->name_len) < 0)
             b++;
         if (b < count && members[b] == m)
-            continue; /* stays */
+            continue;    /* stays */
         rcu_read_lock(); /* its prev chain (member.h) */
         uint64_t out = chring__member_load(m) + chring__member_inherited(m);
         rcu_read_unlock();

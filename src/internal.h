@@ -108,11 +108,10 @@ struct chring_member {
     uint32_t slot_hint;
     uint64_t id; /* chring_member_id: the ring's count of members created, at its creation */
     struct rcu_head rcu;
-    char name[];                 /* name_len bytes and a NUL */
+    char name[]; /* name_len bytes and a NUL */
 };
 
-_Static_assert(offsetof(struct chring_member, magic) == CHRING_CACHELINE ||
-                   sizeof(void *) != 8,
+_Static_assert(offsetof(struct chring_member, magic) == CHRING_CACHELINE || sizeof(void *) != 8,
                "a member's hot fields fill its first cache line exactly");
 
 /* What every lookup of a ring needs to know about health (health.c): how many members of the
@@ -281,20 +280,20 @@ struct chring {
     pthread_mutex_t lock; /* serialises writers; readers never touch it */
     chring_config_t cfg;
     struct chring_prof prof;
-    double balance;     /* cfg.balance clamped to >= 1 */
-    uint64_t publishes; /* written under lock, read atomically */
-    uint64_t join_seq;  /* next join sequence number, under lock */
-    uint64_t ramp_seq;  /* last ramp_epoch a writer stored (effective.c), under lock */
-    uint64_t report_ctr;   /* last report_seq a writer stored (report.c), under lock */
-    uint64_t member_ids;   /* members created (ids), under lock */
-    uint64_t reports;      /* reports recorded (statistics), under lock, read atomically */
+    double balance;         /* cfg.balance clamped to >= 1 */
+    uint64_t publishes;     /* written under lock, read atomically */
+    uint64_t join_seq;      /* next join sequence number, under lock */
+    uint64_t ramp_seq;      /* last ramp_epoch a writer stored (effective.c), under lock */
+    uint64_t report_ctr;    /* last report_seq a writer stored (report.c), under lock */
+    uint64_t member_ids;    /* members created (ids), under lock */
+    uint64_t reports;       /* reports recorded (statistics), under lock, read atomically */
     uint64_t report_ttl_ns; /* cfg.report_ttl_ms in ns */
     double floor;           /* cfg.min_capacity (load.c: the floor at low concurrency) */
     struct chring_blocks blocks;
     unsigned shard_mask;
     struct chring_shard *shards;     /* shard_mask + 1 shards, CHRING_DESTRUCTIVE aligned */
     chring_t *fork_prev, *fork_next; /* the rings alive, for the fork handlers (fork.c) */
-    struct chring_ghosts ghosts;      /* flaps (ghost.c) */
+    struct chring_ghosts ghosts;     /* flaps (ghost.c) */
 };
 
 /* ---- alloc.c: every allocation of the library goes through these -------------------------- */

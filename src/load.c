@@ -218,8 +218,8 @@ static inline bool lighter(uint64_t a, uint32_t wa, uint64_t b, uint32_t wb)
  * lease, or -ENOENT when no member outside skip was met (an empty ring, or everything
  * skipped).  Inlined for each caller: with nskip 0 the skip test folds away. */
 static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key, size_t len,
-                        const chring_member_t *const *skip, const uint64_t *skip_ids,
-                        size_t nskip, bool retry, chring_lease_t *lease)
+                        const chring_member_t *const *skip, const uint64_t *skip_ids, size_t nskip,
+                        bool retry, chring_lease_t *lease)
 {
     const chring_snap_t *s = chring_snap_enter(r);
     if (s->npoints == 0) {
@@ -274,7 +274,8 @@ static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key,
         if (CHRING_UNLIKELY(CHRING_LOAD_32(&m->ramp_gen) != 0)) {
             scale = chring__member_ramp_scale(m);
             if (scale <= 0.0) {
-                if (parked == UINT32_MAX || lighter(load, weight, parked_load, s->slot_weight[parked])) {
+                if (parked == UINT32_MAX ||
+                    lighter(load, weight, parked_load, s->slot_weight[parked])) {
                     parked_load = load;
                     parked = j;
                 }
@@ -358,8 +359,7 @@ int chring_acquire_skip(chring_t *r, const void *key, size_t len,
 int chring_acquire_skip_ids(chring_t *r, const void *key, size_t len, const uint64_t *skip_ids,
                             size_t nskip, chring_lease_t *lease)
 {
-    if (r == NULL || lease == NULL || (key == NULL && len > 0) ||
-        (skip_ids == NULL && nskip > 0)) {
+    if (r == NULL || lease == NULL || (key == NULL && len > 0) || (skip_ids == NULL && nskip > 0)) {
         if (lease != NULL)
             lease_clear(lease);
         return -EINVAL;
@@ -367,8 +367,8 @@ int chring_acquire_skip_ids(chring_t *r, const void *key, size_t len, const uint
     return place(r, 0, false, key, len, NULL, nskip > 0 ? skip_ids : NULL, nskip, true, lease);
 }
 
-int chring_acquire_hash_skip_ids(chring_t *r, uint64_t hash, const uint64_t *skip_ids,
-                                 size_t nskip, chring_lease_t *lease)
+int chring_acquire_hash_skip_ids(chring_t *r, uint64_t hash, const uint64_t *skip_ids, size_t nskip,
+                                 chring_lease_t *lease)
 {
     if (r == NULL || lease == NULL || (skip_ids == NULL && nskip > 0)) {
         if (lease != NULL)

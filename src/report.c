@@ -90,8 +90,8 @@ void chring__report_left(chring_t *r, const chring_snap_t *cur, chring_member_t 
     size_t b = 0;
     for (size_t a = 0; a < cur->nmembers; a++) {
         chring_member_t *m = cur->members[a];
-        while (b < count && chring__name_cmp(members[b]->name, members[b]->name_len, m->name,
-                                             m->name_len) < 0)
+        while (b < count &&
+               chring__name_cmp(members[b]->name, members[b]->name_len, m->name, m->name_len) < 0)
             b++;
         if (b < count && members[b] == m)
             continue; /* stays */

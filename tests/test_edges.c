@@ -43,7 +43,9 @@ static int fill(chring_t *r, const char *name, chring_lease_t *leases, int max)
 Test(edges, a_flap_keeps_one_load_count)
 {
     chring_t *r = ring_of(4);
-    enum { MAX = 400 };
+    enum {
+        MAX = 400
+    };
     static chring_lease_t others[MAX], old[MAX], fresh[MAX];
     char key[32];
     for (int i = 0; i < 60; i++) {
@@ -211,7 +213,9 @@ static int spills_of(chring_t *r, int n, int hot, chring_lease_t *leases)
 
 Test(edges, a_floor_keeps_uniform_keys_on_their_owners_at_low_concurrency)
 {
-    enum { N = 8 };
+    enum {
+        N = 8
+    };
     chring_lease_t a[N], b[N];
     chring_t *plain = floor_ring(0, 16), *floored = floor_ring(4, 16);
     int without = spills_of(plain, N, 0, a), with = spills_of(floored, N, 0, b);
@@ -233,7 +237,9 @@ Test(edges, a_floor_keeps_uniform_keys_on_their_owners_at_low_concurrency)
 
 Test(edges, the_hot_key_owner_holds_at_most_the_floor_or_the_bound)
 {
-    enum { N = 200 };
+    enum {
+        N = 200
+    };
     static chring_lease_t l[N];
     chring_t *r = floor_ring(6, 16);
     char key[32];
@@ -249,9 +255,8 @@ Test(edges, the_hot_key_owner_holds_at_most_the_floor_or_the_bound)
         cr_assert_leq(chring_member_load(owner), cap, "after %d: the owner within %llu", i,
                       (unsigned long long)cap);
     }
-    cr_assert_eq(chring_member_load(owner), 6 > chring_capacity(N - 1, 16, 1.25)
-                                                ? 6
-                                                : chring_capacity(N - 1, 16, 1.25));
+    cr_assert_eq(chring_member_load(owner),
+                 6 > chring_capacity(N - 1, 16, 1.25) ? 6 : chring_capacity(N - 1, 16, 1.25));
     for (int i = 0; i < N; i++)
         chring_release(r, &l[i]);
     chring_snap_put(r, s);

@@ -282,7 +282,9 @@ Test(report, the_bound_holds_on_counts)
     static const uint64_t reported[] = {0, 40, 3, 90, 7, 15};
     for (size_t i = 0; i < 6; i++)
         cr_assert_eq(chring_report_load(r, chring_snap_member(s, i), reported[i]), 0);
-    enum { N = 400 };
+    enum {
+        N = 400
+    };
     static chring_lease_t leases[N];
     char key[32];
     for (int i = 0; i < N; i++) {
