@@ -11,8 +11,9 @@
  * counts this instance's leases alone again.
  *
  * Bounds, like the etcd feed's: an answer is at most LOAD_MAX_ANSWER bytes (libevent refuses a
- * larger body) and must arrive within LOAD_TIMEOUT_S; one scrape per backend at a time (a round
- * starts only when the previous one has ended), one connection each, closed after it.  The
+ * larger body) and must arrive within LOAD_TIMEOUT_S; one scrape per backend at a time (a tick
+ * skips a backend whose last scrape is still in flight, so a slow engine delays only its own
+ * reports), one connection each, closed after it.  The
  * scrape names the member by its name, looked up again when the answer arrives (a member that
  * left meanwhile is not reported: chring_report_load would say -ENOENT).
  */
@@ -130,16 +131,27 @@ static void scrape_one(const chring_member_t *m)
     }
 }
 
+/* Whether a scrape of the member of that name is still in flight. */
+static bool scraping(const char *name)
+{
+    for (const struct scrape *sc = inflight; sc; sc = sc->next)
+        if (strcmp(sc->name, name) == 0)
+            return true;
+    return false;
+}
+
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     (void)arg;
-    if (inflight != NULL)
-        return; /* the last round has not ended: one scrape per backend at a time */
     const chring_snap_t *s = chring_snap_hold(lb_ring);
-    for (size_t i = 0; i < chring_snap_len(s); i++)
-        scrape_one(chring_snap_member(s, i));
+    for (size_t i = 0; i < chring_snap_len(s); i++) {
+        const chring_member_t *m = chring_snap_member(s, i);
+        if (!scraping(chring_member_name(m))) /* one scrape per backend at a time: a slow one
+                                                 delays only its own reports */
+            scrape_one(m);
+    }
     chring_snap_put(lb_ring, s);
 }
 
