@@ -142,6 +142,14 @@ typedef struct obj {
     uint64_t load, acquires, primary, spilled_in;
     int down;     /* chring_set_down: the state belongs to the member object */
     double scale; /* the admission scale of its constant ramp (chring_set_ramp), 1 without */
+    /* Its report (chring_report_load): counts while rep_live, the member live and up; the
+     * reports of this target never expire (config.report_ttl_ms UINT32_MAX, or 0: ignored). */
+    int rep_live;
+    uint64_t rep_value, rep_local;
+    /* A flap (docs/design.md §3): removed while its leases, or those of an earlier object of
+     * its name, were out; its leases then count on every later object of its name. */
+    int ghosted;
+    uint64_t down_in; /* acquires placed here because the key's owner was down */
 } obj_t;
 
 #define MAX_OBJS 1024
@@ -234,6 +242,9 @@ static size_t nmembers;
 static model_snap_t cur;
 static uint64_t version;
 static uint64_t acquires, spills, saturated_events, retries;
+static uint64_t reports; /* chring_report_load calls recorded (chring_stats_t.reports) */
+static uint64_t owner_downs; /* acquires whose owner was down, on the first member up after it */
+static int reports_ignored; /* config.report_ttl_ms 0 */
 
 #define LEASES 32
 static chring_lease_t leases[LEASES];
@@ -544,6 +555,61 @@ static uint64_t model_leases(void)
     return n;
 }
 
+/* What the bound counts for object id (docs/design.md §3, "Reported load"): its load, raised
+ * by its report while that counts (the member live and up: a report of a member down or gone
+ * counts nothing). */
+/* The leases the library counts on object id for the removed objects of its name (flaps):
+ * those of every earlier object of its name that left with leases out, its own or inherited. */
+static uint64_t obj_inherited(int id)
+{
+    uint64_t n = 0;
+    for (int j = 0; j < id; j++)
+        if (objs[j].ghosted && !ld(&objs[j].live) && objs[j].len == objs[id].len &&
+            memcmp(objs[j].name, objs[id].name, objs[id].len) == 0)
+            n += objs[j].load;
+    return n;
+}
+
+/* A key at hash h whose owner is down and that lands on this member index went where a lookup
+ * sends it (CHRING_OUTCOME_OWNER_DOWN): the first member clockwise from h's point that is up and
+ * not skipped, with no skipped member before it.  Returns that member's index, or -1. */
+static long first_up_unskipped(const model_snap_t *m, uint64_t h, const unsigned char *skip,
+                               const unsigned char *down)
+{
+    long start = model_owner_point(m, h);
+    if (start < 0)
+        return -1;
+    for (size_t k = 0; k < m->npoints; k++) {
+        uint32_t j = m->points[((size_t)start + k) % m->npoints].member;
+        if (skip && skip[j])
+            return -1;
+        if (down && down[j])
+            continue;
+        return (long)j;
+    }
+    return -1;
+}
+
+static uint64_t obj_count(int id)
+{
+    const obj_t *o = &objs[id];
+    uint64_t local = o->load + obj_inherited(id);
+    if (!o->rep_live || !ld(&o->live) || o->down)
+        return local;
+    return model_report_count(local, o->rep_value, o->rep_local);
+}
+
+/* The m of snapshot m's capacities: the leases, plus what its members' reports add. */
+static uint64_t model_m(const model_snap_t *m)
+{
+    uint64_t total = model_leases();
+    for (size_t j = 0; j < m->nmembers; j++) {
+        int id = m->members[j].obj;
+        total += obj_count(id) - objs[id].load - obj_inherited(id);
+    }
+    return total;
+}
+
 /* The health of snapshot m's members (join order), from their objects: a held snapshot sees its
  * members' current state, a removed member keeps the one it had. */
 typedef struct health {
@@ -631,7 +697,7 @@ static void check_all(void)
                  chring_member_scale(lm), hl.scale[j]);
         /* Effective weights (docs/design.md §3): e = scale * w against E of the members up. */
         double e = hl.scale[j] < 1.0 ? hl.scale[j] * (double)want->weight : (double)want->weight;
-        double cap = hl.down[j] ? 0.0 : model_effective_capacity(balance, model_leases(), e, eff_sum);
+        double cap = hl.down[j] ? 0.0 : model_effective_capacity(balance, model_m(&cur), e, eff_sum);
         uint64_t got = chring_member_capacity(ring, s, lm);
         /* Past 2^63 the library's capacity saturates: then only "at least 2^63" is checked. */
         if (cap < 0x1p63 ? (double)got != cap : got < (UINT64_C(1) << 63))
@@ -643,6 +709,13 @@ static void check_all(void)
     chring_stats_t st;
     chring_stats(ring, &st);
     uint64_t nleases = model_leases();
+    if (st.owner_down != owner_downs)
+        fail("chring_stats: owner_down %llu, model %llu", (unsigned long long)st.owner_down,
+             (unsigned long long)owner_downs);
+    if (st.counted != model_m(&cur) || st.reports != reports)
+        fail("chring_stats: counted %llu reports %llu; model %llu %llu",
+             (unsigned long long)st.counted, (unsigned long long)st.reports,
+             (unsigned long long)model_m(&cur), (unsigned long long)reports);
     if (st.version != version || st.publishes != version || st.members != nmembers ||
         st.points != cur.npoints || st.leases != nleases || st.acquires != acquires ||
         st.spills != spills || st.saturated != saturated_events || st.retries != retries ||
@@ -678,8 +751,21 @@ static void check_all(void)
         chring_member_stats_t ms;
         chring_member_stats(lm, &ms);
         if (ms.load != o->load || ms.acquires != o->acquires || ms.primary != o->primary ||
-            ms.spilled_in != o->spilled_in)
+            ms.spilled_in != o->spilled_in || ms.down_in != o->down_in)
             fail("stats of %s through lease %d differ from the model's", show(o->name, o->len), i);
+        if (ms.inherited != obj_inherited(lease_obj[i]))
+            fail("inherited leases of %s (lease %d): %llu, model %llu", show(o->name, o->len), i,
+                 (unsigned long long)ms.inherited,
+                 (unsigned long long)obj_inherited(lease_obj[i]));
+        int live_report = o->rep_live && o->live && !o->down;
+        if (ms.counted != obj_count(lease_obj[i]) || ms.report_live != (uint64_t)live_report ||
+            (live_report && (ms.reported != o->rep_value || ms.local_at_report != o->rep_local)))
+            fail("report stats of %s through lease %d: live %llu reported %llu at %llu counted "
+                 "%llu; model %d %llu %llu %llu",
+                 show(o->name, o->len), i, (unsigned long long)ms.report_live,
+                 (unsigned long long)ms.reported, (unsigned long long)ms.local_at_report,
+                 (unsigned long long)ms.counted, live_report, (unsigned long long)o->rep_value,
+                 (unsigned long long)o->rep_local, (unsigned long long)obj_count(lease_obj[i]));
         if (!o->live) {
             /* A removed member is in no current snapshot: it owns nothing there. */
             const chring_snap_t *s2 = enter();
@@ -881,6 +967,10 @@ static void run_writer(plan_t *p, const char *what, int (*call)(void *), void *a
             add_to(&objs[gone[g]].live, 1);
         return;
     }
+    /* Members that left with leases out, theirs or inherited, count on the next member of their
+     * name (a flap, docs/design.md §3). */
+    for (size_t g = 0; g < ngone; g++)
+        objs[gone[g]].ghosted = objs[gone[g]].load + obj_inherited(gone[g]) > 0;
     for (size_t c = 0; c < p->ncreated; c++) {
         int id = p->created[c];
         for (size_t k = 0; k < p->nnext; k++)
@@ -1334,12 +1424,12 @@ static void op_acquire(input_t *in)
     note("acquire %s into lease %d", show(k->b, k->len), slot);
     uint64_t loads[MAX_MEMBERS];
     for (size_t j = 0; j < cur.nmembers; j++)
-        loads[j] = objs[cur.members[j].obj].load;
+        loads[j] = obj_count(cur.members[j].obj);
     long owner;
     int sat;
     health_t hl;
     health_of(&cur, &hl);
-    long j = model_walk_health(&cur, model_hash(&cur.cfg, k->b, k->len), balance, model_leases(),
+    long j = model_walk_health(&cur, model_hash(&cur.cfg, k->b, k->len), balance, model_m(&cur),
                                loads, NULL, hl.down, hl.scale, &owner, &sat);
     /* Odd slots acquire by the key's hash (chring_acquire_hash, bits above the width set):
      * the same walk, so the same model. */
@@ -1369,8 +1459,11 @@ static void op_acquire(input_t *in)
         expect_member(leases[slot].member, &cur.members[j], "chring_acquire");
     }
     id = cur.members[j].obj;
+    int owner_down = !sat && id != cur.members[owner].obj &&
+                     first_up_unskipped(&cur, model_hash(&cur.cfg, k->b, k->len), NULL, hl.down) == j;
     uint32_t want_outcome = sat                               ? CHRING_OUTCOME_SATURATED
                             : id == cur.members[owner].obj ? CHRING_OUTCOME_OWNER
+                            : owner_down                   ? CHRING_OUTCOME_OWNER_DOWN
                                                             : CHRING_OUTCOME_SPILLED;
     if (leases[slot].outcome != want_outcome)
         fail("%s(%s): outcome %u, model %u", by_hash ? "chring_acquire_hash" : "chring_acquire",
@@ -1382,6 +1475,9 @@ static void op_acquire(input_t *in)
     acquires++;
     if (id == cur.members[owner].obj) {
         objs[id].primary++;
+    } else if (owner_down) {
+        objs[id].down_in++;
+        owner_downs++;
     } else {
         objs[id].spilled_in++;
         spills++;
@@ -1456,13 +1552,13 @@ static void op_acquire_skip(input_t *in)
     unsigned char mask[MAX_MEMBERS] = {0};
     uint64_t loads[MAX_MEMBERS];
     for (size_t j = 0; j < cur.nmembers; j++) {
-        loads[j] = objs[cur.members[j].obj].load;
+        loads[j] = obj_count(cur.members[j].obj);
         for (size_t i = 0; i < nskip; i++)
             mask[j] |= skip_obj[i] == cur.members[j].obj;
     }
     long owner;
     int sat;
-    long j = model_walk_health(&cur, h, balance, model_leases(), loads, mask, hl.down, hl.scale,
+    long j = model_walk_health(&cur, h, balance, model_m(&cur), loads, mask, hl.down, hl.scale,
                                &owner, &sat);
     int rc = chring_acquire_skip(ring, key_ptr(k, null_ptr), k->len,
                                  nskip == 0 && (hdr & 0x20) ? NULL : skip, nskip, &leases[slot]);
@@ -1499,8 +1595,20 @@ static void op_acquire_skip(input_t *in)
     objs[id].acquires++;
     acquires++;
     retries++;
+    int owner_down = !sat && id != cur.members[owner].obj &&
+                     first_up_unskipped(&cur, h, mask, hl.down) == j;
+    uint32_t want_outcome = sat                            ? CHRING_OUTCOME_SATURATED
+                            : id == cur.members[owner].obj ? CHRING_OUTCOME_OWNER
+                            : owner_down                   ? CHRING_OUTCOME_OWNER_DOWN
+                                                           : CHRING_OUTCOME_SPILLED;
+    if (leases[slot].outcome != want_outcome)
+        fail("chring_acquire_skip(%s): outcome %u, model %u", show(k->b, k->len),
+             leases[slot].outcome, want_outcome);
     if (id == cur.members[owner].obj) {
         objs[id].primary++;
+    } else if (owner_down) {
+        objs[id].down_in++;
+        owner_downs++;
     } else {
         objs[id].spilled_in++;
         spills++;
@@ -1600,7 +1708,7 @@ static void op_acquire_try(input_t *in)
     /* The model's answer. */
     int expect;
     double cap = 0;
-    uint64_t load = id >= 0 ? objs[id].load : 0;
+    uint64_t load = id >= 0 ? obj_count(id) : 0;
     if (!m) {
         expect = -EINVAL;
     } else if (j < 0) {
@@ -1613,7 +1721,7 @@ static void op_acquire_try(input_t *in)
         } else {
             double w = (double)t.m->members[j].weight;
             double e = hl.scale[j] < 1.0 ? hl.scale[j] * w : w;
-            cap = model_effective_capacity(balance, model_leases(), e,
+            cap = model_effective_capacity(balance, model_m(t.m), e,
                                            model_effective_sum(t.m, hl.down, hl.scale));
             expect = load == 0 || (double)load < cap ? 0 : -EBUSY;
         }
@@ -2287,12 +2395,46 @@ static void op_health(input_t *in)
                  : j < 0                ? -ENOENT
                                         : 0;
         rc = chring_set_down(ring, name->b, (sel & 4) && down ? (int)sel : down);
+        if (rc == 0 && down)
+            objs[members[j].obj].rep_live = 0; /* going down drops a report */
         if (rc == 0)
             objs[members[j].obj].down = down;
     }
     if (rc != expect)
         fail("health call on %s = %s, model %s", show(name->b, name->len), err_name(rc),
              err_name(expect));
+}
+
+/* Reported load (chring_report_load): a member of the current or a held snapshot or of a lease
+ * (maybe removed), a value small or huge; NULL arguments.  The model keeps the report on the
+ * object; every later acquire, retry, acquire_try, capacity and statistic counts it. */
+static void op_report(input_t *in)
+{
+    target_t t = take_target(in);
+    uint8_t sel = take8(in);
+    uint8_t v = take8(in);
+    const chring_member_t *m;
+    int id;
+    pick_member(&t, sel, &m, &id);
+    uint64_t value = (v & 0xc0) == 0xc0 ? (UINT64_C(1) << 40) + v : (uint64_t)(v & 0x3f);
+    if (sel & 0x40) {
+        if (chring_report_load(NULL, m, 1) != -EINVAL || chring_report_load(ring, NULL, 1) != -EINVAL)
+            fail("chring_report_load with a NULL argument is not -EINVAL");
+    }
+    int expect = !m ? -EINVAL : reports_ignored ? 0 : !ld(&objs[id].live) ? -ENOENT : 0;
+    note("report %llu on %s (%s)", (unsigned long long)value,
+         id >= 0 ? show(objs[id].name, objs[id].len) : "(none)",
+         t.is_current ? "the current snapshot" : "a held snapshot");
+    int rc = chring_report_load(ring, m, value);
+    drop_target(&t);
+    if (rc != expect)
+        fail("chring_report_load = %s, model %s", err_name(rc), err_name(expect));
+    if (rc == 0 && m && !reports_ignored && !objs[id].down) {
+        objs[id].rep_live = 1;
+        objs[id].rep_value = value;
+        objs[id].rep_local = objs[id].load + obj_inherited(id);
+        reports++;
+    }
 }
 
 static void op_oom(input_t *in)
@@ -2361,6 +2503,9 @@ static void start(const uint8_t *hdr)
         cfg.hash_ctx = &custom;
         cfg.hash_bits = custom.bits;
     }
+    /* Reports never expire here (a run's timing must not decide), or are ignored. */
+    reports_ignored = (hdr[4] & 0x80) != 0;
+    cfg.report_ttl_ms = reports_ignored ? 0 : UINT32_MAX;
     cfg.retire = on_retire;
     uintptr_t gen = __atomic_add_fetch(&generation, 1, __ATOMIC_SEQ_CST);
     cfg.retire_ctx = (void *)gen;
@@ -2374,7 +2519,7 @@ static void start(const uint8_t *hdr)
     if (rc != 0 || !ring)
         fail("chring_new = %s", err_name(rc));
     nmembers = 0;
-    version = acquires = spills = saturated_events = retries = 0;
+    version = acquires = spills = saturated_events = retries = reports = owner_downs = 0;
     nobjs = 0;
     memset(leases, 0, sizeof leases);
     for (int i = 0; i < LEASES; i++)
@@ -2495,7 +2640,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             else
                 op_bad(&in);
             break;
-        default: op_health(&in); break;
+        default:
+            if (op & 0x40)
+                op_report(&in);
+            else
+                op_health(&in);
+            break;
         }
         if (section) {
             check_snapshot(section, &section_model, section_version,

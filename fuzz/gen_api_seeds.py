@@ -83,6 +83,9 @@ def down(name, flag=1, sel=0): return bytes([0x0f, sel | (2 if flag else 0), nam
 def up(name): return down(name, 0)
 def ramp(name, frm, to, t=0): return bytes([0x0f, 1, name, frm, to, t])
 def health_null(): return bytes([0x0f, 0x40, A])
+def report(sel, v, held=None):  # chring_report_load on member sel (bit 0x40: NULL forms too)
+    target = 0 if held is None else 3 | (held << 2)
+    return bytes([0x4f, target, sel, v])
 # acquire_try (operation 10, bit 5): slot, target (current or held snapshot), selector (bit 7:
 # the member of that lease slot; bit 6: the NULL forms first; else member % n by name).
 def acquire_try(slot, sel, held=None):
@@ -224,6 +227,24 @@ seeds = {
     "diff-murmur32": hdr(1, 3) + hold(1) + add(A) + add(B) + add(C) + moved(1) + hold(0)
         + add(N1) + remove(B) + moved(0) + moved_stop(0, 0x20) + moved_stop(0, 0x26)
         + set_weight(C, w(4)) + moved(0) + moved_stop(1, 0x80 | 0x2a | 1) + sync([]) + moved(0),
+    # Reported load: reports on members of the current snapshot (sel picks by name order), a
+    # huge one, on a member of a held snapshot that left (-ENOENT), on a member down (ignored, and
+    # it drops the report), NULL forms; acquires, retries and acquire_try count them.
+    "reports-hash64": hdr(0, 4) + add(A) + add(B) + add(C) + add(N1)
+        + report(0, 30) + acquire(0, key(1)) + acquire(1, key(1)) + acquire(2, key(2))
+        + report(1, 0xc5) + acquire(3, key(3)) + acquire_try(4, 1) + acquire_try(5, 0)
+        + acquire_skip(6, key(1), [0]) + hold(0) + remove(B) + report(1, 7, held=0)
+        + report(0x42, 9) + down(A) + report(0, 12) + acquire(7, key(4)) + up(A)
+        + acquire(8, key(4)) + b"".join(release(i) for i in range(9)) + put(0),
+    "reports-ignored-ttl0": hdr(0, 4, buckets=0x81) + add(A) + add(B) + report(0, 40)
+        + acquire(0, key(1)) + acquire_try(1, 0) + release(0) + release(1),
+    # A flap: a member removed while its leases are out and added again counts them (twice over:
+    # a second flap keeps the first one's leases counted); acquire, acquire_try, reports.
+    "flap-hash64": hdr(0, 4) + add(A) + add(B) + add(C)
+        + acquire_member(0, 0) + acquire_member(1, 0) + acquire(2, key(1)) + remove(A) + add(A)
+        + acquire_try(3, 0) + acquire(4, key(1)) + acquire_member(5, 0) + remove(A) + add(A)
+        + report(0, 9) + acquire_try(6, 0) + acquire(7, key(2)) + release(0) + release(5)
+        + acquire_try(8, 0) + b"".join(release(i) for i in range(9)),
     "literal-names": hdr(0, 2) + b"\x00" + lit("node with spaces") + w(1)
         + b"\x00" + lit("x" * 5, long=True) + w(1)
         + lookup(key(2)) + bad(0) + bad(3) + bad(13) + bad(14),

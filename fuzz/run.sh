@@ -48,7 +48,7 @@ nice ninja -C "$build" -j "${NINJA_JOBS:-2}"
 if [ -z "$targets" ]; then
     # chring-lb's reader targets exist when libevent (h1, chunked) and libjansson (etcd) are
     # installed (fuzz/meson.build)
-    targets="api cli"
+    targets="api cli prom"
     for t in h1 chunked etcd prompt; do
         if [ -x "$build/fuzz/fuzz_$t" ]; then targets="$targets $t"; fi
     done

@@ -21,7 +21,13 @@
  * after the call returns (on any thread that learnt of the return through some synchronisation,
  * or on the same thread) sees the change, and so does every later one.  A read section that
  * began before may still see the previous snapshot until it ends.  Writers are serialised, so
- * their changes are seen in the order their calls returned.
+ * their changes are seen in the order their calls returned.  What a snapshot holds is its
+ * membership, weights and points.  Everything else lives on the member objects and the ring
+ * and is seen at once by every reader, also inside a read section that began before the change
+ * and on a held snapshot: health (chring_set_down, chring_set_ramp, slow start), loads and
+ * leases, reported loads (chring_report_load) and a flap's inherited leases.  A lookup or an
+ * acquire that runs while such a change is made answers as before it or as after it; a walk
+ * judges each member it meets once (a member met again answers as at its first meeting).
  *
  * Errors: functions that can fail return int: 0 (or a non-negative count) on success, a negative
  * errno value on failure, named by chring_strerror().  A failed writer call changes nothing and
@@ -100,6 +106,8 @@ CHRING_API unsigned chring_version_number(void);
 /* Defaults (and the upper limit) of the envoy profile's ring size bounds, as Envoy's. */
 #define CHRING_DEFAULT_RING_SIZE_MIN 1024u
 #define CHRING_DEFAULT_RING_SIZE_MAX 8388608u
+/* Default lifetime of a reported load (config.report_ttl_ms), in milliseconds. */
+#define CHRING_DEFAULT_REPORT_TTL_MS 1000u
 
 /* ---------------------------------------------------------------------------------------------
  * Errors
@@ -261,10 +269,23 @@ typedef struct chring_config {
      * returns -EINVAL. */
     uint32_t ring_size_min;
     uint32_t ring_size_max;
+    /* Reported load (chring_report_load, 0.4): how long a member's report counts, in
+     * milliseconds of CLOCK_MONOTONIC from the call.  Default 1000; 0: reports are ignored (the
+     * bound counts this instance's leases only, as before 0.4). */
+    uint32_t report_ttl_ms;
+    /* A floor under the bound at low concurrency (0.4; docs/design.md §3, "The floor"): every
+     * member admits at least ceil(min_capacity * e) leases, e = s * w its effective weight,
+     * whatever m, so while few requests are in flight keys stay on their owners (the bound alone
+     * sends a key past its owner as soon as the owner holds ceil(c * (m + 1) * e / E): 1 or 2
+     * with 16 members and 8 in flight).  The capacities only grow, so the walk still ends on a
+     * member below its capacity; a member holds at most the larger of the bound and its floor.
+     * Default 0 (off: the bound alone). */
+    uint32_t min_capacity;
 } chring_config_t;
 
 /* Fills *cfg with the defaults (hash64, 160 vnodes, balance 1.25, no retire, no slow start,
- * envoy ring sizes 1024 and 8388608).  cfg NULL: does nothing.  Any thread. */
+ * envoy ring sizes 1024 and 8388608, reports counted for 1000 ms).  cfg NULL: does nothing.
+ * Any thread. */
 CHRING_API void chring_config_default(chring_config_t *cfg);
 
 /* The profile's name ("hash64", "murmur32", ...; static storage), or NULL for an unknown value.
@@ -521,8 +542,9 @@ CHRING_API void *chring_member_udata(const chring_member_t *m);
 /* The member's current weight (may be newer than a snapshot's); 0 for NULL.  Reader side, or with
  * a lease on m. */
 CHRING_API uint32_t chring_member_weight(const chring_member_t *m);
-/* Outstanding leases on the member (its load); 0 for NULL.  One atomic load.  Reader side, or
- * with a lease on m. */
+/* Outstanding leases of this instance on the member (its load, the "local" count; what the
+ * bound counts for it is chring_member_stats' counted, which a report raises); 0 for NULL.  One
+ * atomic load.  Reader side, or with a lease on m. */
 CHRING_API uint64_t chring_member_load(const chring_member_t *m);
 /* The member's arc share in s: the fraction of the ring's 2^bits positions whose keys it owns
  * (by the profile's own rule: the nearest point for haproxy, the top arc to the last point for
@@ -543,9 +565,14 @@ CHRING_API int chring_lookup_name(chring_t *r, const void *key, size_t len, char
 #define CHRING_OUTCOME_NONE 0u      /* a cleared lease (no acquire, or released) */
 #define CHRING_OUTCOME_OWNER 1u     /* on the key's owner (or the member the caller chose:
                                        chring_acquire_member, chring_acquire_try) */
-#define CHRING_OUTCOME_SPILLED 2u   /* on another member: the owner was full, down or skipped */
+#define CHRING_OUTCOME_SPILLED 2u   /* on another member: a member before it was full (the owner,
+                                       or the members up after a down owner) or skipped */
 #define CHRING_OUTCOME_SATURATED 3u /* every member met looked full (only races do that): the
                                        least loaded one relative to its weight */
+#define CHRING_OUTCOME_OWNER_DOWN 4u /* (0.4) the key's owner was down and the key is on the
+                                        first member up after it, where a lookup sends it: not a
+                                        spill for load (counted in stats.owner_down and the
+                                        member's down_in, not in spills and spilled_in) */
 
 /* A lease: the member a key was placed on and how (outcome, one of CHRING_OUTCOME_*).  Treat it
  * as opaque apart from .member and .outcome (reserved_ is the library's).
@@ -598,7 +625,11 @@ CHRING_API int chring_acquire_member(chring_t *r, const chring_snap_t *s, const 
 /* Retries that keep the bound: as chring_acquire, but the walk passes over the nskip members of
  * skip (a backend that just failed, replicas already tried) as if they were full; the bound holds
  * for the member chosen.  Members are compared by identity; a pointer to a member no longer in the
- * snapshot is allowed and matches nothing.  Counted in chring_stats_t.retries, and as a spill
+ * snapshot is allowed and matches nothing while that member is still valid (a lease or a held
+ * snapshot keeps it).  A pointer kept past that (the lease released, the member removed and
+ * retired) may be the address of a new member's object and then skips that member: a retry that
+ * releases its lease before it retries skips by chring_member_id with chring_acquire_skip_ids
+ * instead.  Counted in chring_stats_t.retries, and as a spill
  * when the chosen member is not the key's owner.  Returns 0 and fills *lease; -ENOENT when no
  * member outside skip exists (the lease is cleared); -EINVAL for NULL r/lease, a NULL key with
  * len > 0, or a NULL skip with nskip > 0.  Any thread; lock-free, no allocation; O(nskip) per
@@ -606,6 +637,20 @@ CHRING_API int chring_acquire_member(chring_t *r, const chring_snap_t *s, const 
 CHRING_API int chring_acquire_skip(chring_t *r, const void *key, size_t len,
                                    const chring_member_t *const *skip, size_t nskip,
                                    chring_lease_t *lease);
+
+/* chring_acquire_skip and chring_acquire_hash_skip comparing members by chring_member_id: an id
+ * names one member object of the ring for ever (never reused, also after the member is retired),
+ * so a skip list kept after its leases were released matches no other member.  Same walk, bound,
+ * outcome, statistics and errors as chring_acquire_skip (skip_ids NULL with nskip > 0:
+ * -EINVAL).  Any thread; lock-free, no allocation; O(nskip) per member met.  (0.4) */
+CHRING_API int chring_acquire_skip_ids(chring_t *r, const void *key, size_t len,
+                                       const uint64_t *skip_ids, size_t nskip,
+                                       chring_lease_t *lease);
+CHRING_API int chring_acquire_hash_skip_ids(chring_t *r, uint64_t hash, const uint64_t *skip_ids,
+                                            size_t nskip, chring_lease_t *lease);
+/* The member's id: unique among the members a ring ever created, never reused, > 0; 0 for NULL.
+ * Reader side (or with a lease on m).  (0.4) */
+CHRING_API uint64_t chring_member_id(const chring_member_t *m);
 
 /* As chring_acquire and chring_acquire_skip with the key already hashed: hash is the h that
  * chring_snap_lookup_hash takes (the profile's hash of the key, or a composite key the proxy
@@ -638,8 +683,8 @@ CHRING_API int chring_acquire_try(chring_t *r, const chring_snap_t *s, const chr
 CHRING_API void chring_release(chring_t *r, chring_lease_t *lease);
 
 /* The capacity member m would have for the next acquire on snapshot s: ceil(c * (m + 1) * e / E)
- * with the ring's balance factor c, its current outstanding leases m, m's effective weight
- * e = s * w and E the sum of the effective weights of the members that are up (chring_acquire).
+ * (at least ceil(config.min_capacity * e)) with the ring's balance factor c, its current
+ * outstanding leases m, m's effective weight e = s * w and E the sum of the effective weights of the members that are up (chring_acquire).
  * 0 if m is not in s, is down or is at admission scale 0, and for r, s or m NULL.  Reader side. */
 CHRING_API uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s,
                                            const chring_member_t *m);
@@ -648,15 +693,55 @@ CHRING_API uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s,
  * Exact when no acquire or release is in flight.  0 for r NULL.  Any thread. */
 CHRING_API uint64_t chring_leases(chring_t *r);
 
+/* Reports a load measured by member m itself (an LLM engine's running + waiting requests), which
+ * counts requests from every instance and from clients that bypass them (docs/design.md §3,
+ * "Reported load").  The ring records it with m's load now, this instance's own leases on m
+ * (local_at_report); until config.report_ttl_ms have passed, every acquire, retry, acquire_try and
+ * chring_member_capacity counts for m
+ *     max(local, report + local - local_at_report)
+ * instead of its own leases (local), and the m of the capacities (the ring's total) becomes the
+ * sum of those counts over the members, every other member counting its leases.  A newer report
+ * replaces the older one; an expired report counts nothing.  Placement (lookups), the digest and
+ * the diff do not change.  Ignored (returns 0, nothing recorded): config.report_ttl_ms 0, or m
+ * down (a report made before m went down is dropped then, too).  Returns 0, -ENOENT when m is not
+ * a member of the current snapshot (a removed member), -EINVAL for NULL r or m.  m must be valid
+ * (from a held snapshot or a lease; chring-lb holds a snapshot).  Any thread, concurrently with
+ * acquires and other reports; takes the writers' lock (reports are a writer's rate, not an
+ * acquire's), allocates nothing, publishes nothing.  In a process that forks while threads run,
+ * call it (as every writer call) outside read sections: the fork handlers hold the writers' lock
+ * while they wait for liburcu's call_rcu thread, whose grace period waits for that section.  A ring that never reports costs its acquires nothing
+ * more: one word beside the published pointer, read with the health count, says whether any
+ * report counts. */
+CHRING_API int chring_report_load(chring_t *r, const chring_member_t *m, uint64_t load);
+
 /* ---------------------------------------------------------------------------------------------
  * Statistics: copied out, each field read atomically, the set as consistent as is cheap
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct chring_member_stats {
-    uint64_t load;       /* outstanding leases */
-    uint64_t acquires;   /* leases ever placed here (primary + spilled_in) */
-    uint64_t primary;    /* ... of which this member was the key's owner */
-    uint64_t spilled_in; /* ... of which the owner was full */
+    uint64_t load;       /* outstanding leases of this instance (the "local" count) */
+    uint64_t acquires;   /* leases ever placed here (primary + spilled_in + down_in): by
+                            chring_acquire, _skip, _hash, _hash_skip, _member and _try */
+    uint64_t primary;    /* ... of which this member was the key's owner (or the member the
+                            caller chose: chring_acquire_member, chring_acquire_try) */
+    uint64_t spilled_in; /* ... of which a member before it was full or skipped (SPILLED, or
+                            SATURATED away from the owner) */
+    /* Reported load (0.4, chring_report_load): report_live is 1 while a report counts, else 0
+     * and the next three are 0.  reported is the value reported, local_at_report the member's
+     * load when it was, report_age_ms its age now. */
+    uint64_t report_live;
+    uint64_t reported;
+    uint64_t local_at_report;
+    uint64_t report_age_ms;
+    /* What the bound counts for the member now: local + inherited, or while a report counts
+     * max(local, reported + local - local_at_report) with local = load + inherited. */
+    uint64_t counted;
+    /* Leases out on members of the same name removed while they were out (a flap: the name was
+     * removed and added again), which the bound counts on this member as its own (0.4). */
+    uint64_t inherited;
+    /* ... acquires of the count above whose owner was down and which landed here, the first
+     * member up after it (CHRING_OUTCOME_OWNER_DOWN, 0.4) */
+    uint64_t down_in;
 } chring_member_stats_t;
 
 typedef struct chring_stats {
@@ -665,11 +750,22 @@ typedef struct chring_stats {
     uint64_t members;   /* members of the current snapshot */
     uint64_t points;    /* points of the current snapshot */
     uint64_t leases;    /* outstanding leases (m) */
-    uint64_t acquires;  /* successful acquires (chring_acquire, _skip, _member) */
-    uint64_t spills;    /* acquires placed on another member than the key's owner */
-    uint64_t saturated; /* acquires that found every member full */
+    uint64_t acquires;  /* successful acquires (chring_acquire, _skip, _hash, _hash_skip,
+                           _member, _try) */
+    uint64_t spills;    /* acquires placed past the key's owner for load or a skip (outcome
+                           SPILLED, or SATURATED away from the owner; not OWNER_DOWN) */
+    uint64_t saturated; /* acquires that found every member full (outcome SATURATED) */
     uint64_t down;      /* members of the current membership that are down */
-    uint64_t retries;   /* successful chring_acquire_skip calls */
+    uint64_t retries;   /* successful chring_acquire_skip and chring_acquire_hash_skip calls */
+    /* Reported load (0.4): reports recorded (chring_report_load calls that returned 0 and were
+     * not ignored), and the m the capacities use now: leases plus, for each member of the
+     * current snapshot whose report counts, what its count adds to its leases. */
+    uint64_t reports;
+    uint64_t counted;
+    /* Acquires whose owner was down, placed on the first member up after it (outcome
+     * CHRING_OUTCOME_OWNER_DOWN, 0.4): counted apart from spills, so spill alerts do not fire on
+     * health checks. */
+    uint64_t owner_down;
 } chring_stats_t;
 
 /* Copies a member's statistics (zeros for NULL m; nothing written for NULL out).  Reader side, or
@@ -694,7 +790,10 @@ CHRING_API void chring_stats(chring_t *r, chring_stats_t *out);
  * nothing: O(log members) to find the name, then O(1).  Returns 0 (also when the state does not
  * change), -ENOENT for a non-member, -EINVAL (NULL r or name, empty name), -ENAMETOOLONG.  Writer
  * side: any thread, serialised with the other writers; seen by every read section that begins
- * after it returns. */
+ * after it returns, and at once (a flag on the member, not a publish) by read sections already
+ * running and on held snapshots that list the member ("Ordering" at the top).  Going down drops
+ * the member's reported load (chring_report_load).  A ring whose every member is down answers
+ * in O(1) (no walk of its points), for the current snapshot. */
 CHRING_API int chring_set_down(chring_t *r, const char *name, int down);
 /* 1 if m is down, 0 if it is up, -EINVAL for NULL.  Reader side (or with a lease on m). */
 CHRING_API int chring_member_is_down(const chring_member_t *m);

@@ -98,7 +98,8 @@ int main(int argc, char **argv)
         goto out_signals;
     }
     if (lb_status_start(main_base) < 0 || lb_health_start(main_base) < 0 ||
-        lb_membership_start(main_base) < 0 || lb_etcd_start(main_base) < 0)
+        lb_membership_start(main_base) < 0 || lb_etcd_start(main_base) < 0 ||
+        lb_load_start(main_base) < 0)
         goto out_signals;
 
     /* Workers start with every signal blocked: libevent's signal pipe lives in the main loop. */
@@ -132,6 +133,7 @@ int main(int argc, char **argv)
 out_signals:
     lb_membership_stop();
     lb_etcd_stop();
+    lb_load_stop();
     lb_health_stop(); /* workers have stopped: nobody wakes it any more */
     if (sig_hup)
         event_free(sig_hup);

@@ -128,6 +128,15 @@ static void usage(FILE *f)
         "(?members=0: the summary; ?members=OFFSET,COUNT: a page of members);\n"
         "GET /_chring/metrics the same in Prometheus' text format;\n"
         "GET /_chring/ is a status page drawing them.\n");
+    /* The load the engines report (loadmetrics.c): a literal of its own (C99's 4095 bytes). */
+    fprintf(f,
+        "  --load-metrics PATH       scrape every backend's Prometheus text at PATH and report\n"
+        "                            the sum of --load-metric's gauges to the ring as its load\n"
+        "                            (chring_report_load; default: off)\n"
+        "  --load-interval SECS      how often (default 0.1)\n"
+        "  --load-metric NAMES       gauges summed, comma-separated (default\n"
+        "                            vllm:num_requests_running,vllm:num_requests_waiting)\n"
+        "                            (SGLang: sglang:num_running_reqs,sglang:num_queue_reqs)\n");
 }
 
 /* Prints "chring-lb: <message>" on standard error.  Returns -1 for the caller to return. */
@@ -220,6 +229,8 @@ static void set_defaults(void)
     lb_cfg.max_requests = 4096;
     lb_cfg.max_body_total = 256u << 20;
     lb_cfg.etcd_prefix = "/chring/pool/";
+    lb_cfg.load_interval = 0.1;
+    lb_cfg.load_metric = "vllm:num_requests_running,vllm:num_requests_waiting";
     lb_cfg.etcd_max_answer = (size_t)64 << 20;
     lb_cfg.etcd_max_points = (uint64_t)1 << 24;
     lb_cfg.etcd_range_timeout_ms = 10000;
@@ -258,6 +269,9 @@ enum {
     O_OUTCOMEHEADER,
     O_SENDRATE,
     O_MEMBERSMAXPOINTS,
+    O_LOADMETRICS,
+    O_LOADINTERVAL,
+    O_LOADMETRIC,
     O_HELP
 };
 
@@ -294,6 +308,9 @@ static const struct option opts[] = {
     {"outcome-header", no_argument, 0, O_OUTCOMEHEADER},
     {"send-min-rate", required_argument, 0, O_SENDRATE},
     {"members-max-points", required_argument, 0, O_MEMBERSMAXPOINTS},
+    {"load-metrics", required_argument, 0, O_LOADMETRICS},
+    {"load-interval", required_argument, 0, O_LOADINTERVAL},
+    {"load-metric", required_argument, 0, O_LOADMETRIC},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -447,6 +464,24 @@ static int parse_option(int c, const char *arg)
         lb_cfg.etcd_range_timeout_ms = (uint32_t)(d * 1000);
         return 0;
     case O_OUTCOMEHEADER: lb_cfg.outcome_header = true; return 0;
+    case O_LOADMETRICS:
+        if (arg[0] != '/' || strlen(arg) > 1000)
+            return bad("--load-metrics: a path beginning with '/', at most 1000 bytes");
+        for (const char *c = arg; *c; c++)
+            if ((unsigned char)*c <= ' ' || *c == 0x7f)
+                return bad("--load-metrics: no blank or control byte");
+        lb_cfg.load_path = arg;
+        return 0;
+    case O_LOADINTERVAL:
+        if (parse_seconds(arg, false, &d) < 0)
+            return bad("--load-interval: seconds, 0.001..86400");
+        lb_cfg.load_interval = d;
+        return 0;
+    case O_LOADMETRIC:
+        if (!arg[0] || strlen(arg) > 1000)
+            return bad("--load-metric: 1..1000 bytes of comma-separated names");
+        lb_cfg.load_metric = arg;
+        return 0;
     case O_HELP: usage(stdout); exit(0);
     default: usage(stderr); return -1;
     }

@@ -59,6 +59,11 @@ struct lb_config {
     /* health and membership feeds (health.c, etcd.c) */
     uint32_t slow_start_ms;  /* --slow-start: members that join later ramp up over this */
     uint32_t drain_ms;       /* --drain: a member removed ramps to 0 and leaves by then */
+    /* the load the engines report (loadmetrics.c): --load-metrics PATH (NULL: off),
+     * --load-interval S, --load-metric NAME[,NAME...] */
+    const char *load_path;
+    double load_interval;
+    const char *load_metric;
     const char *etcd_url;    /* --etcd http://HOST:PORT, or NULL */
     const char *etcd_prefix; /* --etcd-prefix, default "/chring/pool/" */
     /* the etcd feed's bounds (etcd.c) */

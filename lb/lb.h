@@ -170,6 +170,12 @@ void lb_health_drain(const chring_snap_t *s, const chring_member_t *m);
 void lb_health_undrain(const chring_member_t *m);
 
 /* Starts the etcd feed when --etcd was given (0 otherwise too).  Returns 0 / -1. */
+/* The load the engines report (loadmetrics.c): scrapes on the main thread's base; a no-op
+ * without --load-metrics.  Counters for the stats. */
+int lb_load_start(struct event_base *base);
+void lb_load_stop(void);
+extern _Atomic uint64_t lb_load_scrapes, lb_load_reports, lb_load_failures;
+
 int lb_etcd_start(struct event_base *base);
 void lb_etcd_stop(void);
 /* True once etcd has given a membership: from then on it, not --members, is the membership. */

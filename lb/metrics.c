@@ -168,7 +168,7 @@ static void add_ring(struct evbuffer *b)
 
 static void add_balancer(struct evbuffer *b)
 {
-    uint64_t t[10] = {0}, o[4] = {0};
+    uint64_t t[10] = {0}, o[5] = {0};
     for (unsigned i = 0; i < lb_cfg.threads; i++) {
         struct worker *x = &lb_workers[i];
         t[0] += GET(x->requests);
@@ -181,14 +181,14 @@ static void add_balancer(struct evbuffer *b)
         t[7] += GET(x->stats_served);
         t[8] += GET(x->active_n);
         t[9] += GET(x->pauses);
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 5; k++)
             o[k] += GET(x->outcomes[k]);
     }
     one(b, "chring_lb_threads", "gauge", "Worker threads.", lb_cfg.threads);
     one(b, "chring_lb_requests_total", "counter", "Requests received.", t[0]);
     one(b, "chring_lb_proxied_total", "counter", "Requests answered by a backend.", t[1]);
     one(b, "chring_lb_retries_total", "counter", "Requests retried on another backend.", t[2]);
-    one(b, "chring_lb_bad_gateway_total", "counter", "Requests answered 502.", t[3]);
+    one(b, "chring_lb_bad_gateway_total", "counter", "Requests answered 502 or 504 (the backends failed or timed out).", t[3]);
     one(b, "chring_lb_aborted_total", "counter", "Answers broken off.", t[4]);
     one(b, "chring_lb_client_gone_total", "counter", "Clients gone before their answer.", t[5]);
     one(b, "chring_lb_no_backend_total", "counter", "Requests with no member to go to.", t[6]);
@@ -197,19 +197,24 @@ static void add_balancer(struct evbuffer *b)
     one(b, "chring_lb_active_requests", "gauge", "Requests being proxied.", t[8]);
     one(b, "chring_lb_backpressure_pauses_total", "counter",
         "Backend reads paused for a slow client.", t[9]);
+    one(b, "chring_lb_health_panics_total", "counter",
+        "Failures passive health did not act on: half of the members were down already.",
+        GET(lb_health_panics));
     one(b, "chring_lb_reloads_total", "counter", "Successful SIGHUP reloads.", GET(lb_reloads));
     one(b, "chring_lb_reload_errors_total", "counter", "Refused SIGHUP reloads.",
         GET(lb_reload_errors));
     family(b, "chring_lb_outcomes_total", "counter",
-           "Leases by how their member was chosen: its owner, spilled past a full one, or with "
-           "every member full.");
+           "Leases by how their member was chosen: its owner, spilled past a full one, with "
+           "every member full, or past an owner that was down.");
     evbuffer_add_printf(b,
                         "chring_lb_outcomes_total{outcome=\"owner\"} %llu\n"
                         "chring_lb_outcomes_total{outcome=\"spilled\"} %llu\n"
-                        "chring_lb_outcomes_total{outcome=\"saturated\"} %llu\n",
+                        "chring_lb_outcomes_total{outcome=\"saturated\"} %llu\n"
+                        "chring_lb_outcomes_total{outcome=\"owner_down\"} %llu\n",
                         (unsigned long long)o[CHRING_OUTCOME_OWNER],
                         (unsigned long long)o[CHRING_OUTCOME_SPILLED],
-                        (unsigned long long)o[CHRING_OUTCOME_SATURATED]);
+                        (unsigned long long)o[CHRING_OUTCOME_SATURATED],
+                        (unsigned long long)o[CHRING_OUTCOME_OWNER_DOWN]);
 }
 
 static void add_limits(struct evbuffer *b)

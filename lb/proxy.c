@@ -54,11 +54,12 @@ static int proxy_start_attempt(struct proxy *p);
 
 /* How a lease was placed, as chring says it (lease.outcome): counted per worker for the stats,
  * and named in X-Chring-Outcome (--outcome-header). */
-static const char *const outcome_names[4] = {"none", "owner", "spilled", "saturated"};
+static const char *const outcome_names[5] = {"none", "owner", "spilled", "saturated",
+                                             "owner_down"};
 
 static void count_outcome(struct worker *w, const chring_lease_t *lease)
 {
-    ADD(w->outcomes[lease->outcome < 4 ? lease->outcome : 0], 1);
+    ADD(w->outcomes[lease->outcome < 5 ? lease->outcome : 0], 1);
 }
 
 static int64_t now_ms(void)
@@ -278,7 +279,7 @@ static int relay_head(struct proxy *p, const struct h1_head *h)
     if (lb_cfg.outcome_header) { /* ours alone: one the backend sent is dropped */
         while (evhttp_find_header(p->req->out, "X-Chring-Outcome"))
             evhttp_remove_header(p->req->out, "X-Chring-Outcome");
-        uint32_t o = p->lease.outcome < 4 ? p->lease.outcome : 0;
+        uint32_t o = p->lease.outcome < 5 ? p->lease.outcome : 0;
         if (evhttp_add_header(p->req->out, "X-Chring-Outcome", outcome_names[o]) < 0)
             return -1;
     }

@@ -213,12 +213,20 @@ static void add_member(struct evbuffer *b, const chring_snap_t *s, const chring_
             (unsigned long long)GET(be->downs), (unsigned long long)GET(be->slow),
             GET(be->drain_until_ms) ? "true" : "false");
     }
+    /* The load the engine reported (loadmetrics.c, chring_report_load): while it counts, its
+     * value, its age and what the bound counts for the member. */
+    if (ms.report_live)
+        evbuffer_add_printf(b, ",\"reported\":%llu,\"report_age_ms\":%llu",
+                            (unsigned long long)ms.reported, (unsigned long long)ms.report_age_ms);
+    else
+        evbuffer_add_printf(b, ",\"reported\":null,\"report_age_ms\":null");
+    evbuffer_add_printf(b, ",\"counted\":%llu", (unsigned long long)ms.counted);
     evbuffer_add_printf(b, ",\"down\":%s}", down ? "true" : "false");
 }
 
 static void add_balancer(struct evbuffer *b)
 {
-    uint64_t t[10] = {0}, o[4] = {0};
+    uint64_t t[10] = {0}, o[5] = {0};
     for (unsigned i = 0; i < lb_cfg.threads; i++) {
         struct worker *x = &lb_workers[i];
         t[0] += GET(x->requests);
@@ -231,7 +239,7 @@ static void add_balancer(struct evbuffer *b)
         t[7] += GET(x->stats_served);
         t[8] += GET(x->active_n);
         t[9] += GET(x->pauses);
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 5; k++)
             o[k] += GET(x->outcomes[k]);
     }
     evbuffer_add_printf(
@@ -241,7 +249,8 @@ static void add_balancer(struct evbuffer *b)
         "\"no_backend\":%llu,\"stats\":%llu,\"active\":%llu,\"reloads\":%llu,"
         "\"reload_errors\":%llu,\"reload_resolving\":%llu,\"backpressure_pauses\":%llu,"
         "\"health_panics\":%llu,"
-        "\"outcomes\":{\"owner\":%llu,\"spilled\":%llu,\"saturated\":%llu}}",
+        "\"outcomes\":{\"owner\":%llu,\"spilled\":%llu,\"saturated\":%llu,"
+        "\"owner_down\":%llu}}",
         lb_cfg.threads, (unsigned long long)t[0], (unsigned long long)t[1],
         (unsigned long long)t[2], (unsigned long long)t[3], (unsigned long long)t[4],
         (unsigned long long)t[5], (unsigned long long)t[6], (unsigned long long)t[7],
@@ -250,7 +259,8 @@ static void add_balancer(struct evbuffer *b)
         (unsigned long long)t[9], (unsigned long long)GET(lb_health_panics),
         (unsigned long long)o[CHRING_OUTCOME_OWNER],
         (unsigned long long)o[CHRING_OUTCOME_SPILLED],
-        (unsigned long long)o[CHRING_OUTCOME_SATURATED]);
+        (unsigned long long)o[CHRING_OUTCOME_SATURATED],
+        (unsigned long long)o[CHRING_OUTCOME_OWNER_DOWN]);
     lb_etcd_stats(b);
     struct lb_limit_stats l;
     lb_limits_get(&l);

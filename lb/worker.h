@@ -31,7 +31,7 @@ struct worker {
         stats_served, active_n, pauses;
     /* leases taken (a request's placement and its retry) by their lease.outcome: [0] unused,
      * CHRING_OUTCOME_OWNER, _SPILLED, _SATURATED */
-    _Atomic uint64_t outcomes[4];
+    _Atomic uint64_t outcomes[5]; /* by CHRING_OUTCOME_*: none, owner, spilled, saturated, owner_down */
 };
 
 /* [lb_cfg.threads], allocated by main before the ring exists. */

@@ -221,6 +221,7 @@ static int create_members(struct batch *b, chring_t *r, bool slow_start)
         if (m == NULL)
             return -ENOMEM;
         m->join_seq = r->join_seq + k;
+        m->id = ++r->member_ids; /* a failed call leaves gaps: ids are unique, not dense */
         if (slow_start)
             chring__member_slow_start(m, r->cfg.slow_start_from, r->cfg.slow_start_ms);
         b->created[b->ncreated++] = m;
@@ -276,7 +277,12 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
         CHRING_STORE_64(&h->down_weight,
                         h->down_weight - b.down_weight_left + b.down_weight_joined);
     }
+    chring__report_left(r, cur, b.members, b.count); /* reports of members leaving (report.c) */
+    chring__ghosts_left(r, cur, b.members, b.count); /* ... and their leases out (ghost.c) */
+    for (size_t j = 0; j < next->nmembers; j++) /* chring_acquire_try's hint (load.c) */
+        CHRING_STORE_32(&next->members[j]->slot_hint, next->member_slot[j]);
     chring__publish(r, next);
+    chring__ghosts_link(r, b.created, b.ncreated); /* names that come back count them */
     if (r->cfg.slow_start_ms > 0 && cur->nmembers > 0 && b.ncreated > 0)
         chring__ramps_changed(r); /* members that ramp joined (effective.c) */
     b.ncreated = 0; /* the new members now belong to the published snapshot */

@@ -43,10 +43,16 @@ static void before_fork(void)
         call_rcu_before_fork();
         urcu_bp_before_fork();
     }
+    /* The ghost locks last (ghost.c): a last release takes one, and so may a call_rcu callback,
+     * which call_rcu_before_fork has let finish. */
+    for (chring_t *r = rings; r != NULL; r = r->fork_next)
+        pthread_mutex_lock(&r->ghosts.lock);
 }
 
 static void unlock_rings(void)
 {
+    for (chring_t *r = rings; r != NULL; r = r->fork_next)
+        pthread_mutex_unlock(&r->ghosts.lock);
     for (chring_t *r = rings; r != NULL; r = r->fork_next)
         pthread_mutex_unlock(&r->lock);
     pthread_mutex_unlock(&rings_lock);

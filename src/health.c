@@ -42,6 +42,8 @@ uint64_t chring__up_weight(const chring_snap_t *s)
 
 const chring_member_t *chring__first_up(const chring_snap_t *s, size_t i)
 {
+    if (chring__members_up(s) == 0)
+        return NULL; /* every member down: O(1), not a walk of every point */
     struct chring__downs downs = {.n = 0};
     struct chring__walk walk;
     chring__walk_start(&walk, s, i);
@@ -81,6 +83,7 @@ int chring_set_down(chring_t *r, const char *name, int down)
         if (want) {
             /* The flag before the count: a reader that sees the count sees the flag. */
             CHRING_STORE_32(&m->down, 1);
+            chring__report_drop(r, m); /* a report of a member down is ignored (report.c) */
             CHRING_STORE_64(&h->down_weight, h->down_weight + w);
             CHRING_STORE_64(&h->ndown, h->ndown + 1);
             ck_pr_inc_64(&h->alive_down); /* full barrier: after the flag */

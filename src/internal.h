@@ -69,7 +69,15 @@ struct chring_member {
     uint64_t spilled_in; /* acquires that spilled here from a full owner */
     uint32_t down;       /* 1: out of service (health.c); read by every walk that meets it */
     uint32_t ramp_gen;   /* 0: admission scale 1; else the generation of the ramp below */
-    char pad_[CHRING_CACHELINE - 3 * sizeof(uint64_t) - 2 * sizeof(uint32_t)];
+    /* Reported load (report.c): what the member's report adds to its leases, and until when
+     * (CLOCK_MONOTONIC ns; 0: no report).  Written by chring_report_load under the ring lock. */
+    uint64_t rep_extra;
+    uint64_t rep_until_ns;
+    /* A flap (ghost.c): the member of the same name removed while its leases were out, whose
+     * leases this one counts as its own; NULL mostly.  Changed under the ring's ghost lock. */
+    chring_member_t *prev;
+    uint64_t down_in; /* acquires placed here because the key's owner was down (load.c) */
+    /* (the first cache line is full: magic begins the second, checked below) */
     /* Second cache line on: immutable after creation except weight and the ramp (writers
      * only, under the ring lock). */
     uint64_t magic;
@@ -83,8 +91,28 @@ struct chring_member {
     uint64_t ramp_start_ns;       /* CLOCK_MONOTONIC at the start of the ramp */
     uint64_t ramp_len_ns;
     uint64_t ramp_from, ramp_to; /* doubles' bits: read atomically, whole */
-    char name[];                 /* name_len bytes and a NUL */
+    /* The last report (report.c, for the statistics): the value, the member's load then and
+     * when (CLOCK_MONOTONIC ns).  Written under the ring lock. */
+    uint64_t rep_value, rep_local, rep_at_ns;
+    /* Flaps (ghost.c), under the ring's ghost lock: the member whose prev this one is; the next
+     * ghost of the ring's list; whether it is listed (removed with leases out) and whether it
+     * was ever a prev (then it is freed a grace period after it is destroyed, since readers may
+     * still follow a prev pointer to it). */
+    chring_member_t *succ;
+    chring_member_t *ghost_next;
+    struct chring_ghosts *ghosts;
+    uint32_t ghosted;
+    uint32_t linked;
+    /* Its slot in the snapshot published last (apply.c), a hint for chring_acquire_try: a
+     * snapshot whose slot_member[slot_hint] is this member lists it there, no name search. */
+    uint32_t slot_hint;
+    uint64_t id; /* chring_member_id: the ring's count of members created, at its creation */
+    struct rcu_head rcu;
+    char name[]; /* name_len bytes and a NUL */
 };
+
+_Static_assert(offsetof(struct chring_member, magic) == CHRING_CACHELINE || sizeof(void *) != 8,
+               "a member's hot fields fill its first cache line exactly");
 
 /* What every lookup of a ring needs to know about health (health.c): how many members of the
  * current membership are down, and their total current weight.  Written by writers under the
@@ -100,6 +128,10 @@ struct chring_health {
     /* Effective weights (effective.c): 0 while no member of the current membership ramps; else
      * the writers' latest ramp sequence number, which also invalidates cached sums. */
     uint64_t ramp_epoch;
+    /* Reported load (report.c): 0 while no report of the current membership counts; else the
+     * writers' latest report sequence number, which also invalidates the snapshots' cached sums
+     * of what the reports add. */
+    uint64_t report_seq;
 };
 
 struct chring_profile_desc;
@@ -183,6 +215,13 @@ struct chring_snap {
     uint64_t eff_stamp_ns; /* CLOCK_MONOTONIC when eff_bits was summed; 0: never */
     uint64_t eff_epoch;    /* health->ramp_epoch it was summed under */
     uint64_t eff_bits;     /* E, a double's bits */
+    /* And (report.c) the cached sum of what the reports of its members add to m: valid while the
+     * ring's report_seq is rep_seq and the clock is below rep_until_ns (the earliest expiry of
+     * the reports summed).  rep_ver is odd while one acquire writes the three words. */
+    uint64_t rep_ver;
+    uint64_t rep_seq;
+    uint64_t rep_until_ns;
+    uint64_t rep_sum;
 };
 
 /* The bucket of shifted position h64: the top 32 bits scaled to [0, nbuckets), so that bucket
@@ -214,6 +253,14 @@ static inline uint64_t chring__bucket_start(const chring_snap_t *s, size_t b)
     return ((((uint64_t)b << 32) + nb - 1) / nb) << 32;
 }
 
+/* The members removed while their leases were out (ghost.c), newest first, so that a name added
+ * again counts them (a flap).  Its own lock, which a last release may take: never the writers'. */
+struct chring_ghosts {
+    pthread_mutex_t lock;
+    chring_member_t *head;
+    uint32_t linked_ever; /* some member was a prev: chring_free waits for its deferred free */
+};
+
 /* One shard of the ring-wide lease accounting (load.c). */
 struct chring_shard {
     uint64_t leases;   /* outstanding leases acquired through this shard */
@@ -221,7 +268,8 @@ struct chring_shard {
     uint64_t spills;
     uint64_t saturated;
     uint64_t retries;
-    char pad_[CHRING_DESTRUCTIVE - 5 * sizeof(uint64_t)];
+    uint64_t owner_down; /* acquires placed on the first member up past a key's owner down */
+    char pad_[CHRING_DESTRUCTIVE - 6 * sizeof(uint64_t)];
 };
 
 struct chring {
@@ -232,14 +280,20 @@ struct chring {
     pthread_mutex_t lock; /* serialises writers; readers never touch it */
     chring_config_t cfg;
     struct chring_prof prof;
-    double balance;     /* cfg.balance clamped to >= 1 */
-    uint64_t publishes; /* written under lock, read atomically */
-    uint64_t join_seq;  /* next join sequence number, under lock */
-    uint64_t ramp_seq;  /* last ramp_epoch a writer stored (effective.c), under lock */
+    double balance;         /* cfg.balance clamped to >= 1 */
+    uint64_t publishes;     /* written under lock, read atomically */
+    uint64_t join_seq;      /* next join sequence number, under lock */
+    uint64_t ramp_seq;      /* last ramp_epoch a writer stored (effective.c), under lock */
+    uint64_t report_ctr;    /* last report_seq a writer stored (report.c), under lock */
+    uint64_t member_ids;    /* members created (ids), under lock */
+    uint64_t reports;       /* reports recorded (statistics), under lock, read atomically */
+    uint64_t report_ttl_ns; /* cfg.report_ttl_ms in ns */
+    double floor;           /* cfg.min_capacity (load.c: the floor at low concurrency) */
     struct chring_blocks blocks;
     unsigned shard_mask;
     struct chring_shard *shards;     /* shard_mask + 1 shards, CHRING_DESTRUCTIVE aligned */
     chring_t *fork_prev, *fork_next; /* the rings alive, for the fork handlers (fork.c) */
+    struct chring_ghosts ghosts;     /* flaps (ghost.c) */
 };
 
 /* ---- alloc.c: every allocation of the library goes through these -------------------------- */
@@ -443,6 +497,39 @@ uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double
 void chring__ramps_changed(chring_t *r);
 /* Writer side, under the ring lock: health changed: a new epoch if ramps run (cached sums). */
 void chring__ramps_touch(chring_t *r);
+
+/* ---- report.c: reported load (docs/design.md §3, "Reported load") ---------------------- */
+
+/* What s's members' reports add to m at time now (ns), for report sequence seq (non-zero):
+ * cached in s while seq holds and no summed report has expired.  A sum over the current snapshot
+ * that finds no report counting clears the ring's report_seq.  Reader side. */
+uint64_t chring__report_sum(const chring_snap_t *s, uint64_t seq, uint64_t now);
+/* What member m's report adds to its leases at time now: 0 when it has none or it expired. */
+static inline uint64_t chring__report_extra(const chring_member_t *m, uint64_t now)
+{
+    uint64_t until = CHRING_LOAD_64(&m->rep_until_ns);
+    return until > now ? CHRING_LOAD_64(&m->rep_extra) : 0;
+}
+/* Writer side, under the ring lock: drops m's report (it went down). */
+void chring__report_drop(chring_t *r, chring_member_t *m);
+/* Writer side, under the ring lock, before publishing the membership `members` (count, sorted by
+ * name) that replaces cur's: drops the reports of cur's members that leave (a report of a member
+ * gone is ignored, in every snapshot that still lists it). */
+void chring__report_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
+                         size_t count);
+
+/* ---- ghost.c: flaps (docs/design.md §3, "Flaps") ------------------------------------------- */
+
+/* Writer side, under the ring lock, before publishing the membership `members` (count, sorted by
+ * name) that replaces cur's: lists the members leaving with leases out as ghosts. */
+void chring__ghosts_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
+                         size_t count);
+/* Writer side, under the ring lock, after publishing: each new member whose name a ghost has
+ * counts that ghost's leases (its prev). */
+void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n);
+/* Called by chring__member_destroy: unlists and unlinks m; returns true when m must be freed a
+ * grace period later (it was a prev). */
+bool chring__ghost_destroy(chring_member_t *m);
 
 /* ---- diff.c: owners' arcs by each profile's rule (docs/design.md §3) ---------------------- */
 

@@ -28,6 +28,8 @@
 #include "member.h"
 #include "walk.h"
 
+#include <math.h>
+
 static unsigned next_slot;
 static _Thread_local unsigned my_slot; /* 0: not assigned yet; else slot + 1 */
 
@@ -91,6 +93,8 @@ static inline void lease_fill(chring_t *r, chring_lease_t *lease, chring_member_
 struct capacity {
     chring_t *r;
     const chring_snap_t *s;
+    uint64_t rseq;      /* health->report_seq as read at the start: 0, no report counts */
+    uint64_t now;       /* the clock, read at the start when rseq is not 0 (report.c) */
     uint64_t up_weight; /* W: the snapshot's total weight of members that are up */
     uint64_t epoch;     /* health->ramp_epoch as read at the start */
     double c;
@@ -108,6 +112,8 @@ static inline void capacity_init(struct capacity *k, chring_t *r, const chring_s
     k->r = r;
     k->s = s;
     k->epoch = CHRING_LOAD_64(&s->health->ramp_epoch);
+    k->rseq = CHRING_LOAD_64(&s->health->report_seq);
+    k->now = CHRING_UNLIKELY(k->rseq != 0) ? chring__now_ns() : 0;
     k->up_weight = any_down ? chring__up_weight(s) : s->total_weight;
     k->c = r->balance;
     k->have_total = false;
@@ -118,46 +124,91 @@ static inline void capacity_init(struct capacity *k, chring_t *r, const chring_s
     k->cap = 0;
 }
 
+/* The floor (docs/design.md §3): at least ceil(min_capacity * e) for effective weight e > 0. */
+static inline uint64_t with_floor(const struct capacity *k, uint64_t cap, double e)
+{
+    if (CHRING_LIKELY(k->r->floor == 0.0) || !(e > 0.0))
+        return cap;
+    double f = ceil(k->r->floor * e);
+    uint64_t fl = f < 18446744073709551616.0 ? (uint64_t)f : UINT64_MAX;
+    return fl > cap ? fl : cap;
+}
+
 static uint64_t capacity_slow(struct capacity *k, uint32_t weight, double scale)
 {
     if (!k->have_sum) {
         k->sum = chring__effective_weight(k->s, k->epoch);
         k->have_sum = true;
     }
-    return chring__capacity_effective(k->total, scale * (double)weight, k->sum, k->c);
+    double e = scale * (double)weight;
+    return with_floor(k, chring__capacity_effective(k->total, e, k->sum, k->c), e);
 }
 
 static inline uint64_t capacity_of(struct capacity *k, uint32_t weight, double scale)
 {
     if (!k->have_total) {
         k->total = chring__leases(k->r);
+        if (CHRING_UNLIKELY(k->rseq != 0))
+            k->total += chring__report_sum(k->s, k->rseq, k->now);
         k->have_total = true;
     }
     if (CHRING_UNLIKELY(k->epoch != 0 || scale < 1.0))
         return capacity_slow(k, weight, scale);
     if (weight != k->weight) {
         k->weight = weight;
-        k->cap = chring_capacity_weighted(k->total, weight, k->up_weight, k->c);
+        k->cap = with_floor(k, chring_capacity_weighted(k->total, weight, k->up_weight, k->c),
+                            (double)weight);
     }
     return k->cap;
 }
 
-/* Whether m is one of the nskip members the caller passes over (compared by identity). */
+/* Whether m is one of the nskip members the caller passes over: compared by identity, or with
+ * skip_ids by chring_member_id (which no other member of the ring ever has). */
 static inline bool skipped(const chring_member_t *m, const chring_member_t *const *skip,
-                           size_t nskip)
+                           const uint64_t *skip_ids, size_t nskip)
 {
+    if (skip_ids != NULL) {
+        for (size_t k = 0; k < nskip; k++)
+            if (skip_ids[k] == m->id)
+                return true;
+        return false;
+    }
     for (size_t k = 0; k < nskip; k++)
         if (skip[k] == m)
             return true;
     return false;
 }
 
+/* What the bound counts for m beyond its own leases: its report's excess (report.c; 0 while no
+ * report counts, no clock read) and the leases of its prev chain (a flap, ghost.c; 0 without
+ * one, a load of m's first line).  Inside a read section.  Below 2^35. */
+static inline uint64_t report_extra(const struct capacity *k, const chring_member_t *m)
+{
+    uint64_t extra = chring__member_inherited(m);
+    if (CHRING_UNLIKELY(k->rseq != 0))
+        extra += chring__report_extra(m, k->now);
+    return extra;
+}
+
+/* a * w in 128 bits, as *hi and *lo. */
+static inline void mul_wide(uint64_t a, uint32_t w, uint64_t *hi, uint64_t *lo)
+{
+    uint64_t low = (a & UINT64_C(0xffffffff)) * w, high = (a >> 32) * w;
+    *lo = low + (high << 32);
+    *hi = (high >> 32) + (*lo < low);
+}
+
 /* Whether load a at weight wa is below load b at weight wb relative to the weights (a / wa <
- * b / wb): loads (the low half of the member's word) and weights are below 2^32, so the
- * products fit in 64 bits. */
+ * b / wb): leases (the low half of the member's word) and weights are below 2^32, so the
+ * products fit in 64 bits; a load a report raised may not, and is compared in 128 bits. */
 static inline bool lighter(uint64_t a, uint32_t wa, uint64_t b, uint32_t wb)
 {
-    return a * (uint64_t)wb < b * (uint64_t)wa;
+    if (CHRING_LIKELY((a | b) >> 32 == 0))
+        return a * (uint64_t)wb < b * (uint64_t)wa;
+    uint64_t ahi, alo, bhi, blo;
+    mul_wide(a, wb, &ahi, &alo);
+    mul_wide(b, wa, &bhi, &blo);
+    return ahi < bhi || (ahi == bhi && alo < blo);
 }
 
 /* The bounded-load walk of every acquire by key or hash (docs/design.md §3): from the point of
@@ -167,8 +218,8 @@ static inline bool lighter(uint64_t a, uint32_t wa, uint64_t b, uint32_t wb)
  * lease, or -ENOENT when no member outside skip was met (an empty ring, or everything
  * skipped).  Inlined for each caller: with nskip 0 the skip test folds away. */
 static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key, size_t len,
-                        const chring_member_t *const *skip, size_t nskip, bool retry,
-                        chring_lease_t *lease)
+                        const chring_member_t *const *skip, const uint64_t *skip_ids, size_t nskip,
+                        bool retry, chring_lease_t *lease)
 {
     const chring_snap_t *s = chring_snap_enter(r);
     if (s->npoints == 0) {
@@ -188,6 +239,11 @@ static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key,
      * capacity of a member whose scale is above 0 (c * (m + 1) * e / E > 0, so cap >= 1), which
      * spares the common, lightly loaded case the read of every shard's line. */
     bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
+    if (CHRING_UNLIKELY(any_down) && chring__members_up(s) == 0) {
+        chring_snap_exit(r, s); /* every member down: -ENOENT in O(1), not a walk */
+        lease_clear(lease);
+        return -ENOENT;
+    }
     struct capacity capacity;
     capacity_init(&capacity, r, s, any_down);
     /* least: the least loaded member met (relative to its weight) that may be admitted at all;
@@ -195,20 +251,31 @@ static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key,
      * only when nothing else is met. */
     struct chring__downs downs = {.n = 0};
     uint32_t chosen = UINT32_MAX, least = UINT32_MAX, parked = UINT32_MAX;
+    /* The first member met that is up and not skipped, and whether a skipped member came
+     * before it: a key whose owner is down and that lands there went where the health-aware
+     * lookup sends it (CHRING_OUTCOME_OWNER_DOWN), not past a full member. */
+    uint32_t first_up = UINT32_MAX;
+    bool skipped_first = false;
     uint64_t least_load = 0, parked_load = 0;
     for (uint32_t j; (j = chring__walk_next(&walk)) != UINT32_MAX;) {
         chring_member_t *m = s->slot_member[j];
-        if (nskip > 0 && skipped(m, skip, nskip))
+        if (nskip > 0 && skipped(m, skip, skip_ids, nskip)) {
+            skipped_first |= first_up == UINT32_MAX;
             continue; /* as if full */
+        }
         if (any_down && chring__down_once(&downs, m))
             continue; /* out of service: as a removal would */
-        uint64_t load = chring__member_load(m);
+        if (first_up == UINT32_MAX)
+            first_up = j;
+        uint64_t extra = report_extra(&capacity, m);
+        uint64_t load = chring__member_load(m) + extra;
         uint32_t weight = s->slot_weight[j];
         double scale = 1.0;
         if (CHRING_UNLIKELY(CHRING_LOAD_32(&m->ramp_gen) != 0)) {
             scale = chring__member_ramp_scale(m);
             if (scale <= 0.0) {
-                if (parked == UINT32_MAX || lighter(load, weight, parked_load, s->slot_weight[parked])) {
+                if (parked == UINT32_MAX ||
+                    lighter(load, weight, parked_load, s->slot_weight[parked])) {
                     parked_load = load;
                     parked = j;
                 }
@@ -221,7 +288,7 @@ static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key,
         }
         if (load != 0 && load >= capacity_of(&capacity, weight, scale))
             continue; /* looks full: no write */
-        uint64_t old = chring__member_admit(m);
+        uint64_t old = chring__member_admit(m) + extra;
         if (old == 0 || old < capacity_of(&capacity, weight, scale)) {
             chosen = j;
             break;
@@ -247,6 +314,12 @@ static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key,
     chring_member_t *m = s->slot_member[chosen];
     if (chosen == owner) {
         ck_pr_inc_64(&m->primary);
+    } else if (outcome == CHRING_OUTCOME_OWNER && chosen == first_up && !skipped_first) {
+        /* The owner is down (every member before first_up was), and the key is where a lookup
+         * sends it: not a spill for load. */
+        ck_pr_inc_64(&m->down_in);
+        ck_pr_inc_64(&shard->owner_down);
+        outcome = CHRING_OUTCOME_OWNER_DOWN;
     } else {
         ck_pr_inc_64(&m->spilled_in);
         ck_pr_inc_64(&shard->spills);
@@ -269,7 +342,7 @@ int chring_acquire(chring_t *r, const void *key, size_t len, chring_lease_t *lea
             lease_clear(lease);
         return -EINVAL;
     }
-    return place(r, 0, false, key, len, NULL, 0, false, lease);
+    return place(r, 0, false, key, len, NULL, NULL, 0, false, lease);
 }
 
 int chring_acquire_skip(chring_t *r, const void *key, size_t len,
@@ -280,7 +353,34 @@ int chring_acquire_skip(chring_t *r, const void *key, size_t len,
             lease_clear(lease);
         return -EINVAL;
     }
-    return place(r, 0, false, key, len, skip, nskip, true, lease);
+    return place(r, 0, false, key, len, skip, NULL, nskip, true, lease);
+}
+
+int chring_acquire_skip_ids(chring_t *r, const void *key, size_t len, const uint64_t *skip_ids,
+                            size_t nskip, chring_lease_t *lease)
+{
+    if (r == NULL || lease == NULL || (key == NULL && len > 0) || (skip_ids == NULL && nskip > 0)) {
+        if (lease != NULL)
+            lease_clear(lease);
+        return -EINVAL;
+    }
+    return place(r, 0, false, key, len, NULL, nskip > 0 ? skip_ids : NULL, nskip, true, lease);
+}
+
+int chring_acquire_hash_skip_ids(chring_t *r, uint64_t hash, const uint64_t *skip_ids, size_t nskip,
+                                 chring_lease_t *lease)
+{
+    if (r == NULL || lease == NULL || (skip_ids == NULL && nskip > 0)) {
+        if (lease != NULL)
+            lease_clear(lease);
+        return -EINVAL;
+    }
+    return place(r, hash, true, NULL, 0, NULL, nskip > 0 ? skip_ids : NULL, nskip, true, lease);
+}
+
+uint64_t chring_member_id(const chring_member_t *m)
+{
+    return m == NULL ? 0 : m->id;
 }
 
 int chring_acquire_hash(chring_t *r, uint64_t hash, chring_lease_t *lease)
@@ -290,7 +390,7 @@ int chring_acquire_hash(chring_t *r, uint64_t hash, chring_lease_t *lease)
             lease_clear(lease);
         return -EINVAL;
     }
-    return place(r, hash, true, NULL, 0, NULL, 0, false, lease);
+    return place(r, hash, true, NULL, 0, NULL, NULL, 0, false, lease);
 }
 
 int chring_acquire_hash_skip(chring_t *r, uint64_t hash, const chring_member_t *const *skip,
@@ -301,7 +401,7 @@ int chring_acquire_hash_skip(chring_t *r, uint64_t hash, const chring_member_t *
             lease_clear(lease);
         return -EINVAL;
     }
-    return place(r, hash, true, NULL, 0, skip, nskip, true, lease);
+    return place(r, hash, true, NULL, 0, skip, NULL, nskip, true, lease);
 }
 
 int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_member_t *m,
@@ -325,12 +425,14 @@ int chring_acquire_member(chring_t *r, const chring_snap_t *s, const chring_memb
     return 0;
 }
 
-/* The capacity m has for the next acquire on s, judged as place() judges it; *usable false when
- * m cannot be admitted at all (down, scale 0). */
+/* The capacity m has for the next acquire on s, judged as place() judges it, and in *extra what
+ * m's report adds to its leases (report.c); *usable false when m cannot be admitted at all
+ * (down, scale 0). */
 static uint64_t member_capacity(chring_t *r, const chring_snap_t *s, chring_member_t *m,
-                                uint32_t weight, bool *usable)
+                                uint32_t weight, bool *usable, uint64_t *extra)
 {
     *usable = false;
+    *extra = 0;
     if (chring__member_down(m))
         return 0;
     double scale = CHRING_LOAD_32(&m->ramp_gen) != 0 ? chring__member_ramp_scale(m) : 1.0;
@@ -340,6 +442,7 @@ static uint64_t member_capacity(chring_t *r, const chring_snap_t *s, chring_memb
     bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
     struct capacity capacity;
     capacity_init(&capacity, r, s, any_down);
+    *extra = report_extra(&capacity, m);
     return capacity_of(&capacity, weight, scale);
 }
 
@@ -351,18 +454,28 @@ int chring_acquire_try(chring_t *r, const chring_snap_t *s, const chring_member_
     lease_clear(lease);
     if (r == NULL || s == NULL || m == NULL)
         return -EINVAL;
-    uint32_t weight = chring_snap_weight(s, m);
+    /* Whether s lists m, and its weight there: by the slot the last publish gave it (one load,
+     * no name search), or, for a snapshot that lists it elsewhere or not at all (an older one),
+     * by its name. */
+    uint32_t hint = CHRING_LOAD_32(&m->slot_hint), weight;
+    if (CHRING_LIKELY(hint < s->nslots && s->slot_member[hint] == m))
+        weight = s->slot_weight[hint];
+    else
+        weight = chring_snap_weight(s, m);
     if (weight == 0)
         return -ENOENT;
     chring_member_t *mm = (chring_member_t *)m;
     bool usable;
-    uint64_t cap = member_capacity(r, s, mm, weight, &usable);
+    uint64_t extra;
+    rcu_read_lock(); /* a flap's prev is read inside a read section (ghost.c) */
+    uint64_t cap = member_capacity(r, s, mm, weight, &usable, &extra);
+    rcu_read_unlock();
     if (!usable)
         return -ENOENT;
     /* Strict admission, as in place(): keep the lease only if the load before it was below the
      * capacity (load 0 is below every capacity of a usable member).  s's reference keeps m's
      * word above zero meanwhile. */
-    uint64_t old = chring__member_admit(mm);
+    uint64_t old = chring__member_admit(mm) + extra;
     if (old != 0 && old >= cap) {
         chring__member_undo(mm);
         return -EBUSY;
@@ -397,7 +510,11 @@ uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s, const chrin
     if (r == NULL || w == 0)
         return 0;
     bool usable;
-    return member_capacity(r, s, (chring_member_t *)m, w, &usable);
+    uint64_t extra;
+    rcu_read_lock();
+    uint64_t cap = member_capacity(r, s, (chring_member_t *)m, w, &usable, &extra);
+    rcu_read_unlock();
+    return cap;
 }
 
 void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
@@ -410,7 +527,23 @@ void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
     out->load = chring__member_load(m);
     out->primary = CHRING_LOAD_64(&m->primary);
     out->spilled_in = CHRING_LOAD_64(&m->spilled_in);
-    out->acquires = out->primary + out->spilled_in;
+    out->down_in = CHRING_LOAD_64(&m->down_in);
+    out->acquires = out->primary + out->spilled_in + out->down_in;
+    rcu_read_lock(); /* a flap's prev is read inside a read section (ghost.c) */
+    out->inherited = chring__member_inherited(m);
+    rcu_read_unlock();
+    out->counted = out->load + out->inherited;
+    uint64_t now = chring__now_ns();
+    uint64_t until = CHRING_LOAD_64(&m->rep_until_ns);
+    if (until > now) {
+        ck_pr_fence_load(); /* pairs with chring_report_load's store fence */
+        out->report_live = 1;
+        out->reported = CHRING_LOAD_64(&m->rep_value);
+        out->local_at_report = CHRING_LOAD_64(&m->rep_local);
+        uint64_t at = CHRING_LOAD_64(&m->rep_at_ns);
+        out->report_age_ms = now > at ? (now - at) / UINT64_C(1000000) : 0;
+        out->counted += CHRING_LOAD_64(&m->rep_extra);
+    }
 }
 
 void chring_stats(chring_t *r, chring_stats_t *out)
@@ -424,7 +557,10 @@ void chring_stats(chring_t *r, chring_stats_t *out)
     out->version = s->version;
     out->members = s->nmembers;
     out->points = s->npoints;
+    uint64_t rseq = CHRING_LOAD_64(&s->health->report_seq);
+    uint64_t extra = rseq != 0 ? chring__report_sum(s, rseq, chring__now_ns()) : 0;
     chring_snap_exit(r, s);
+    out->reports = CHRING_LOAD_64(&r->reports);
     out->publishes = CHRING_LOAD_64(&r->publishes);
     out->down = CHRING_LOAD_64(&r->health.ndown);
     for (unsigned k = 0; k <= r->shard_mask; k++) {
@@ -432,6 +568,8 @@ void chring_stats(chring_t *r, chring_stats_t *out)
         out->spills += CHRING_LOAD_64(&r->shards[k].spills);
         out->saturated += CHRING_LOAD_64(&r->shards[k].saturated);
         out->retries += CHRING_LOAD_64(&r->shards[k].retries);
+        out->owner_down += CHRING_LOAD_64(&r->shards[k].owner_down);
     }
     out->leases = chring__leases(r);
+    out->counted = out->leases + extra;
 }

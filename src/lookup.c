@@ -62,6 +62,12 @@ size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, size_t len,
     size_t want = n < s->nmembers ? n : s->nmembers;
     size_t got = 0;
     bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
+    if (any_down) {
+        /* No more members than are up: the walk stops once it has them all (with every member
+         * down, at once) instead of visiting every point. */
+        size_t up = chring__members_up(s);
+        want = want < up ? want : up;
+    }
     struct chring__downs downs = {.n = 0};
     struct chring__walk walk;
     chring__walk_start(&walk, s, chring__start(s, chring__key_pos(s, key, len)));
@@ -88,6 +94,8 @@ const chring_member_t *chring_snap_lookup_bounded(const chring_snap_t *s, const 
     for (size_t j = 0; j < s->nmembers; j++)
         total += load(s->members[j], ctx);
     bool any_down = CHRING_LOAD_64(&s->health->alive_down) != 0;
+    if (any_down && chring__members_up(s) == 0)
+        return NULL; /* every member down: like an empty ring, without a walk */
     uint64_t weight = any_down ? chring__up_weight(s) : s->total_weight;
 
     struct chring__downs downs = {.n = 0};

@@ -49,15 +49,28 @@ void chring__member_discard(chring_member_t *m)
     chring__free_aligned(m);
 }
 
+static void member_free_rcu(struct rcu_head *head)
+{
+    CHRING_GRACE_ENDED();
+    chring__free_aligned(caa_container_of(head, chring_member_t, rcu));
+    CHRING_CALLBACK_DONE();
+}
+
 /* Called by whoever brought the word to zero (member.h). */
 void chring__member_destroy(chring_member_t *m)
 {
     if (CHRING_LOAD_32(&m->down))
         ck_pr_dec_64(&m->health->alive_down); /* no snapshot can list it any more */
+    bool deferred = chring__ghost_destroy(m); /* unlisted, unlinked (flaps) */
     if (m->retire != NULL)
         m->retire(m->udata, m->retire_ctx);
     m->magic = CHRING_POISON;
-    chring__free_aligned(m);
+    if (deferred) {
+        CHRING_CALLBACK_QUEUED();
+        call_rcu(&m->rcu, member_free_rcu);
+    } /* readers may still follow a prev pointer to it */
+    else
+        chring__free_aligned(m);
 }
 
 /* ---- accessors ---------------------------------------------------------------------------- */

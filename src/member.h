@@ -62,6 +62,21 @@ static inline bool chring__member_down(const chring_member_t *m)
     return CHRING_LOAD_32(&m->down) != 0;
 }
 
+/* The leases of m's prev chain (ghost.c): those of the members of its name removed while their
+ * leases were out, which the bound counts on m.  0 with no flap (one load of m's first line).
+ * Inside a read section: a prev is freed only a grace period after it is unlinked.  The chain is
+ * followed at most 8 deep. */
+static inline uint64_t chring__member_inherited(const chring_member_t *m)
+{
+    const chring_member_t *p = CHRING_LOAD_PTR(&m->prev);
+    uint64_t n = 0;
+    for (int hops = 0; CHRING_UNLIKELY(p != NULL) && hops < 8; hops++) {
+        n += CHRING_LOAD_64(&p->word) & UINT64_C(0xffffffff);
+        p = CHRING_LOAD_PTR(&p->prev);
+    }
+    return n;
+}
+
 /* The member's load: one atomic load. */
 static inline uint64_t chring__member_load(const chring_member_t *m)
 {

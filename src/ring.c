@@ -35,6 +35,7 @@ void chring_config_default(chring_config_t *cfg)
     cfg->slow_start_from = CHRING_DEFAULT_SLOW_START_FROM;
     cfg->ring_size_min = CHRING_DEFAULT_RING_SIZE_MIN;
     cfg->ring_size_max = CHRING_DEFAULT_RING_SIZE_MAX;
+    cfg->report_ttl_ms = CHRING_DEFAULT_REPORT_TTL_MS;
 }
 
 static unsigned shard_count(void)
@@ -73,11 +74,17 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     err = -ENOMEM;
     if (r->shards == NULL || s == NULL || pthread_mutex_init(&r->lock, NULL) != 0)
         goto fail; /* the lock is initialised only once both allocations succeeded */
+    if (pthread_mutex_init(&r->ghosts.lock, NULL) != 0) {
+        pthread_mutex_destroy(&r->lock);
+        goto fail;
+    }
     memset(r->shards, 0, shards * sizeof *r->shards);
     r->shard_mask = shards - 1;
     r->cfg = *cfg;
     r->prof = prof;
     r->balance = chring__clamp_balance(cfg->balance);
+    r->report_ttl_ns = (uint64_t)cfg->report_ttl_ms * UINT64_C(1000000);
+    r->floor = (double)cfg->min_capacity;
 
     /* The empty version-0 snapshot carries the profile, like every later one. */
     *s = chring__empty_snap;
@@ -89,6 +96,7 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     r->current = s;
     err = chring__fork_track(r);
     if (err != 0) {
+        pthread_mutex_destroy(&r->ghosts.lock);
         pthread_mutex_destroy(&r->lock);
         goto fail;
     }
@@ -157,8 +165,15 @@ void chring_free(chring_t **rp)
     rcu_barrier();
     CHRING_GRACE_ENDED();
     CHRING_BARRIER_ENDED();
+    if (CHRING_LOAD_32(&r->ghosts.linked_ever)) {
+        /* A member that was a flap's prev, destroyed by a callback of that barrier, is freed by
+         * a callback queued after it (ghost.c). */
+        rcu_barrier();
+        CHRING_BARRIER_ENDED();
+    }
     chring__blocks_drop(&r->blocks);
 
+    pthread_mutex_destroy(&r->ghosts.lock);
     pthread_mutex_destroy(&r->lock);
     chring__free_aligned(r->shards);
     chring__free_aligned(r);

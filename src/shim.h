@@ -80,6 +80,11 @@ extern char chring__tsan_barrier_token;
 #define CHRING_STORE_32(p, v) ck_pr_store_32((p), (v))
 #endif
 
+/* Pointers published to readers outside RCU's own pointer (a flap's prev, ghost.c): a release
+ * store after the pointee's words, an acquire load before reading them. */
+#define CHRING_LOAD_PTR(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define CHRING_STORE_PTR(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
 /* ---- memory poisoning of kept blocks ------------------------------------------------------ */
 
 #ifdef CHRING_ASAN

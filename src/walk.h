@@ -51,6 +51,21 @@ struct chring__downs {
     unsigned n;
 };
 
+/* How many members of s are up, when that costs O(1): for the current snapshot, its members less
+ * the ring's count of members down (which counts the current membership's); for any other
+ * snapshot (held, or replaced while the caller reads it), its member count, an upper bound.  So
+ * 0 means every member is down (docs/design.md §3, "Health and warm-up": such a ring answers
+ * like an empty one without walking its points).  A flag flipped concurrently is seen before or
+ * after the flip, as a walk would see it. */
+static inline size_t chring__members_up(const chring_snap_t *s)
+{
+    const struct chring_health *h = s->health;
+    if (h->current == NULL || CHRING_RCU_DEREF(*h->current) != s)
+        return s->nmembers;
+    uint64_t down = CHRING_LOAD_64(&h->ndown);
+    return down < s->nmembers ? s->nmembers - (size_t)down : 0;
+}
+
 static inline bool chring__down_once(struct chring__downs *d, const chring_member_t *m)
 {
     for (unsigned k = 0; k < d->n; k++)

@@ -170,13 +170,27 @@ Test(outcome, owner_spilled_and_saturated_are_reported)
     chring_release(r, &sat);
     cr_assert_eq(sat.outcome, CHRING_OUTCOME_NONE, "a released lease is cleared");
 
-    /* a down: the owner is passed over, spilled. */
+    /* a down: the owner is passed over, and the key lands where a lookup sends it, the first
+     * member up after it: OWNER_DOWN, counted apart from spills (0.4). */
     cr_assert_eq(chring_set_down(r, "a", 1), 0);
+    chring_stats(r, &st);
+    uint64_t spills_before = st.spills;
     chring_lease_t down;
     cr_assert_eq(chring_acquire(r, key, strlen(key), &down), 0);
     cr_assert_eq(down.member, b);
-    cr_assert_eq(down.outcome, CHRING_OUTCOME_SPILLED);
+    cr_assert_eq(down.outcome, CHRING_OUTCOME_OWNER_DOWN);
+    chring_stats(r, &st);
+    cr_assert_eq(st.spills, spills_before, "not a spill");
+    cr_assert_eq(st.owner_down, 1u);
+    chring_member_stats_t bs;
+    chring_member_stats(b, &bs);
+    cr_assert_eq(bs.down_in, 1u);
+    cr_assert_eq(bs.acquires, bs.primary + bs.spilled_in + bs.down_in);
     chring_release(r, &down);
+    /* Skipping b as well: the key spills past it (a retry), SPILLED. */
+    chring_lease_t past;
+    cr_assert_eq(chring_acquire_skip(r, key, strlen(key), &b, 1, &past), -ENOENT,
+                 "a down, b skipped: nothing left of two members");
 
     chring_release(r, &first);
     for (int k = 0; k < 9; k++)

@@ -175,6 +175,7 @@ class Model:
         self.leases = {}     # number -> name
         self.next_lease = 0
         self.gen = {}        # name -> generation of its member object
+        self.ghosted = set() # (name, generation) removed with leases out: a flap
         self.counters = {}   # name -> acquires, primary, spilled_in of the current object
         self.acquires = 0
         self.spills = 0
@@ -437,6 +438,10 @@ class Model:
         self.scale = {n: v for n, v in self.scale.items() if n in self.weight}
         for n in list(self.counters):
             if n not in self.weight:
+                # A member leaving with leases out (its own or inherited) is a ghost: the next
+                # member of its name counts them (a flap, docs/design.md §3).
+                if self.counted_load(n) > 0:
+                    self.ghosted.add((n, self.gen[n]))
                 del self.counters[n]
         for n in self.weight:
             if n not in self.counters:
@@ -449,7 +454,7 @@ class Model:
         on removed members included (docs/design.md §3).  When every member met outside skip is
         full, the first least loaded one met takes the key and a saturation event is counted;
         when every member met is skipped there is no lease (EMPTY)."""
-        who, saturated = self.walk(key, self.live_load, len(self.leases), skip)
+        who, saturated = self.walk(key, self.counted_load, len(self.leases), skip)
         if who is None:
             return b'EMPTY'
         # Without skip and ramps the loads of the members sum to at most m, below the sum of
@@ -465,13 +470,30 @@ class Model:
         if retry:
             self.retries += 1
         # The key's owner here is the member of its point, up or down (as chring_stats counts
-        # it): an acquire whose point's member is down counts as a spill.
+        # it).  A key whose owner is down and that lands on the first member up after it (no
+        # skipped member before that one) went where a lookup sends it: not a spill
+        # (CHRING_OUTCOME_OWNER_DOWN, counted apart); past that member it is a spill.
         if who == self.raw_owner(key):
             st['primary'] += 1
+        elif not saturated and who == self.first_up_unskipped(key, skip):
+            pass
         else:
             st['spilled_in'] += 1
             self.spills += 1
         return who + b' %d' % self.next_lease
+
+    def first_up_unskipped(self, key, skip):
+        """The first member clockwise from the key's point that is up and not skipped, or None
+        when a skipped member comes before it."""
+        i = self.first_point(key)
+        for step in range(len(self.points)):
+            who = self.points[(i + step) % len(self.points)][1]
+            if who in skip:
+                return None
+            if who in self.down:
+                continue
+            return who
+        return None
 
     def walk(self, key, load, m, skip):
         """(chosen member, saturated): the first member clockwise from the key's point, outside
@@ -513,6 +535,13 @@ class Model:
 
     def live_load(self, name):
         return sum(1 for who in self.leases.values() if who == (name, self.gen.get(name)))
+
+    def counted_load(self, name):
+        """What the bound counts for the member of that name: its leases and those of the
+        earlier members of its name that left with leases out (ghosts, docs/design.md §3)."""
+        g = self.gen.get(name)
+        return sum(1 for (n, gg) in self.leases.values()
+                   if n == name and (gg == g or ((n, gg) in self.ghosted and gg < g)))
 
     def bounded(self, key, load, m):
         """docs/design.md §3: the first member clockwise from the key's owner whose load is below

@@ -570,6 +570,20 @@ long model_walk_skip(const model_snap_t *s, uint64_t h, double c, uint64_t m, co
     return model_walk_health(s, h, c, m, loads, skip, NULL, NULL, owner, saturated);
 }
 
+/* ---- reported load (docs/design.md §3) -------------------------------------------------------- */
+
+uint64_t model_report_count(uint64_t local, uint64_t reported, uint64_t local_at_report)
+{
+    /* max(local, reported + local - local_at_report) without wrapping: the report adds what it
+     * exceeds local_at_report by, or nothing. */
+    if (reported <= local_at_report)
+        return local;
+    uint64_t excess = reported - local_at_report;
+    if (excess > UINT64_C(0xffffffff))
+        excess = UINT64_C(0xffffffff);
+    return local + excess;
+}
+
 /* ---- health and warm-up (docs/design.md §3) ------------------------------------------------ */
 
 uint64_t model_up_weight(const model_snap_t *s, const unsigned char *down)

@@ -164,6 +164,12 @@ long model_walk_health(const model_snap_t *s, uint64_t h, double c, uint64_t m,
                        const uint64_t *loads, const unsigned char *skip, const unsigned char *down,
                        const double *scale, long *owner, int *saturated);
 
+/* Reported load (docs/design.md §3, "Reported load"): what the bound counts for a member with
+ * `local` leases of this instance whose report of `reported` was made when it had
+ * `local_at_report`: max(local, reported + local - local_at_report), the excess over local at
+ * most 2^32 - 1 (the library's limit). */
+uint64_t model_report_count(uint64_t local, uint64_t reported, uint64_t local_at_report);
+
 /* Checks the model's hashes and placement against the reference values of docs/design.md §10.
  * Returns 0, or -1 with a message on stderr. */
 int model_selftest(void);

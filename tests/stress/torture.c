@@ -61,6 +61,12 @@
  *     then (saturations need concurrency) unless every member up is at scale 0.  Between epochs the coordinator sets every member up at scale 1 again; readers put
  *     held snapshots on entering and leaving a health epoch, so the other epochs' checks see no
  *     member down.
+ *   - Reported load (chring_report_load, docs/design.md §3).  A reporter thread reports random
+ *     loads on members of a held snapshot (some of them gone by then: -ENOENT) in churn and
+ *     health epochs, concurrently with every acquire, retry, release and publish; reports expire
+ *     after REPORT_TTL_MS.  What a member's stats count is never below its leases; stats.reports
+ *     counts the reports recorded.  Before a hot epoch the coordinator reports 0 on every member
+ *     (then the counted m must equal the leases), so the hot bound stays the leases' bound.
  *   - fork() (the fork() paragraph of include/chring.h).  A few times per run
  *     (CHRING_TORTURE_FORKS, default 3; 0 under ThreadSanitizer, see DEFAULT_FORKS) a reader forks
  *     while the other threads read, acquire and publish.  The child (only the forking thread)
@@ -1678,6 +1684,72 @@ static void *flipper_main(void *arg)
     return NULL;
 }
 
+/* Reported load (chring_report_load, docs/design.md §3): a reporter thread reports random
+ * loads on members of the current snapshot while the readers acquire, retry and release and the
+ * writer publishes, in churn and health epochs; reports expire after REPORT_TTL_MS.  Hot epochs
+ * check a bound computed from the leases alone, so before one the coordinator turns the reporter
+ * off and reports 0 on every member (a report of 0 adds nothing to the member's leases). */
+#define REPORT_TTL_MS 30
+static _Atomic int reporter_on;
+static _Atomic int reporter_quit;
+static uint64_t reporter_seed;
+static uint64_t reports_made, reports_enoent, reports_cleared;
+
+static void *reporter_main(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&reporter_quit)) {
+        uint64_t r = rnd(&reporter_seed);
+        pthread_mutex_lock(&flip_lock); /* quiet while the coordinator probes or clears */
+        if (atomic_load(&reporter_on)) {
+            /* A held snapshot, not a read section: a writer call inside a read section can
+             * deadlock with a fork (the fork handlers hold the writers' lock while they wait for
+             * liburcu's call_rcu thread, whose grace period waits for that section). */
+            const chring_snap_t *s = chring_snap_hold(ring);
+            size_t n = chring_snap_len(s);
+            if (n > 0) {
+                const chring_member_t *m = chring_snap_member(s, (size_t)(r % n));
+                uint64_t load = (r >> 16) % 4 == 0 ? 0 : (r >> 20) % 64;
+                int rc = chring_report_load(ring, m, load);
+                CHECK(rc == 0 || rc == -ENOENT, "chring_report_load(%.40s): %s",
+                      chring_member_name(m), chring_strerror(rc));
+                reports_made += rc == 0;
+                reports_enoent += rc == -ENOENT;
+                chring_member_stats_t ms;
+                chring_member_stats(m, &ms);
+                CHECK(ms.counted >= ms.load && ms.counted < (UINT64_C(1) << 31),
+                      "reported member %.40s: counted %" PRIu64 ", load %" PRIu64,
+                      chring_member_name(m), ms.counted, ms.load);
+            }
+            chring_snap_put(ring, s);
+        }
+        pthread_mutex_unlock(&flip_lock);
+        struct timespec ts = {0, 50000 + (long)((r >> 32) % 200000)};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* Readers parked: the reporter off and every report made to add nothing (before a hot epoch). */
+static void reports_clear(void)
+{
+    pthread_mutex_lock(&flip_lock);
+    atomic_store(&reporter_on, 0);
+    const chring_snap_t *s = chring_snap_hold(ring);
+    for (size_t i = 0; i < chring_snap_len(s); i++) {
+        int rc = chring_report_load(ring, chring_snap_member(s, i), 0);
+        CHECK(rc == 0, "clear: chring_report_load: %s", chring_strerror(rc));
+        reports_cleared++; /* every member is up here: each is recorded */
+    }
+    chring_snap_put(ring, s);
+    chring_stats_t st;
+    chring_stats(ring, &st);
+    CHECK(st.counted == st.leases,
+          "reports of 0 on every member: counted %" PRIu64 " != leases %" PRIu64, st.counted,
+          st.leases);
+    pthread_mutex_unlock(&flip_lock);
+}
+
 /* Between epochs (readers parked): every name up at scale 1, then the next epoch's mode. */
 static void health_reset(int next_mode)
 {
@@ -1798,10 +1870,10 @@ static void checkpoint(void)
               checkpoints, u->name, load, b - a);
         chring_member_stats_t ms;
         chring_member_stats(held[a], &ms);
-        CHECK(ms.load == load && ms.acquires == ms.primary + ms.spilled_in,
+        CHECK(ms.load == load && ms.acquires == ms.primary + ms.spilled_in + ms.down_in,
               "checkpoint: member stats of %.40s: load %" PRIu64 " acquires %" PRIu64
-              " primary %" PRIu64 " spilled_in %" PRIu64,
-              u->name, ms.load, ms.acquires, ms.primary, ms.spilled_in);
+              " primary %" PRIu64 " spilled_in %" PRIu64 " down_in %" PRIu64,
+              u->name, ms.load, ms.acquires, ms.primary, ms.spilled_in, ms.down_in);
         if (epoch_kind == EPOCH_HOT) {
             uint64_t bound = hot_bound(held[a]);
             char terms[256];
@@ -1961,6 +2033,7 @@ int main(int argc, char **argv)
      * adds and removes members, so publishes go between the bucket and the line index. */
     vnodes = (uint32_t)env_double("CHRING_TORTURE_VNODES", CHRING_DEFAULT_VNODES);
     cfg.vnodes = vnodes;
+    cfg.report_ttl_ms = REPORT_TTL_MS;
     int rc = chring_new(&ring, &cfg);
     CHECK(rc == 0, "chring_new: %s", chring_strerror(rc));
 
@@ -1988,6 +2061,10 @@ int main(int argc, char **argv)
     flipper_seed = splitmix(seed ^ 0x666c6970ull) | 1;
     pthread_t flipper;
     CHECK(pthread_create(&flipper, NULL, flipper_main, NULL) == 0, "pthread_create (flipper)");
+    reporter_seed = splitmix(seed ^ 0x7265706full) | 1;
+    atomic_store(&reporter_on, 1);
+    pthread_t reporter;
+    CHECK(pthread_create(&reporter, NULL, reporter_main, NULL) == 0, "pthread_create (reporter)");
     const chring_snap_t *quiet_prev = NULL;
     for (;;) {
         uint64_t epoch_end = now_ns() + (epoch_kind == EPOCH_HOT ? HOT_MS : CHURN_MS) * 1000000ull;
@@ -2021,8 +2098,11 @@ int main(int argc, char **argv)
                          : epoch_kind == EPOCH_HEALTH ? FLIP_ALL
                                                       : FLIP_NONE);
             if (epoch_kind == EPOCH_HOT) {
+                reports_clear();
                 prepare_hot();
                 hot_epochs++;
+            } else {
+                atomic_store(&reporter_on, 1);
             }
             if (epoch_kind == EPOCH_HEALTH)
                 health_epochs++;
@@ -2036,6 +2116,8 @@ int main(int argc, char **argv)
         pthread_join(threads[i].tid, NULL);
     atomic_store(&flipper_quit, 1);
     pthread_join(flipper, NULL);
+    atomic_store(&reporter_quit, 1);
+    pthread_join(reporter, NULL);
     health_reset(FLIP_NONE);
     double elapsed = (double)(now_ns() - start) / 1e9;
 
@@ -2123,6 +2205,13 @@ int main(int argc, char **argv)
            " timed ramps\n",
            health_epochs, hsteps, hunstable, hacq, hdown, henoent, flips_down, flips_up,
            flips_enoent, ramps_const, ramps_timed);
+    /* A report on a member down returns 0 and is not recorded: the reporter cannot tell. */
+    CHECK(st.reports >= reports_cleared && st.reports <= reports_made + reports_cleared,
+          "stats.reports %" PRIu64 " outside [%" PRIu64 ", %" PRIu64 "]", st.reports,
+          reports_cleared, reports_made + reports_cleared);
+    printf("  reports: %" PRIu64 " recorded (stats.reports %" PRIu64 "), %" PRIu64
+           " on a member that had left\n",
+           reports_made, st.reports, reports_enoent);
     printf("  snapshots: %" PRIu64 " held by readers, %" PRIu64 " held by the writer\n", holds,
            w_moved_checks);
     printf("  writer: %" PRIu64 " steps, %" PRIu64 " publishes (%.0f/s): %" PRIu64 " adds, %" PRIu64

@@ -1,0 +1,101 @@
+/* Flaps: a name removed and added again while its leases are out keeps one load count for its
+ * backend (docs/design.md §3, "Flaps").
+ * SPDX-License-Identifier: MIT
+ *
+ * A removed member's object lives on while leases name it (member.h), and a name added again is
+ * a new object at load 0: without more, the backend would carry the old object's leases and up
+ * to a full capacity of new ones.  So a member that leaves with leases out (its own, or its prev
+ * chain's: a second flap keeps the first one's leases counted) is listed as a ghost
+ * (the ring's list, newest first, under a lock of its own: the writers' lock is never taken by a
+ * release), and a member created later under the same name points at the newest such ghost (its
+ * prev).  Every acquire judges a member by its leases plus those of its prev chain (member.h,
+ * chring__member_inherited), so the old leases count on the new member until they are released.
+ *
+ * Lifetime.  The list holds no reference: a ghost is destroyed as any member, by whoever
+ * releases its last lease, and destroying it unlists it and unlinks it from its successor under
+ * the lock (the successor then points past it).  Readers follow prev pointers without the lock,
+ * inside read sections, so a member that was ever a prev is freed a grace period after it is
+ * destroyed (call_rcu), not at once; its retire still runs at once.  A member that is itself a
+ * successor is unlinked from its prev when it goes, so no ghost ever points at freed memory. */
+#include "member.h"
+
+#include <stdlib.h>
+
+void chring__ghosts_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
+                         size_t count)
+{
+    size_t b = 0;
+    bool locked = false;
+    for (size_t a = 0; a < cur->nmembers; a++) {
+        chring_member_t *m = cur->members[a];
+        while (b < count &&
+               chring__name_cmp(members[b]->name, members[b]->name_len, m->name, m->name_len) < 0)
+            b++;
+        if (b < count && members[b] == m)
+            continue;    /* stays */
+        rcu_read_lock(); /* its prev chain (member.h) */
+        uint64_t out = chring__member_load(m) + chring__member_inherited(m);
+        rcu_read_unlock();
+        if (out == 0)
+            continue; /* nothing out, its own or its prev chain's: nothing to count */
+        if (!locked) {
+            pthread_mutex_lock(&r->ghosts.lock);
+            locked = true;
+        }
+        /* cur lists m, so m is alive; the lock orders this with its destruction. */
+        m->ghosts = &r->ghosts;
+        m->ghost_next = r->ghosts.head;
+        CHRING_STORE_PTR(&r->ghosts.head, m); /* read without the lock by ghosts_link */
+        CHRING_STORE_32(&m->ghosted, 1);
+    }
+    if (locked)
+        pthread_mutex_unlock(&r->ghosts.lock);
+}
+
+void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n)
+{
+    if (n == 0 || CHRING_LOAD_PTR(&r->ghosts.head) == NULL)
+        return;
+    pthread_mutex_lock(&r->ghosts.lock);
+    for (size_t k = 0; k < n; k++) {
+        chring_member_t *m = created[k];
+        for (chring_member_t *g = r->ghosts.head; g != NULL; g = g->ghost_next) {
+            if (g->succ != NULL || g->name_len != m->name_len ||
+                memcmp(g->name, m->name, m->name_len) != 0)
+                continue;
+            /* g is listed, so alive or waiting for this lock to be unlisted. */
+            m->ghosts = &r->ghosts;
+            g->succ = m;
+            g->linked = 1;
+            CHRING_STORE_32(&r->ghosts.linked_ever, 1);
+            ck_pr_fence_store(); /* g's words before readers can reach it */
+            CHRING_STORE_PTR(&m->prev, g);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->ghosts.lock);
+}
+
+bool chring__ghost_destroy(chring_member_t *m)
+{
+    struct chring_ghosts *gs = m->ghosts;
+    if (gs == NULL)
+        return false; /* never listed, never linked */
+    pthread_mutex_lock(&gs->lock);
+    if (m->ghosted) {
+        chring_member_t **p = &gs->head;
+        while (*p != NULL && *p != m)
+            p = &(*p)->ghost_next;
+        if (*p == m)
+            CHRING_STORE_PTR(p, m->ghost_next); /* the head is read without the lock */
+        m->ghosted = 0;
+    }
+    chring_member_t *prev = m->prev, *succ = m->succ;
+    if (succ != NULL)
+        CHRING_STORE_PTR(&succ->prev, prev); /* the successor counts past m */
+    if (prev != NULL)
+        prev->succ = succ;
+    bool deferred = m->linked != 0;
+    pthread_mutex_unlock(&gs->lock);
+    return deferred;
+}
