@@ -25,7 +25,7 @@
  * vector form) and deleted the second, a loop that does nothing else, so the release build
  * overlapped no misses at all (docs/design.md §4, "Batches").  An asm volatile statement is
  * never deleted, moved out of its loop or vectorised; it takes the address in a register and
- * claims no memory, so it orders nothing else.  tests/check_prefetch.sh counts these
+ * claims no memory, so it orders nothing else.  tests/objcode/check_prefetch.sh counts these
  * instructions in the built library. */
 #if defined(__x86_64__) || defined(__i386__)
 #define BATCH_PREFETCH(p) __asm__ volatile("prefetcht0 (%0)" : : "r"((const void *)(p)))
