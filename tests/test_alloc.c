@@ -377,6 +377,15 @@ Test(alloc, murmur32_publishes_fail_cleanly)
 
 /* ---- the spare snapshot block ------------------------------------------------------------ */
 
+/* The tests below watch the spare-block cache at work, spares kept from one publish to the
+ * next however slowly the test runs: the trimmer, which frees a spare no publish took for
+ * 200 ms (docs/design.md §4, "Spare blocks"), is turned off for them (the library reads the
+ * variable at its first need, in this test's own process). */
+static void keep_spares(void)
+{
+    setenv("CHRING_SPARE_IDLE_MS", "0", 1);
+}
+
 static void watch_reset(void)
 {
     __atomic_store_n(&counter.largest, 0, __ATOMIC_SEQ_CST);
@@ -447,7 +456,7 @@ static void sync_with(chring_t *r, const char *extra, int *tag)
     cr_assert_eq(chring_sync(r, feed, COMMON_MEMBERS + 1), 0, "sync with %s", extra);
 }
 
-Test(alloc, same_size_publish_after_a_grace_period_reuses_the_spare_block)
+Test(alloc, same_size_publish_after_a_grace_period_reuses_the_spare_block, .init = keep_spares)
 {
     install();
     struct retired seen = {0, 0, 0, 0};
@@ -552,7 +561,7 @@ static void sync_numbered(chring_t *r, int count)
     cr_assert_eq(chring_sync(r, feed, (size_t)count), 0, "sync to %d members", count);
 }
 
-Test(alloc, spare_block_more_than_twice_the_need_is_freed_not_reused)
+Test(alloc, spare_block_more_than_twice_the_need_is_freed_not_reused, .init = keep_spares)
 {
     /* 200 members x 160 points make a snapshot block of about 640 KiB (positions, owners, a
      * 2^16-bucket index).  After the ring shrinks to one member, that block waits in the spare
@@ -616,7 +625,7 @@ static void fill_spares(chring_t *r, int *toggle)
         chring_snap_put(r, held[k]);
 }
 
-Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them)
+Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them, .init = keep_spares)
 {
     /* 400 members x 160 points: a snapshot block of about 1.2 MiB (positions, owners, index). */
     chring_t *r = ring_create(NULL);
@@ -708,7 +717,7 @@ static void assert_trimmed(chring_t *r, size_t before, size_t block)
 }
 
 Test(alloc, large_ring_build_prepares_spares_for_a_burst_and_chring_trim_frees_them,
-     .timeout = 60)
+     .init = keep_spares, .timeout = 60)
 {
     size_t before, block;
     chring_t *r = large_ring_built(&before, &block);
@@ -739,7 +748,7 @@ Test(alloc, large_ring_build_prepares_spares_for_a_burst_and_chring_trim_frees_t
 /* ---- a large ring keeps its spares through slow publishes -------------------------------- */
 
 Test(alloc, large_ring_keeps_five_spares_through_slow_publishes_and_frees_the_surplus,
-     .timeout = 120)
+     .init = keep_spares, .timeout = 120)
 {
     /* 3300 members x 160 points, blocks of about 11 MB: a large ring (docs/design.md §4, "Spare
      * blocks").  Slow publishes (each after a grace period) used to age every spare but the
@@ -790,4 +799,49 @@ Test(alloc, large_ring_keeps_five_spares_through_slow_publishes_and_frees_the_su
                  aged - before, built - before, KEPT, block);
     assert_trimmed(r, before, block);
     chring_free(&r);
+}
+
+/* ---- a ring at rest gives its spares back ------------------------------------------------ */
+
+/* Waits (at most 20 s, polling every 10 ms) until the heap in use is below `limit`; returns the
+ * last figure. */
+static size_t heap_settles_below(size_t limit)
+{
+    struct timespec tick = {0, 10000000};
+    size_t now = heap_in_use();
+    for (int polls = 0; polls < 2000 && now >= limit; polls++) {
+        nanosleep(&tick, NULL);
+        now = heap_in_use();
+    }
+    return now;
+}
+
+Test(alloc, a_large_ring_at_rest_gives_its_spares_back_with_no_call, .timeout = 120)
+{
+    /* The build makes five spares ready and a burst leaves its replaced snapshots in the cache;
+     * once publishes stop, the ring's trimmer frees every spare no publish took for 200 ms
+     * (docs/design.md §4, "Spare blocks"): the ring comes back to its one snapshot with no
+     * chring_trim, and the next burst still finds what it needs (it allocates). */
+    size_t before, block;
+    chring_t *r = large_ring_built(&before, &block);
+    size_t limit = before + block * 3 / 2;
+    size_t rest = heap_settles_below(limit);
+    cr_assert_lt(rest, limit,
+                 "20 s after the build the ring holds %zu bytes: more than its one snapshot (a "
+                 "block: about %zu)",
+                 rest - before, block);
+    int toggle = 0;
+    for (int burst = 0; burst < 2; burst++) {
+        for (int k = 0; k < 6; k++)
+            toggle_extra(r, &toggle, "publish of the burst", k);
+        rcu_callbacks_done();
+        rest = heap_settles_below(limit);
+        cr_assert_lt(rest, limit,
+                     "20 s after burst %d the ring holds %zu bytes: more than its one snapshot "
+                     "(a block: about %zu)",
+                     burst, rest - before, block);
+    }
+    cr_assert_eq(chring_len(r), toggle % 2 == 0 ? (size_t)3300 : (size_t)3301, "membership");
+    chring_free(&r);
+    cr_assert_lt(heap_in_use(), before + block / 2, "chring_free gave the blocks back");
 }
