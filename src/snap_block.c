@@ -58,6 +58,12 @@ static chring_snap_t *spare_take(struct chring_blocks *blocks, unsigned k)
     return __atomic_exchange_n(&blocks->spare[k], NULL, __ATOMIC_SEQ_CST);
 }
 
+/* The trimmer's flags (below) and the block size the writer shares with it: C11 atomics that
+ * ThreadSanitizer sees (ck_pr's loads and stores are volatile accesses to it).  A store
+ * releases what came before it, a load acquires it. */
+#define ATOMIC_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ATOMIC_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
 static void block_free(chring_snap_t *b)
 {
     CHRING_UNPOISON_BLOCK(b, b->block_size);
@@ -181,7 +187,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
         CHRING_STORE_64(&blocks->takes, now);
         /* The writer's first publish: every block stashed later was taken here first. */
         if (CHRING_LOAD_32(&blocks->ready) == 0 && sem_init(&blocks->wake, 0, 0) == 0)
-            ck_pr_store_32(&blocks->ready, 1);
+            ATOMIC_STORE(&blocks->ready, 1);
     }
     for (unsigned k = 0; blocks != NULL && k < CHRING_SPARES; k++) {
         chring_snap_t *b = spare_take(blocks, k);
@@ -252,7 +258,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
 static uint64_t spare_idle_ns(void)
 {
     static uint64_t idle; /* 0: not read yet; else the value + 1 */
-    uint64_t v = ck_pr_load_64(&idle);
+    uint64_t v = ATOMIC_LOAD(&idle);
     if (v == 0) {
         v = CHRING_SPARE_IDLE_NS;
         const char *env = getenv("CHRING_SPARE_IDLE_MS");
@@ -262,7 +268,7 @@ static uint64_t spare_idle_ns(void)
             if (*end == '\0' && ms <= UINT64_C(1000000000))
                 v = (uint64_t)ms * 1000000u;
         }
-        ck_pr_store_64(&idle, v + 1);
+        ATOMIC_STORE(&idle, v + 1);
         return v;
     }
     return v - 1;
@@ -270,8 +276,8 @@ static uint64_t spare_idle_ns(void)
 
 static bool trimmer_here(const struct chring_blocks *blocks)
 {
-    return ck_pr_load_32(&blocks->trimming) != 0 &&
-           ck_pr_load_int(&blocks->trimmer_pid) == (int)getpid();
+    return ATOMIC_LOAD(&blocks->trimming) != 0 &&
+           ATOMIC_LOAD(&blocks->trimmer_pid) == (int)getpid();
 }
 
 /* Frees the spares idle for CHRING_SPARE_IDLE_NS at `now`; returns the time the oldest of those
@@ -303,6 +309,13 @@ static uint64_t trim_idle(struct chring_blocks *blocks, uint64_t now)
  * after it, chring__blocks_drop may free the ring. */
 enum { TRIM_IDLE, TRIM_RUNS, TRIM_POKED };
 
+/* A full barrier, like every compare-and-swap of the library. */
+static bool trim_cas(struct chring_blocks *blocks, uint32_t from, uint32_t to)
+{
+    return __atomic_compare_exchange_n(&blocks->trimming, &from, to, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
+}
+
 static void *trimmer_main(void *arg)
 {
     struct chring_blocks *blocks = arg;
@@ -311,19 +324,19 @@ static void *trimmer_main(void *arg)
         struct timespec at = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
         while (sem_clockwait(&blocks->wake, CLOCK_MONOTONIC, &at) != 0 && errno == EINTR)
             continue;
-        if (ck_pr_load_32(&blocks->stop) != 0)
+        if (ATOMIC_LOAD(&blocks->stop) != 0)
             break;
-        ck_pr_store_32(&blocks->trimming, TRIM_RUNS); /* a poke from now on is seen below */
+        ATOMIC_STORE(&blocks->trimming, TRIM_RUNS); /* a poke from now on is seen below */
         due = trim_idle(blocks, chring__now_ns());
         if (due != 0)
             continue;
         /* Full barrier: a spare put after the cache was seen empty poked first, or finds the
          * trimmer gone and starts another. */
-        if (ck_pr_cas_32(&blocks->trimming, TRIM_RUNS, TRIM_IDLE))
+        if (trim_cas(blocks, TRIM_RUNS, TRIM_IDLE))
             return NULL;
         due = chring__now_ns() + spare_idle_ns();
     }
-    ck_pr_store_32(&blocks->trimming, TRIM_IDLE);
+    ATOMIC_STORE(&blocks->trimming, TRIM_IDLE);
     return NULL;
 }
 
@@ -331,25 +344,25 @@ static void *trimmer_main(void *arg)
  * is no error.  After a spare_put. */
 static void trimmer_start(struct chring_blocks *blocks)
 {
-    if (ck_pr_load_32(&blocks->ready) == 0 || ck_pr_load_32(&blocks->stop) != 0 ||
+    if (ATOMIC_LOAD(&blocks->ready) == 0 || ATOMIC_LOAD(&blocks->stop) != 0 ||
         spare_idle_ns() == 0)
         return;
     int pid = (int)getpid();
-    if (ck_pr_load_int(&blocks->trimmer_pid) != pid)
-        ck_pr_store_32(&blocks->trimming, TRIM_IDLE); /* the parent's, before a fork: not here */
+    if (ATOMIC_LOAD(&blocks->trimmer_pid) != pid)
+        ATOMIC_STORE(&blocks->trimming, TRIM_IDLE); /* the parent's, before a fork: not here */
     for (;;) {
-        uint32_t state = ck_pr_load_32(&blocks->trimming);
+        uint32_t state = ATOMIC_LOAD(&blocks->trimming);
         if (state == TRIM_POKED)
             return;
         if (state == TRIM_RUNS) {
-            if (ck_pr_cas_32(&blocks->trimming, TRIM_RUNS, TRIM_POKED))
+            if (trim_cas(blocks, TRIM_RUNS, TRIM_POKED))
                 return;
             continue;
         }
-        if (ck_pr_cas_32(&blocks->trimming, TRIM_IDLE, TRIM_RUNS))
+        if (trim_cas(blocks, TRIM_IDLE, TRIM_RUNS))
             break;
     }
-    ck_pr_store_int(&blocks->trimmer_pid, pid);
+    ATOMIC_STORE(&blocks->trimmer_pid, pid);
     pthread_attr_t attr;
     pthread_t thread;
     bool started = false;
@@ -360,26 +373,26 @@ static void trimmer_start(struct chring_blocks *blocks)
         pthread_attr_destroy(&attr);
     }
     if (!started)
-        ck_pr_store_32(&blocks->trimming, TRIM_IDLE);
+        ATOMIC_STORE(&blocks->trimming, TRIM_IDLE);
 }
 
 /* Ends the trimmer, if one runs in this process, and waits until it no longer touches blocks. */
 static void trimmer_stop(struct chring_blocks *blocks)
 {
-    if (ck_pr_load_32(&blocks->ready) == 0)
+    if (ATOMIC_LOAD(&blocks->ready) == 0)
         return;
-    ck_pr_store_32(&blocks->stop, 1);
-    ck_pr_fence_memory();
+    ATOMIC_STORE(&blocks->stop, 1);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (trimmer_here(blocks)) {
         sem_post(&blocks->wake);
         struct timespec pause = {0, 100000}; /* 0.1 ms */
-        while (ck_pr_load_32(&blocks->trimming) != 0)
+        while (ATOMIC_LOAD(&blocks->trimming) != 0)
             nanosleep(&pause, NULL);
     }
     /* Posts the trimmer did not consume stay in the semaphore: drain them. */
     while (sem_trywait(&blocks->wake) == 0)
         continue;
-    ck_pr_store_32(&blocks->stop, 0);
+    ATOMIC_STORE(&blocks->stop, 0);
 }
 
 void chring__blocks_drop(struct chring_blocks *blocks)
