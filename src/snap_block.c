@@ -21,10 +21,11 @@
  * at once on a busy machine; a fresh 30 MB block then costs 4-5 ms of huge-page faults when the
  * kernel has free 2 MiB pages and 30-260 ms when it compacts (measured here), far past a
  * publish.  A large ring's first publish therefore makes CHRING_PREFAULT blocks ready
- * (prefault_spares) and the ring keeps that many through slow publishes (block_take), so that
- * every burst starts with them; chring_trim frees them all.  A new block has 1/64 more room than
- * asked, so the block of a snapshot with one member less fits the next one with the member back.
- * Other spares that no publish took for CHRING_SPARE_AGE publishes are freed.  Under
+ * (prefault_spares) and, while publishes go on, the ring keeps that many (block_take).  A new
+ * block has 1/64 more room than asked, so the block of a snapshot with one member less fits the
+ * next one with the member back.  Other spares that no publish took for CHRING_SPARE_AGE
+ * publishes are freed.  At rest the ring's trimmer frees every spare no publish took for
+ * CHRING_SPARE_IDLE_NS (below), and chring_trim frees them all at once.  Under
  * AddressSanitizer a kept block is poisoned, so a use after the grace period is still reported
  * as it would be after free(). */
 #include "member.h"
