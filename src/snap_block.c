@@ -308,7 +308,11 @@ static uint64_t trim_idle(struct chring_blocks *blocks, uint64_t now)
 /* blocks->trimming: TRIM_IDLE, no trimmer; TRIM_RUNS; TRIM_POKED, a spare was put while it
  * ran.  A trimmer's last access to blocks is the store or compare-and-swap that sets TRIM_IDLE:
  * after it, chring__blocks_drop may free the ring. */
-enum { TRIM_IDLE, TRIM_RUNS, TRIM_POKED };
+enum {
+    TRIM_IDLE,
+    TRIM_RUNS,
+    TRIM_POKED
+};
 
 /* A full barrier, like every compare-and-swap of the library. */
 static bool trim_cas(struct chring_blocks *blocks, uint32_t from, uint32_t to)
@@ -345,8 +349,7 @@ static void *trimmer_main(void *arg)
  * is no error.  After a spare_put. */
 static void trimmer_start(struct chring_blocks *blocks)
 {
-    if (ATOMIC_LOAD(&blocks->ready) == 0 || ATOMIC_LOAD(&blocks->stop) != 0 ||
-        spare_idle_ns() == 0)
+    if (ATOMIC_LOAD(&blocks->ready) == 0 || ATOMIC_LOAD(&blocks->stop) != 0 || spare_idle_ns() == 0)
         return;
     int pid = (int)getpid();
     if (ATOMIC_LOAD(&blocks->trimmer_pid) != pid)

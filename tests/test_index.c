@@ -163,9 +163,9 @@ Test(index, empty_buckets_that_name_an_owner_pass_over_members_down, .timeout = 
 enum {
     LINE_MEMBERS = 512, /* m0 .. m511, 160 points each */
     LINE_VNODES = 160,
-    LINE_POINTS = LINE_MEMBERS * LINE_VNODES,       /* 81,920 points */
-    LINES = LINE_POINTS / CHRING_LINE_LOAD,         /* 10,240 lines */
-    SPARSE_LINES = 8,                               /* lines 0 .. 7: the sparse points only */
+    LINE_POINTS = LINE_MEMBERS * LINE_VNODES, /* 81,920 points */
+    LINES = LINE_POINTS / CHRING_LINE_LOAD,   /* 10,240 lines */
+    SPARSE_LINES = 8,                         /* lines 0 .. 7: the sparse points only */
 };
 
 /* The sparse lines 0 .. 7 hold none, 2, 1, 3, 14 (as many as a line lists), 15 (one more: the
@@ -173,8 +173,8 @@ enum {
  * different owners, spread evenly across each line.  Every other point lies past them.  Line 2's
  * one point sits below line 3's second: a line 2 that listed three points (a count from the
  * ring's start) would hand the keys between them to that second point's owner. */
-static const unsigned sparse_counts[SPARSE_LINES] = {0, 2, 1, 3, CHRING_LINE_POINTS,
-                                                     CHRING_LINE_POINTS + 1, 0, 1};
+static const unsigned sparse_counts[SPARSE_LINES] = {
+    0, 2, 1, 3, CHRING_LINE_POINTS, CHRING_LINE_POINTS + 1, 0, 1};
 
 /* The lowest top-32-bit value of line b (as chring__bucket_start). */
 static uint64_t line_top(uint64_t b)
