@@ -249,7 +249,8 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
  * publish instead, as a build does, cost that publish 100-400 ms (docs/bench.md §11).
  * chring__blocks_drop (chring_trim, chring_free) ends it first and
  * waits for it: after chring_free nothing touches the ring.  A child after fork() has no
- * trimmer (threads do not survive a fork): the process id tells, and the child starts its own.
+ * trimmer (threads do not survive a fork): the process id tells, and the first spare the child
+ * puts (its first publish) starts its own.
  * A trimmer that cannot be started (no thread) leaves the spares to the publishes' own aging
  * (block_take) and to chring_trim. */
 
@@ -352,8 +353,12 @@ static void trimmer_start(struct chring_blocks *blocks)
     if (ATOMIC_LOAD(&blocks->ready) == 0 || ATOMIC_LOAD(&blocks->stop) != 0 || spare_idle_ns() == 0)
         return;
     int pid = (int)getpid();
-    if (ATOMIC_LOAD(&blocks->trimmer_pid) != pid)
+    if (ATOMIC_LOAD(&blocks->trimmer_pid) != pid) {
         ATOMIC_STORE(&blocks->trimming, TRIM_IDLE); /* the parent's, before a fork: not here */
+        /* Before the state says a trimmer runs, so that trimmer_here never sees one without
+         * its process (every thread that gets here stores the same pid). */
+        ATOMIC_STORE(&blocks->trimmer_pid, pid);
+    }
     for (;;) {
         uint32_t state = ATOMIC_LOAD(&blocks->trimming);
         if (state == TRIM_POKED)
@@ -366,7 +371,6 @@ static void trimmer_start(struct chring_blocks *blocks)
         if (trim_cas(blocks, TRIM_IDLE, TRIM_RUNS))
             break;
     }
-    ATOMIC_STORE(&blocks->trimmer_pid, pid);
     pthread_attr_t attr;
     pthread_t thread;
     bool started = false;

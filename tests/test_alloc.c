@@ -11,7 +11,9 @@
 
 #include <malloc.h>
 #include <stdbool.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Counters are updated atomically: liburcu's call_rcu thread may free snapshots. */
 struct counting {
@@ -844,4 +846,35 @@ Test(alloc, a_large_ring_at_rest_gives_its_spares_back_with_no_call, .timeout = 
     cr_assert_eq(chring_len(r), toggle % 2 == 0 ? (size_t)3300 : (size_t)3301, "membership");
     chring_free(&r);
     cr_assert_lt(heap_in_use(), before + block / 2, "chring_free gave the blocks back");
+}
+
+Test(alloc, a_child_after_fork_trims_the_spares_with_its_own_trimmer, .timeout = 120)
+{
+    /* The parent's trimmer does not exist in a child after fork(): the child's first publish
+     * starts one of its own, which gives back every spare it holds (those it inherited and the
+     * block its publish replaced), and the child's chring_free does not wait for the parent's
+     * (docs/design.md §4, "At rest"). */
+    size_t before, block;
+    chring_t *r = large_ring_built(&before, &block);
+    size_t built = heap_in_use();
+    cr_assert_geq(built - before, 3 * block, "the build made spares ready");
+    fflush(NULL);
+    pid_t child = fork();
+    cr_assert_geq(child, 0, "fork");
+    if (child == 0) {
+        int toggle = 0;
+        toggle_extra(r, &toggle, "the child's publish", 0);
+        rcu_callbacks_done();
+        size_t rest = heap_settles_below(before + block * 3 / 2);
+        int code = rest < before + block * 3 / 2 ? 0 : 1;
+        chring_free(&r);
+        _exit(code);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(child, &status, 0), child, "waitpid");
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the child still held its spares 20 s after its publish (status %d)", status);
+    size_t rest = heap_settles_below(before + block * 3 / 2);
+    cr_assert_lt(rest, before + block * 3 / 2, "the parent gave its spares back too");
+    chring_free(&r);
 }
