@@ -10,6 +10,8 @@
 #   make demo     install the build and bench packages, build, run the demo (bench/demo/chring-demo)
 #   make bench    install the build and bench packages, build, run the benchmark harness
 #                 (meson test --benchmark)
+#   make llm-demo install the build and examples packages, build, run bench/llm/demo.py: four
+#                 simulated LLM engines behind chring-lb --key prompt (docs/llm.md)
 #   make fuzz     run fuzz/run.sh
 #   make install  build, then meson install into PREFIX (default /usr/local, set on every
 #                 install: a build directory keeps no earlier prefix) under DESTDIR (relative
@@ -31,11 +33,11 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 DEMO_ARGS ?=
 DEPS_GROUPS ?=
-FORMAT_DIRS = include src tools bench tests lb fuzz
+FORMAT_DIRS = include src tools bench tests lb nginx vmod fuzz
 
 export BUILDTYPE TEST_ARGS
 
-.PHONY: all deps build build-bench test demo bench fuzz install format clean
+.PHONY: all deps build build-bench test demo llm-demo bench fuzz install format clean
 
 all: build
 
@@ -62,6 +64,15 @@ demo: build-bench
 	@test -x $(BUILD)/bench/demo/chring-demo || \
 		{ echo "make demo: $(BUILD)/bench/demo/chring-demo was not built (-Dbench=false)"; exit 1; }
 	@$(BUILD)/bench/demo/chring-demo $(DEMO_ARGS)
+
+# Four simulated engines (bench/llm/engine.py) and one chring-lb on 127.0.0.1, a few requests,
+# which engine served each and its prefix-cache hits; stops what it started (docs/llm.md).
+llm-demo:
+	@scripts/deps.sh --group build examples
+	@scripts/build.sh $(BUILD) $(if $(findstring -Dtests=,$(MESON_ARGS)),,$(if $(wildcard $(BUILD)/build.ninja),,-Dtests=false)) $(MESON_ARGS)
+	@test -x $(BUILD)/lb/chring-lb || \
+		{ echo "make llm-demo: $(BUILD)/lb/chring-lb was not built (libevent missing?)"; exit 1; }
+	@python3 bench/llm/demo.py --lb $(BUILD)/lb/chring-lb
 
 bench: build-bench
 	meson test -C $(BUILD) --benchmark --verbose --logbase benchlog

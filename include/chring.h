@@ -136,24 +136,27 @@ CHRING_API int chring_set_allocator(const chring_allocator_t *allocator);
  * Hashing: pure functions, any thread
  * ------------------------------------------------------------------------------------------- */
 
-/* FNV-1a 64: offset 14695981039346656037, prime 1099511628211.  data may be NULL when len is 0. */
+/* FNV-1a 64: offset 14695981039346656037, prime 1099511628211.  data NULL hashes as the empty
+ * input, whatever len (so data may be NULL when len is 0).  Pure; any thread. */
 CHRING_API uint64_t chring_fnv1a64(const void *data, size_t len);
-/* FNV-1a 32: offset 2166136261, prime 16777619. */
+/* FNV-1a 32: offset 2166136261, prime 16777619.  data NULL hashes as the empty input.  Pure; any
+ * thread. */
 CHRING_API uint32_t chring_fnv1a32(const void *data, size_t len);
-/* The SplitMix64 finalizer. */
+/* The SplitMix64 finalizer.  Pure; any thread. */
 CHRING_API uint64_t chring_mix64(uint64_t z);
-/* chring_mix64(chring_fnv1a64(data, len)): the default profile's hash. */
+/* chring_mix64(chring_fnv1a64(data, len)): the default profile's hash.  data NULL hashes as the
+ * empty input.  Pure; any thread. */
 CHRING_API uint64_t chring_hash64(const void *data, size_t len);
-/* MurmurHash3 x86 32-bit. */
+/* MurmurHash3 x86 32-bit.  data NULL hashes as the empty input.  Pure; any thread. */
 CHRING_API uint32_t chring_murmur3_32(const void *data, size_t len, uint32_t seed);
 /* Writes "<name>#<i>" and a NUL into buf.  Returns the label's length (without the NUL),
- * -ENOSPC if cap is shorter than length + 1, -EINVAL if buf or name is NULL. */
+ * -ENOSPC if cap is shorter than length + 1, -EINVAL if buf or name is NULL.  Any thread. */
 CHRING_API int chring_vnode_label(char *buf, size_t cap, const char *name, uint32_t i);
 /* The bounded-load capacity ceil(c * (total + 1) / n) in IEEE double; c below 1, NaN
- * or infinite acts as 1.  Returns 0 when n == 0. */
+ * or infinite acts as 1.  Returns 0 when n == 0.  Pure; any thread. */
 CHRING_API uint64_t chring_capacity(uint64_t total, uint64_t n, double c);
 /* The weighted capacity ceil(c * (total + 1) * weight / total_weight), evaluated left to right in
- * IEEE double; c as above.  Returns 0 when total_weight == 0. */
+ * IEEE double; c as above.  Returns 0 when total_weight == 0.  Pure; any thread. */
 CHRING_API uint64_t chring_capacity_weighted(uint64_t total, uint64_t weight, uint64_t total_weight,
                                              double c);
 
@@ -261,13 +264,14 @@ typedef struct chring_config {
 } chring_config_t;
 
 /* Fills *cfg with the defaults (hash64, 160 vnodes, balance 1.25, no retire, no slow start,
- * envoy ring sizes 1024 and 8388608).  NULL-safe. */
+ * envoy ring sizes 1024 and 8388608).  cfg NULL: does nothing.  Any thread. */
 CHRING_API void chring_config_default(chring_config_t *cfg);
 
-/* The profile's name ("hash64", "murmur32", ...), or NULL for an unknown value. */
+/* The profile's name ("hash64", "murmur32", ...; static storage), or NULL for an unknown value.
+ * Any thread. */
 CHRING_API const char *chring_profile_name(chring_profile_t profile);
 /* Parses a profile name as chring_profile_name() writes it.  Returns 0 and sets *out, or
- * -EINVAL for NULL arguments or an unknown name. */
+ * -EINVAL for NULL arguments or an unknown name (*out untouched).  Any thread. */
 CHRING_API int chring_profile_parse(const char *name, chring_profile_t *out);
 
 /* Per-profile facts, from the library's one table of profiles (the tool, chring-lb, the nginx
@@ -338,13 +342,14 @@ CHRING_API int chring_trim(chring_t *r);
  * when the member is retired. */
 CHRING_API int chring_add(chring_t *r, const char *name, uint32_t weight, void *udata);
 
-/* Removes a member.  Returns 0, -ENOENT for a non-member (nothing changes), -EINVAL,
- * -ENAMETOOLONG, -ENOMEM.  The member object stays valid for current readers, leases and held
+/* Removes a member.  Returns 0, -ENOENT for a non-member (nothing changes), -EINVAL (NULL r or
+ * name, empty name), -ENAMETOOLONG, -ENOMEM.  The member object stays valid for current readers, leases and held
  * snapshots; it is retired once all of them are done with it.  Writer side, any thread. */
 CHRING_API int chring_remove(chring_t *r, const char *name);
 
 /* Changes a member's weight (>= 1); the same weight publishes nothing.  Returns 0, -ENOENT for a
- * non-member, -EINVAL (weight 0, bad arguments), -ENAMETOOLONG, -E2BIG, -ENOMEM.  Writer side. */
+ * non-member, -EINVAL (weight 0, NULL r or name, empty name), -ENAMETOOLONG, -E2BIG, -ENOMEM.
+ * Writer side, any thread. */
 CHRING_API int chring_set_weight(chring_t *r, const char *name, uint32_t weight);
 
 /* One change of a batch: weight >= 1 adds the member (or changes its weight); weight 0 removes it.
@@ -382,7 +387,8 @@ CHRING_API size_t chring_len(chring_t *r);
  * "Ordering" at the top).  Wait-free; any thread, no registration needed. */
 CHRING_API const chring_snap_t *chring_snap_enter(chring_t *r);
 /* Ends the read section begun by the matching chring_snap_enter(r).  r NULL: no-op.  s is
- * reserved (ignored): pass the snapshot chring_snap_enter returned. */
+ * reserved (ignored): pass the snapshot chring_snap_enter returned.  On the thread that called
+ * that chring_snap_enter (a read section belongs to its thread); wait-free. */
 CHRING_API void chring_snap_exit(chring_t *r, const chring_snap_t *s);
 
 /* The owner of key (len bytes; len 0 is a valid key, key may then be NULL).  Returns NULL on an
@@ -391,10 +397,10 @@ CHRING_API void chring_snap_exit(chring_t *r, const chring_snap_t *s);
 CHRING_API const chring_member_t *chring_snap_lookup(const chring_snap_t *s, const void *key,
                                                      size_t len);
 /* The profile's hash of key, in the profile's width (a 32-bit profile returns a value below
- * 2^32).  Returns 0 for s NULL.  Reader side. */
+ * 2^32).  Returns 0 for s NULL or key NULL with len > 0.  Reader side. */
 CHRING_API uint64_t chring_snap_hash(const chring_snap_t *s, const void *key, size_t len);
 /* The owner of a key whose hash is h = chring_snap_hash(s, key) (bits above the profile's width
- * are ignored).  Returns NULL on an empty snapshot.  Reader side; wait-free. */
+ * are ignored).  Returns NULL on an empty snapshot or for s NULL.  Reader side; wait-free. */
 CHRING_API const chring_member_t *chring_snap_lookup_hash(const chring_snap_t *s, uint64_t h);
 
 /* Batch lookups: the owners of n keys at once, owners[i] exactly what
@@ -437,22 +443,25 @@ CHRING_API size_t chring_snap_lookup_n(const chring_snap_t *s, const void *key, 
 
 /* The snapshot's version: 0 for a new ring, +1 per publish.  0 for NULL.  Reader side. */
 CHRING_API uint64_t chring_snap_version(const chring_snap_t *s);
-/* Members in the snapshot (0 for NULL). */
+/* Members in the snapshot (0 for NULL).  Reader side. */
 CHRING_API size_t chring_snap_len(const chring_snap_t *s);
-/* Points in the snapshot (0 for NULL). */
+/* Points in the snapshot (0 for NULL).  Reader side. */
 CHRING_API size_t chring_snap_points(const chring_snap_t *s);
 /* Member i, members sorted by name (memcmp order, shorter first on a common prefix).  NULL past
- * the end or for NULL s. */
+ * the end or for NULL s.  Reader side. */
 CHRING_API const chring_member_t *chring_snap_member(const chring_snap_t *s, size_t i);
-/* The member of that name in this snapshot, or NULL. */
+/* The member of that name in this snapshot, or NULL (also for s or name NULL, or a name that is
+ * empty or longer than CHRING_NAME_MAX).  Reader side. */
 CHRING_API const chring_member_t *chring_snap_find(const chring_snap_t *s, const char *name);
-/* The snapshot's profile and hash width in bits (64, 32 or 16). */
+/* The snapshot's profile and hash width in bits (64, 32 or 16).  For s NULL: CHRING_PROFILE_HASH64
+ * (the default profile) and 0 bits.  Reader side. */
 CHRING_API chring_profile_t chring_snap_profile(const chring_snap_t *s);
 CHRING_API unsigned chring_snap_hash_bits(const chring_snap_t *s);
 /* The weight member m has in this snapshot (its current weight may be newer), or 0 if m is not
- * in s. */
+ * in s (or s or m is NULL).  Reader side. */
 CHRING_API uint32_t chring_snap_weight(const chring_snap_t *s, const chring_member_t *m);
-/* The number of points member m has in this snapshot (0 if it is not in s). */
+/* The number of points member m has in this snapshot (0 if it is not in s, or s or m is NULL).
+ * Reader side. */
 CHRING_API size_t chring_snap_member_points(const chring_snap_t *s, const chring_member_t *m);
 
 /* Takes a reference on the current snapshot, valid outside read sections until
@@ -503,21 +512,27 @@ CHRING_API int chring_snap_diff(const chring_snap_t *a, const chring_snap_t *b,
                                 void *ctx);
 
 /* Point i in ring order: its position in the profile's width and its member.  pos and m may be
- * NULL.  Returns 0, -ERANGE past the end, -EINVAL for NULL s. */
+ * NULL (that part is not written).  Returns 0, -ERANGE past the end, -EINVAL for NULL s.  Reader
+ * side. */
 CHRING_API int chring_snap_point(const chring_snap_t *s, size_t i, uint64_t *pos,
                                  const chring_member_t **m);
 
-/* Member accessors.  The name is NUL-terminated and lives as long as the member. */
+/* Member accessors: while m is valid, that is inside a read section that found it, on a held
+ * snapshot that lists it, or with a lease on it (reader side, or any thread holding the lease).
+ * The name is NUL-terminated and lives as long as the member; NULL for m NULL.  The udata is the
+ * one the member was added with; NULL for m NULL. */
 CHRING_API const char *chring_member_name(const chring_member_t *m);
 CHRING_API void *chring_member_udata(const chring_member_t *m);
-/* The member's current weight (may be newer than a snapshot's); 0 for NULL. */
+/* The member's current weight (may be newer than a snapshot's); 0 for NULL.  Reader side, or with
+ * a lease on m. */
 CHRING_API uint32_t chring_member_weight(const chring_member_t *m);
-/* Outstanding leases on the member (its load); 0 for NULL.  One atomic load. */
+/* Outstanding leases on the member (its load); 0 for NULL.  One atomic load.  Reader side, or
+ * with a lease on m. */
 CHRING_API uint64_t chring_member_load(const chring_member_t *m);
 /* The member's arc share in s: the fraction of the ring's 2^bits positions whose keys it owns
  * (by the profile's own rule: the nearest point for haproxy, the top arc to the last point for
  * varnish; health ignored).
- * 0 if m is not in s (or NULL). */
+ * 0 if m is not in s (or s or m is NULL).  Reader side, O(points of s). */
 CHRING_API double chring_member_share(const chring_snap_t *s, const chring_member_t *m);
 
 /* One lookup in its own read section, the owner's name copied out with a NUL.  Returns the name's
@@ -619,8 +634,8 @@ CHRING_API int chring_acquire_hash_skip(chring_t *r, uint64_t hash,
 CHRING_API int chring_acquire_try(chring_t *r, const chring_snap_t *s, const chring_member_t *m,
                                   chring_lease_t *lease);
 
-/* Releases a lease and clears it.  A cleared (or zeroed) lease is a no-op.  Any thread;
- * lock-free.  May retire the member (config.retire) if it was removed and this was its last
+/* Releases a lease and clears it.  A cleared (or zeroed) lease is a no-op, and so are r or lease
+ * NULL.  Any thread; lock-free.  May retire the member (config.retire) if it was removed and this was its last
  * reference.  Misuse guards (ignored, no counter moves): a lease released through another ring
  * than its own (the lease is left as it is, so it can still be released through its own ring),
  * and a copy of a lease released while its member has no load (the lease itself was released
@@ -630,12 +645,12 @@ CHRING_API void chring_release(chring_t *r, chring_lease_t *lease);
 /* The capacity member m would have for the next acquire on snapshot s: ceil(c * (m + 1) * e / E)
  * with the ring's balance factor c, its current outstanding leases m, m's effective weight
  * e = s * w and E the sum of the effective weights of the members that are up (chring_acquire).
- * 0 if m is not in s, is down or is at admission scale 0.  Reader side. */
+ * 0 if m is not in s, is down or is at admission scale 0, and for r, s or m NULL.  Reader side. */
 CHRING_API uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s,
                                            const chring_member_t *m);
 
 /* Outstanding leases on the ring (the m of the capacity formula), removed members included.
- * Exact when no acquire or release is in flight.  Any thread. */
+ * Exact when no acquire or release is in flight.  0 for r NULL.  Any thread. */
 CHRING_API uint64_t chring_leases(chring_t *r);
 
 /* ---------------------------------------------------------------------------------------------
@@ -662,9 +677,10 @@ typedef struct chring_stats {
     uint64_t retries;   /* successful chring_acquire_skip calls */
 } chring_stats_t;
 
-/* Copies a member's statistics (zeros for NULL m).  Reader side, or with a lease on m. */
+/* Copies a member's statistics (zeros for NULL m; nothing written for NULL out).  Reader side, or
+ * with a lease on m. */
 CHRING_API void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out);
-/* Copies the ring's statistics (zeros for NULL r).  Any thread. */
+/* Copies the ring's statistics (zeros for NULL r; nothing written for NULL out).  Any thread. */
 CHRING_API void chring_stats(chring_t *r, chring_stats_t *out);
 
 /* ---------------------------------------------------------------------------------------------
@@ -723,7 +739,8 @@ CHRING_API int chring_atfork_urcu(int enable);
  * (freed) or inconsistent.  Reader side.  Reading freed memory is undefined: this helps a
  * torture test notice a use after free without a sanitizer, it cannot prove there was none. */
 CHRING_API int chring_snap_check(const chring_snap_t *s);
-/* Checks a member's validity word.  Returns 0 or -EINVAL (NULL, poisoned). */
+/* Checks a member's validity word.  Returns 0 or -EINVAL (NULL, poisoned).  Reader side, or with
+ * a lease on m. */
 CHRING_API int chring_member_check(const chring_member_t *m);
 
 #ifdef __cplusplus

@@ -16,6 +16,37 @@
 
 struct lb_config lb_cfg;
 
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a macro's value as a string literal */
+
+/* Whether chring-lb takes profile p: every profile of the library's table (chring_profile_info)
+ * but custom (no hash function to give) and those whose member names must be server ids
+ * (haproxy: chring-lb's names are HOST:PORT). */
+static bool profile_usable(chring_profile_t p)
+{
+    chring_profile_info_t info;
+    return p != CHRING_PROFILE_CUSTOM && chring_profile_info(p, &info) == 0 && !info.names_are_ids;
+}
+
+/* "hash64, murmur32, ...": the profiles chring-lb takes, from the library's table, so that a new
+ * profile appears in --help and in the error message without an edit here. */
+static const char *profile_list(void)
+{
+    static char buf[512];
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int p = 0; p < CHRING_PROFILE_COUNT; p++) {
+        if (!profile_usable((chring_profile_t)p))
+            continue;
+        int w = snprintf(buf + n, sizeof buf - n, "%s%s", n ? ", " : "",
+                         chring_profile_name((chring_profile_t)p));
+        if (w < 0 || (size_t)w >= sizeof buf - n)
+            break;
+        n += (size_t)w;
+    }
+    return buf;
+}
+
 static void usage(FILE *f)
 {
     fprintf(
@@ -32,24 +63,35 @@ static void usage(FILE *f)
         "                            the model and the prompt of an OpenAI-compatible JSON body\n"
         "                            (/v1/completions, /v1/chat/completions)\n"
         "  --key-prefix N            route by the key's first N bytes (--key prompt: default\n"
-        "                            1024, the model and the prompt's first block)\n"
+        "                            " STR(LB_PROMPT_DEFAULT_PREFIX) ", the model and the prompt's first block)\n"
         "");
     /* two pieces: one string literal of over 4095 bytes is past what C99 compilers must take */
     fprintf(
         f,
-        "  --profile NAME            hash64 (default), xxh3, murmur32, fnv32, fnv16, ketama, "
-        "nginx, varnish\n"
+        "  --profile NAME            placement profile (default hash64), one of:\n"
+        "                            %s\n"
         "  --vnodes N                points per unit of weight (default 160)\n"
         "  --balance C               bounded-load factor c (default 1.25)\n"
-        "  --backend-timeout SECS    deadline for a backend's answer head; then for its body\n"
-        "                            (plus --body-min-rate), and its idle timeout (default 3)\n"
+        "  --backend-timeout SECS    deadline for a backend's answer head; then its body's idle\n"
+        "                            timeout: a body that keeps flowing (a token stream) is\n"
+        "                            never cut (default 3)\n"
         "  --client-timeout SECS     client connections: idle timeout, and the deadline for a\n"
         "                            whole request head, or body (default 15)\n"
-        "  --body-min-rate BYTES     a body (request or answer) extends its deadline by 1 s per\n"
-        "                            BYTES received (default 65536; 0: no extension)\n"
+        "  --body-min-rate BYTES     a request body extends its deadline by 1 s per BYTES\n"
+        "                            received (default 65536; 0: no extension)\n"
+        "  --send-min-rate BYTES     while an answer waits for the client to take it, the client\n"
+        "                            may keep it waiting --client-timeout plus 1 s per BYTES it\n"
+        "                            took (default 16384; 0: only --client-timeout without any\n"
+        "                            progress)\n"
+        "  --members-max-points N    --backend plus --members: points in all, weights x vnodes\n"
+        "                            (default 16777216): a file above is refused\n",
+        profile_list());
+    fprintf(
+        f,
         "  --fail-timeout SECS       after a failure, send a backend's keys to their next replica\n"
         "                            for this long without trying it (default 1; 0: off): it is\n"
-        "                            down in the ring (chring_set_down), then up again\n"
+        "                            down in the ring (chring_set_down), then up again; at most\n"
+        "                            half of the members at once (docs/lb.md)\n"
         "  --slow-start SECS         a backend that joins a running ring (reload, etcd) ramps\n"
         "                            its admission scale from 0.1 to 1 over SECS (default 0: off)\n"
         "  --drain SECS              a backend that leaves ramps to 0 over SECS and leaves the\n"
@@ -70,17 +112,21 @@ static void usage(FILE *f)
         "  --max-requests N          requests in flight in all; above: 503 (default 4096)\n"
         "  --max-body-total BYTES    request body bytes buffered in all; above: 503\n"
         "                            (default 268435456)\n"
-        "  --stats-listen HOST:PORT  serve /_chring/ (stats, status page) only there, on the main\n"
-        "                            thread (default: on the main listener)\n"
+        "  --stats-listen HOST:PORT  serve /_chring/ (stats, metrics, status page) only there,\n"
+        "                            on the main thread\n"
         "  --stats-allow LIST        peers allowed to /_chring/: any, or CIDRs separated by "
         "commas\n"
-        "                            (default 127.0.0.0/8,::1)\n"
+        "                            (default 127.0.0.0/8,::1 on --stats-listen); given, it\n"
+        "                            also opens /_chring/ on the main listener to them, except\n"
+        "                            for requests a proxy forwarded\n"
         "  --outcome-header          add X-Chring-Outcome: owner, spilled or saturated (how the\n"
         "                            answering backend was chosen) to proxied answers; it tells\n"
         "                            clients about the backends' load (default: off)\n"
         "  --verbose                 log retries and retirements\n"
         "Timeouts are seconds, at least 0.001 (1 ms).\n"
-        "GET /_chring/stats answers the ring's and every member's statistics as JSON;\n"
+        "GET /_chring/stats answers the ring's and every member's statistics as JSON\n"
+        "(?members=0: the summary; ?members=OFFSET,COUNT: a page of members);\n"
+        "GET /_chring/metrics the same in Prometheus' text format;\n"
         "GET /_chring/ is a status page drawing them.\n");
 }
 
@@ -165,6 +211,8 @@ static void set_defaults(void)
     lb_cfg.max_headers = 8192;
     lb_cfg.max_body = 16u << 20;
     lb_cfg.body_min_rate = 65536;
+    lb_cfg.send_min_rate = 16384;
+    lb_cfg.members_max_points = (uint64_t)1 << 24;
     lb_cfg.max_idle = 64;
     lb_cfg.high_water = 256u << 10;
     lb_cfg.fail_timeout_ms = 1000;
@@ -208,6 +256,8 @@ enum {
     O_ETCDMAXPOINTS,
     O_ETCDRANGETIMEOUT,
     O_OUTCOMEHEADER,
+    O_SENDRATE,
+    O_MEMBERSMAXPOINTS,
     O_HELP
 };
 
@@ -242,6 +292,8 @@ static const struct option opts[] = {
     {"etcd-max-points", required_argument, 0, O_ETCDMAXPOINTS},
     {"etcd-range-timeout", required_argument, 0, O_ETCDRANGETIMEOUT},
     {"outcome-header", no_argument, 0, O_OUTCOMEHEADER},
+    {"send-min-rate", required_argument, 0, O_SENDRATE},
+    {"members-max-points", required_argument, 0, O_MEMBERSMAXPOINTS},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -276,9 +328,9 @@ static int parse_option(int c, const char *arg)
             return bad("--key-prefix: a positive number of bytes");
         return 0;
     case O_PROFILE:
-        if (chring_profile_parse(arg, &lb_cfg.profile) < 0 ||
-            lb_cfg.profile == CHRING_PROFILE_CUSTOM)
-            return bad("--profile %s: unknown", arg);
+        if (chring_profile_parse(arg, &lb_cfg.profile) < 0 || !profile_usable(lb_cfg.profile))
+            return bad("--profile %s: unknown or not for HOST:PORT members (one of: %s)", arg,
+                       profile_list());
         return 0;
     case O_VNODES:
         if (parse_size(arg, &v, 1, CHRING_POINTS_MAX) < 0)
@@ -317,6 +369,11 @@ static int parse_option(int c, const char *arg)
         if (parse_size(arg, &v, 0, (size_t)1 << 40) < 0)
             return bad("--body-min-rate: 0..1099511627776");
         lb_cfg.body_min_rate = v;
+        return 0;
+    case O_SENDRATE:
+        if (parse_size(arg, &v, 0, (size_t)1 << 40) < 0)
+            return bad("--send-min-rate: 0..1099511627776");
+        lb_cfg.send_min_rate = v;
         return 0;
     case O_MAXIDLE:
         if (parse_size(arg, &v, 0, 100000) < 0)
@@ -373,6 +430,11 @@ static int parse_option(int c, const char *arg)
     case O_ETCDMAXANSWER:
         if (parse_size(arg, &lb_cfg.etcd_max_answer, 4096, (size_t)1 << 32) < 0)
             return bad("--etcd-max-answer: 4096..4294967296 bytes");
+        return 0;
+    case O_MEMBERSMAXPOINTS:
+        if (parse_size(arg, &v, 1, CHRING_RING_POINTS_MAX) < 0)
+            return bad("--members-max-points: 1..%u", CHRING_RING_POINTS_MAX);
+        lb_cfg.members_max_points = v;
         return 0;
     case O_ETCDMAXPOINTS:
         if (parse_size(arg, &v, 1, CHRING_RING_POINTS_MAX) < 0)

@@ -40,6 +40,8 @@ struct lb_config {
     size_t max_headers;
     size_t max_body;
     uint64_t body_min_rate;  /* request body bytes per second a client must keep up */
+    uint64_t members_max_points; /* --backend plus --members: points in all (membership.c) */
+    uint64_t send_min_rate;  /* answer bytes per second a client that keeps one waiting must take */
     unsigned max_idle;       /* idle backend connections kept per backend per worker */
     size_t high_water;       /* client output bytes above which backend reads pause */
     int64_t fail_timeout_ms; /* after a failure, send the backend's keys to the next replica */

@@ -42,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -76,8 +78,10 @@ struct conn {
     struct worker *w; /* NULL: the stats listener */
     lb_handler_fn handler;
     struct bufferevent *bev;
-    struct event *deadline; /* the head's or the body's deadline */
-    struct event *later;    /* the next step, outside the callers' stacks */
+    struct event *deadline;           /* the head's or the body's deadline */
+    struct event *later;              /* the next step, outside the callers' stacks */
+    struct event *send_check;         /* the client's time to take its answer (on_send_check) */
+    struct evbuffer_cb_entry *out_cb; /* on_out_change on the output buffer */
     enum conn_state state;
     size_t scanned;       /* h1_find_head_end's memory */
     struct h1_head *head; /* scratch, allocated once */
@@ -86,14 +90,25 @@ struct conn {
     struct evbuffer *scratch; /* body bytes on their way into the request */
     int64_t started_ms;       /* the head's first byte, then the body's start */
     char peer[INET6_ADDRSTRLEN];
-    bool counted;                       /* holds a --max-conns slot */
-    bool aborted;                       /* closing without lingering */
-    bool parked;                        /* waits for one: not read */
-    struct conn *prev, *next;           /* the list of the worker's (or the stats) connections */
+    bool counted;             /* holds a --max-conns slot */
+    bool aborted;             /* closing without lingering */
+    bool parked;              /* waits for one: not read */
+    bool out_full;            /* the next request waits until the answers before are written */
+    int64_t wait_since_ms;    /* the output holds bytes since then (0: it is empty) */
+    int64_t waited_ms;        /* the time the output held bytes before that, in this answer */
+    uint64_t sent;            /* bytes written to the socket in this answer */
+    struct conn *prev, *next; /* the list of the worker's (or the stats) connections */
     struct conn *park_prev, *park_next; /* the worker's parked connections, oldest first */
 };
 
+/* The answers a connection may have waiting before its next request is read. */
+#define LB_PIPELINE_OUT (64u << 10)
+
 static struct conn *stats_conns; /* the stats listener's connections (main thread) */
+static unsigned stats_open;      /* their number */
+/* The stats listener's connections at most (each costs a descriptor). */
+#define LB_STATS_CONNS 16
+_Atomic uint64_t lb_stats_refused;
 /* The handlers: set before the listeners accept, read-only afterwards. */
 static lb_handler_fn worker_handler, stats_handler;
 
@@ -202,11 +217,17 @@ static void conn_free(struct conn *c)
         event_free(c->deadline);
     if (c->later)
         event_free(c->later);
+    if (c->send_check)
+        event_free(c->send_check);
+    if (c->out_cb)
+        evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
     if (c->bev)
         bufferevent_free(c->bev);
     if (c->scratch)
         evbuffer_free(c->scratch);
     free(c->head);
+    if (!c->w)
+        stats_open--;
     bool counted = c->counted, parked = c->parked;
     if (parked)
         unpark(c);
@@ -435,11 +456,100 @@ static void body_keep(struct evbuffer *body, struct evbuffer *from)
     }
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* the client's side of writing (docs/lb.md, "Limits": slow readers)                          */
+
+/* The bytes of this answer the client took: those written to the socket less those still in
+ * the kernel's send queue (which grows to megabytes on a fast path: a written byte is not yet a
+ * byte the client read). */
+static uint64_t taken(const struct conn *c)
+{
+    int queued = 0;
+    if (ioctl(bufferevent_getfd(c->bev), SIOCOUTQ, &queued) < 0 || queued < 0)
+        queued = 0;
+    return c->sent > (uint64_t)queued ? c->sent - (uint64_t)queued : 0;
+}
+
+/* How long this answer may have kept the balancer waiting for the client: --client-timeout,
+ * plus 1 s per --send-min-rate bytes the client took. */
+static int64_t send_allowance(const struct conn *c)
+{
+    int64_t a = tv_ms(&lb_cfg.client_timeout);
+    if (lb_cfg.send_min_rate > 0)
+        a += (int64_t)(taken(c) * 1000 / lb_cfg.send_min_rate);
+    return a;
+}
+
+static int64_t waited_now(const struct conn *c, int64_t now)
+{
+    return c->waited_ms + (c->wait_since_ms ? now - c->wait_since_ms : 0);
+}
+
+static void arm_send_check(struct conn *c, int64_t now)
+{
+    int64_t d = send_allowance(c) - waited_now(c, now);
+    if (d < 0)
+        d = 0;
+    struct timeval tv = {(time_t)(d / 1000), (suseconds_t)((d % 1000) * 1000)};
+    event_add(c->send_check, &tv);
+}
+
+/* The output buffer changed: bytes taken by the socket are the client's progress; the time the
+ * buffer holds bytes is the time the balancer waits for the client. */
+static void on_out_change(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
+{
+    (void)b;
+    struct conn *c = arg;
+    c->sent += info->n_deleted;
+    size_t len = info->orig_size + info->n_added - info->n_deleted;
+    if (info->orig_size == 0 && len > 0) {
+        int64_t now = now_ms();
+        c->wait_since_ms = now;
+        if (!evtimer_pending(c->send_check, NULL))
+            arm_send_check(c, now);
+    } else if (info->orig_size > 0 && len == 0 && c->wait_since_ms) {
+        c->waited_ms += now_ms() - c->wait_since_ms;
+        c->wait_since_ms = 0;
+    }
+}
+
+/* A client that keeps its answer waiting longer than its allowance is closed, whatever it is
+ * doing: a request being served gets its gone callback (the proxy gives back its lease, its
+ * --max-requests slot and its backend connection).  The socket's own write timeout closes a
+ * client that takes nothing for --client-timeout; this closes one that takes a trickle. */
+static void on_send_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    if (c->state == C_LINGER || !c->wait_since_ms)
+        return; /* armed again when the output next holds bytes */
+    int64_t now = now_ms();
+    if (waited_now(c, now) < send_allowance(c)) {
+        arm_send_check(c, now);
+        return;
+    }
+    lb_client_too_slow();
+    if (lb_cfg.verbose)
+        lb_log("client %s closed: its answer waited %lld ms for %llu bytes (--client-timeout, "
+               "--send-min-rate)",
+               c->peer, (long long)waited_now(c, now), (unsigned long long)taken(c));
+    conn_free(c);
+}
+
 static void dispatch(struct conn *c)
 {
     struct req *r = c->req;
     c->state = C_BUSY;
     event_del(c->deadline);
+    /* each answer has its own allowance (what is still buffered of the one before counts) */
+    c->sent = 0;
+    c->waited_ms = 0;
+    event_del(c->send_check); /* armed for the answer before, maybe far later */
+    if (c->wait_since_ms) {
+        c->wait_since_ms = now_ms();
+        arm_send_check(c, c->wait_since_ms);
+    }
     /* No read timeout while the handler works: the backend has its own.  The socket is still
      * read to notice a close; pipelined bytes beyond about a head wait in the kernel. */
     bufferevent_set_timeouts(c->bev, NULL, &lb_cfg.client_timeout);
@@ -453,6 +563,15 @@ static void conn_read(struct conn *c)
     struct evbuffer *in = bufferevent_get_input(c->bev);
     for (;;) {
         if (c->state == C_IDLE) {
+            /* The answers before are written before the next request is read once they hold
+             * more than LB_PIPELINE_OUT bytes: pipelined requests whose answers need no
+             * backpressure of their own (the balancer's, HEAD, 204, 304) cannot pile answers
+             * up for a client that does not read.  Reading resumes in on_write. */
+            if (evbuffer_get_length(bufferevent_get_output(c->bev)) > LB_PIPELINE_OUT) {
+                c->out_full = true;
+                bufferevent_disable(c->bev, EV_READ);
+                return;
+            }
             if (evbuffer_get_length(in) == 0)
                 return;
             /* From the first byte on, empty lines included: a trickle of them cannot hold the
@@ -463,11 +582,20 @@ static void conn_read(struct conn *c)
             arm_deadline(c, c->started_ms + tv_ms(&lb_cfg.client_timeout));
         }
         if (c->state == C_HEAD) {
-            /* RFC 9112 section 2.2: empty lines before a request line are ignored. */
+            /* RFC 9112 section 2.2: empty lines before a request line are ignored, also when
+             * their CR and LF arrive in separate reads (a lone CR waits for what follows). */
             unsigned char two[2];
-            while (c->scanned == 0 && evbuffer_copyout(in, two, 2) == 2 && two[0] == '\r' &&
-                   two[1] == '\n')
-                evbuffer_drain(in, 2);
+            while (c->scanned == 0) {
+                ev_ssize_t got = evbuffer_copyout(in, two, 2);
+                if (got == 2 && two[0] == '\r' && two[1] == '\n')
+                    evbuffer_drain(in, 2);
+                else if (got == 1 && two[0] == '\r')
+                    return;
+                else
+                    break;
+            }
+            if (evbuffer_get_length(in) == 0)
+                return;
             ssize_t end = h1_find_head_end(in, &c->scanned);
             if (end == -2) {
                 refuse(c, 400, "bare LF");
@@ -589,6 +717,11 @@ static void on_write(struct bufferevent *bev, void *arg)
     }
     if (c->state == C_BUSY && c->req && c->req->drained)
         c->req->drained(c->req->cb_arg);
+    else if (c->state == C_IDLE && c->out_full) {
+        c->out_full = false;
+        bufferevent_enable(c->bev, EV_READ);
+        conn_read(c);
+    }
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -650,6 +783,10 @@ static void req_done(struct req *r, bool close)
     struct conn *c = r->pub.conn;
     c->req = NULL;
     req_free(r);
+    /* The head's scratch (16 KiB for H1_MAX_FIELDS fields) is not kept by an idle connection:
+     * a pipelined request allocates it again, one at a time. */
+    free(c->head);
+    c->head = NULL;
     if (close) {
         c->state = C_CLOSING;
         bufferevent_disable(c->bev, EV_READ);
@@ -832,18 +969,25 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
         c->deadline = evtimer_new(base, on_deadline, c);
         c->later = event_new(base, -1, 0, on_later, c);
+        c->send_check = evtimer_new(base, on_send_check, c);
         c->scratch = evbuffer_new();
+        if (c->bev && c->send_check)
+            c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), on_out_change, c);
     }
-    if (!c || !c->bev || !c->deadline || !c->later || !c->scratch) {
+    if (!c || !c->bev || !c->deadline || !c->later || !c->send_check || !c->out_cb || !c->scratch) {
         if (!c || !c->bev)
             evutil_closesocket(fd);
         if (c) {
+            if (c->out_cb)
+                evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
             if (c->bev)
                 bufferevent_free(c->bev);
             if (c->deadline)
                 event_free(c->deadline);
             if (c->later)
                 event_free(c->later);
+            if (c->send_check)
+                event_free(c->send_check);
             if (c->scratch)
                 evbuffer_free(c->scratch);
             free(c);
@@ -860,6 +1004,22 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
      * Nagle's algorithm a piece would wait for the client's delayed ACK of the one before. */
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (!w && (!lb_stats_peer_allowed(c->peer) || stats_open >= LB_STATS_CONNS)) {
+        /* The stats listener's peers are checked before they cost more than this: one not
+         * allowed, or one above the listener's own limit, is closed at once, so that they
+         * cannot take the descriptors the main listener needs (docs/lb.md, "Security model"). */
+        ADD(lb_stats_refused, 1);
+        evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
+        bufferevent_free(c->bev);
+        event_free(c->deadline);
+        event_free(c->later);
+        event_free(c->send_check);
+        evbuffer_free(c->scratch);
+        free(c);
+        return;
+    }
+    if (!w)
+        stats_open++;
     struct conn **list = list_of(c->w);
     c->next = *list;
     if (*list)

@@ -75,6 +75,10 @@ void lb_req_close_after(struct lb_req *req);
 /* Answers req with a text/plain body (body plus a newline).  Frees req. */
 void lb_send_text(struct lb_req *req, int code, const char *reason, const char *body);
 
+/* Connections to the stats listener closed at their accept: a peer outside --stats-allow, or
+ * more than the listener's 16 at a time.  Read with relaxed loads. */
+extern _Atomic uint64_t lb_stats_refused;
+
 /* Gives free --max-conns slots to w's parked connections, oldest first.  w's thread. */
 void lb_conn_admit_parked(struct worker *w);
 

@@ -42,7 +42,7 @@
 #include <unistd.h>
 
 static _Atomic uint64_t conns, parked, conns_parked, accept_errors, accept_backoffs, accept_pauses;
-static _Atomic uint64_t inflight, requests_refused, body_bytes, body_refused;
+static _Atomic uint64_t inflight, requests_refused, body_bytes, body_refused, slow_clients;
 static _Atomic bool limit_hit; /* some listener was disabled for the connection limit */
 static _Atomic bool stopping;  /* workers stopped: no more wake-ups */
 static _Atomic int64_t last_log_ms;
@@ -80,6 +80,12 @@ void lb_limits_get(struct lb_limit_stats *out)
     out->requests_refused = GET(requests_refused);
     out->body_bytes = GET(body_bytes);
     out->body_refused = GET(body_refused);
+    out->slow_clients = GET(slow_clients);
+}
+
+void lb_client_too_slow(void)
+{
+    ADD(slow_clients, 1);
 }
 
 /* The slots are all taken, or promised to parked connections.  Sequentially consistent, with

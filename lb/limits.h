@@ -18,8 +18,11 @@ struct worker;
 struct lb_limit_stats {
     uint64_t conns, parked, conns_parked, accept_errors, accept_backoffs, accept_pauses;
     uint64_t requests_refused, body_bytes, body_refused;
+    uint64_t slow_clients; /* closed for keeping their answer waiting (conn.c) */
 };
 void lb_limits_get(struct lb_limit_stats *out);
+/* Counts a client closed for taking its answer too slowly (--send-min-rate).  Any thread. */
+void lb_client_too_slow(void);
 /* Sets the defaults that depend on the process (max_conns from RLIMIT_NOFILE) and the random
  * target of the 503 stand-in.  Main thread, before the workers. */
 void lb_limits_init(void);

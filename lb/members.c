@@ -9,9 +9,12 @@
 #include <chring.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define LB_WEIGHT_MAX 10000u
 
@@ -180,9 +183,24 @@ int lb_entries_put(lb_entries_t *es, const char *tok, const char **err)
 
 int lb_entries_read_file(lb_entries_t *es, const char *path, char *msg, size_t msgcap)
 {
-    FILE *f = fopen(path, "r");
+    /* Opened without blocking, and only a regular file is read: a FIFO without a writer (or a
+     * device) would block the open or the reads, and the caller is the main thread. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        snprintf(msg, msgcap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        snprintf(msg, msgcap, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "r");
     if (!f) {
         snprintf(msg, msgcap, "%s: %s", path, strerror(errno));
+        close(fd);
         return -1;
     }
     char *line = NULL;

@@ -35,7 +35,8 @@ int lb_entries_put(lb_entries_t *es, const char *tok, const char **err);
 /* The entry of that name, or NULL.  O(1) expected. */
 const lb_entry_t *lb_entries_find(const lb_entries_t *es, const char *name);
 /* Reads a members file: one entry per line (several per line allowed, separated by blanks),
- * '#' starts a comment.  Returns 0, or -1 with a message written into msg. */
+ * '#' starts a comment.  Only a regular file is read (opened without blocking: a FIFO or a
+ * device is refused).  Returns 0, or -1 with a message written into msg. */
 int lb_entries_read_file(lb_entries_t *es, const char *path, char *msg, size_t msgcap);
 void lb_entries_free(lb_entries_t *es);
 

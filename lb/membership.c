@@ -44,6 +44,18 @@ static int read_entries(lb_entries_t *es)
         lb_entries_free(es);
         return -1;
     }
+    /* The points cap (docs/lb.md, "Limits"), as etcd's --etcd-max-points: a file cannot make
+     * the ring take more memory than the operator allowed. */
+    uint64_t points = 0;
+    for (size_t i = 0; i < es->n && points <= lb_cfg.members_max_points; i++)
+        points += (uint64_t)es->v[i].weight * lb_cfg.vnodes;
+    if (points > lb_cfg.members_max_points) {
+        lb_log("--backend plus --members: more than %llu points (--members-max-points); "
+               "membership unchanged",
+               (unsigned long long)lb_cfg.members_max_points);
+        lb_entries_free(es);
+        return -1;
+    }
     return 0;
 }
 

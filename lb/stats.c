@@ -8,6 +8,7 @@
 #include "text.h"
 
 #include <event2/buffer.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,27 @@ static void json_str(struct evbuffer *b, const char *s)
         n = CHRING_NAME_MAX;
     size_t len = lb_text_json(buf, sizeof buf, s, n);
     evbuffer_add(b, buf, len);
+}
+
+/* The snapshot's digest, O(points) (16 million points at 100,000 members: most of a summary's
+ * cost), computed once per snapshot version and kept: requests on any thread share it. */
+static uint64_t digest_of(const chring_snap_t *s)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static uint64_t version = UINT64_MAX, digest;
+    uint64_t v = chring_snap_version(s);
+    pthread_mutex_lock(&lock);
+    bool hit = v == version;
+    uint64_t d = digest;
+    pthread_mutex_unlock(&lock);
+    if (hit)
+        return d;
+    d = chring_snap_digest(s); /* outside the lock: two computing it at once agree */
+    pthread_mutex_lock(&lock);
+    version = v;
+    digest = d;
+    pthread_mutex_unlock(&lock);
+    return d;
 }
 
 static void add_ring(struct evbuffer *b, const chring_snap_t *s, const chring_stats_t *st)
@@ -39,7 +61,7 @@ static void add_ring(struct evbuffer *b, const chring_snap_t *s, const chring_st
                         (unsigned long long)st->points, (unsigned long long)st->leases,
                         (unsigned long long)st->acquires, (unsigned long long)st->spills,
                         (unsigned long long)st->saturated, (unsigned long long)st->down,
-                        (unsigned long long)st->retries, (unsigned long long)chring_snap_digest(s));
+                        (unsigned long long)st->retries, (unsigned long long)digest_of(s));
 }
 
 /* Member index by pointer: an open-addressing table built once per request, O(members). */
@@ -55,7 +77,8 @@ static size_t ptr_hash(const void *p, size_t cap)
     return (size_t)(chring_mix64(x) & (cap - 1));
 }
 
-static int index_build(struct member_index *t, const chring_snap_t *s, size_t n)
+/* Indexes the members off to off+n of ring order (member off+i at index i). */
+static int index_build(struct member_index *t, const chring_snap_t *s, size_t off, size_t n)
 {
     size_t cap = 16;
     while (cap < 2 * n)
@@ -66,7 +89,7 @@ static int index_build(struct member_index *t, const chring_snap_t *s, size_t n)
     if (!t->key || !t->idx)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        const chring_member_t *m = chring_snap_member(s, i);
+        const chring_member_t *m = chring_snap_member(s, off + i);
         size_t j = ptr_hash(m, cap);
         while (t->key[j])
             j = (j + 1) & (cap - 1);
@@ -236,14 +259,59 @@ static void add_balancer(struct evbuffer *b)
                         "\"conns_parked\":%llu,"
                         "\"accept_pauses\":%llu,\"accept_errors\":%llu,\"accept_backoffs\":%llu,"
                         "\"max_requests\":%u,\"requests_refused\":%llu,\"body_bytes\":%llu,"
-                        "\"max_body_total\":%llu,\"body_refused\":%llu}}\n",
+                        "\"max_body_total\":%llu,\"body_refused\":%llu,\"slow_clients\":%llu,"
+                        "\"stats_refused\":%llu}}\n",
                         (unsigned long long)l.conns, lb_cfg.max_conns,
                         (unsigned long long)l.parked, (unsigned long long)l.conns_parked,
                         (unsigned long long)l.accept_pauses,
                         (unsigned long long)l.accept_errors, (unsigned long long)l.accept_backoffs,
                         lb_cfg.max_requests, (unsigned long long)l.requests_refused,
                         (unsigned long long)l.body_bytes, (unsigned long long)lb_cfg.max_body_total,
-                        (unsigned long long)l.body_refused);
+                        (unsigned long long)l.body_refused, (unsigned long long)l.slow_clients,
+                        (unsigned long long)GET(lb_stats_refused));
+}
+
+/* A decimal number of at most 18 digits (no sign, no blank) ending at one of stops. */
+static const char *parse_count(const char *p, const char *stops, size_t *out)
+{
+    size_t v = 0, k = 0;
+    for (; p[k] >= '0' && p[k] <= '9'; k++) {
+        if (k == 18)
+            return NULL;
+        v = v * 10 + (size_t)(p[k] - '0');
+    }
+    if (k == 0 || !strchr(stops, p[k]))
+        return NULL;
+    *out = v;
+    return p + k;
+}
+
+int lb_stats_members_param(const char *query, size_t *off, size_t *count)
+{
+    *off = 0;
+    *count = SIZE_MAX;
+    for (const char *p = query; p && *p;) {
+        const char *end = strchr(p, '&');
+        if (strncmp(p, "members=", 8) == 0) {
+            const char *v = p + 8;
+            size_t a, n;
+            const char *e = parse_count(v, ",&", &a);
+            if (!e)
+                return -1;
+            if (*e != ',') {
+                if (a != 0)
+                    return -1;
+                *count = 0;
+            } else if (!parse_count(e + 1, "&", &n)) {
+                return -1;
+            } else {
+                *off = a;
+                *count = n;
+            }
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
 }
 
 void lb_stats_serve(struct worker *w, struct lb_req *req)
@@ -251,6 +319,12 @@ void lb_stats_serve(struct worker *w, struct lb_req *req)
     enum evhttp_cmd_type cmd = req->cmd;
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         lb_send_text(req, 405, "Method Not Allowed", "GET only");
+        return;
+    }
+    size_t off, count;
+    if (lb_stats_members_param(req->query, &off, &count) < 0) {
+        lb_send_text(req, 400, "Bad Request",
+                     "members=: 0, or OFFSET,COUNT (decimal numbers) for one page of members");
         return;
     }
     if (w)
@@ -265,10 +339,14 @@ void lb_stats_serve(struct worker *w, struct lb_req *req)
     chring_stats_t st;
     chring_stats(lb_ring, &st);
     const chring_snap_t *s = chring_snap_enter(lb_ring);
-    size_t n = chring_snap_len(s);
-    struct member_index t;
+    size_t total = chring_snap_len(s);
+    bool whole = off == 0 && count >= total; /* the status page's document: with the arcs */
+    if (off > total)
+        off = total;
+    size_t n = count < total - off ? count : total - off;
+    struct member_index t = {0};
     double *share = calloc(n + 1, sizeof *share);
-    if (!share || index_build(&t, s, n) < 0) {
+    if (!share || index_build(&t, s, off, n) < 0) {
         chring_snap_exit(lb_ring, s);
         if (share)
             index_free(&t);
@@ -277,12 +355,17 @@ void lb_stats_serve(struct worker *w, struct lb_req *req)
         lb_send_text(req, 500, "Internal Server Error", "out of memory");
         return;
     }
-    shares(s, &t, share);
+    if (n > 0)
+        shares(s, &t, share); /* O(points): not for the summary */
     add_ring(b, s, &st);
-    add_arcs(b, s, &t);
-    evbuffer_add_printf(b, "\"hash_bits\":%u},\n\"members\":[", chring_snap_hash_bits(s));
+    if (whole)
+        add_arcs(b, s, &t);
+    evbuffer_add_printf(b,
+                        "\"hash_bits\":%u},\n\"members_total\":%zu,\"members_offset\":%zu,"
+                        "\"members\":[",
+                        chring_snap_hash_bits(s), total, off);
     for (size_t i = 0; i < n; i++)
-        add_member(b, s, chring_snap_member(s, i), share[i], i == 0);
+        add_member(b, s, chring_snap_member(s, off + i), share[i], i == 0);
     chring_snap_exit(lb_ring, s);
     index_free(&t);
     free(share);

@@ -141,11 +141,10 @@ static bool prefix_match(const unsigned char *a, const unsigned char *b, unsigne
     return (a[full] & mask) == (b[full] & mask);
 }
 
-static bool peer_allowed(struct lb_req *req)
+bool lb_stats_peer_allowed(const char *peer)
 {
     if (allow_any)
         return true;
-    const char *peer = req->peer;
     unsigned char a4[4], a6[16];
     bool v4 = inet_pton(AF_INET, peer, a4) == 1;
     bool v6 = !v4 && inet_pton(AF_INET6, peer, a6) == 1;
@@ -196,13 +195,31 @@ static void serve_page(struct lb_req *req)
 /* ------------------------------------------------------------------------------------------ */
 /* routing and the stats listener                                                              */
 
+/* The request came through a proxy: its peer address is the proxy's, not the client's. */
+static bool forwarded(const struct lb_req *req)
+{
+    static const char *const marks[] = {"Forwarded", "X-Forwarded-For", "X-Real-IP", "Via"};
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        if (evhttp_find_header(req->in, marks[i]))
+            return true;
+    return false;
+}
+
 void lb_status_route(struct worker *w, struct lb_req *req, const char *path)
 {
-    if (w && lb_cfg.stats_port != 0) {
+    /* The main listener (docs/lb.md, "Security model"): a front on the same host (nginx's
+     * default proxy_pass) connects from loopback for every client it has, so loopback proves
+     * nothing there.  /_chring/ is answered on it only when --stats-allow names the peers, and
+     * then never to a request that a proxy forwarded. */
+    if (w && (lb_cfg.stats_port != 0 || !lb_cfg.stats_allow)) {
         lb_send_text(req, 404, "Not Found", "not found");
         return;
     }
-    if (!peer_allowed(req)) {
+    if (w && !allow_any && forwarded(req)) {
+        lb_send_text(req, 403, "Forbidden", "not allowed: forwarded by a proxy (--stats-allow)");
+        return;
+    }
+    if (!lb_stats_peer_allowed(req->peer)) {
         lb_send_text(req, 403, "Forbidden", "not allowed (--stats-allow)");
         return;
     }
@@ -213,6 +230,8 @@ void lb_status_route(struct worker *w, struct lb_req *req, const char *path)
     }
     if (strcmp(path, "/_chring/stats") == 0)
         lb_stats_serve(w, req);
+    else if (strcmp(path, "/_chring/metrics") == 0)
+        lb_metrics_serve(w, req);
     else if (strcmp(path, "/_chring/") == 0)
         serve_page(req);
     else

@@ -38,6 +38,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Upper bounds of the directive's numbers, chosen to keep a ring of ordinary size. */
@@ -193,6 +194,33 @@ static ngx_int_t ngx_http_upstream_chring_parse_balance(ngx_str_t *s, double *ou
     return NGX_OK;
 }
 
+/* "hash64, murmur32, ...": every profile of the library's table (chring_profile_info) but
+ * custom, for the error message, so that a new profile shows without an edit here. */
+static const char *
+ngx_http_upstream_chring_profiles(void)
+{
+    static char            buf[512];
+    size_t                 n = 0;
+    int                    p, w;
+    chring_profile_info_t  info;
+
+    buf[0] = '\0';
+    for (p = 0; p < CHRING_PROFILE_COUNT; p++) {
+        if (p == CHRING_PROFILE_CUSTOM
+            || chring_profile_info((chring_profile_t) p, &info) != 0)
+        {
+            continue;
+        }
+        w = snprintf(buf + n, sizeof(buf) - n, "%s%s", n ? ", " : "", info.name);
+        if (w < 0 || (size_t) w >= sizeof(buf) - n) {
+            break;
+        }
+        n += (size_t) w;
+    }
+    return buf;
+}
+
+
 static char *ngx_http_upstream_chring(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_upstream_chring_srv_conf_t *hcf = conf;
@@ -248,10 +276,8 @@ static char *ngx_http_upstream_chring(ngx_conf_t *cf, ngx_command_t *cmd, void *
             }
             continue;
         bad_profile:
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "chring: unknown profile \"%V\" (hash64, murmur32, fnv32, fnv16, "
-                               "xxh3, ketama, nginx, haproxy, envoy)",
-                               &s);
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "chring: unknown profile \"%V\" (%s)", &s,
+                               ngx_http_upstream_chring_profiles());
             return NGX_CONF_ERROR;
         }
         if (ngx_strncmp(value[i].data, "vnodes=", 7) == 0) {

@@ -16,8 +16,9 @@ set -euo pipefail
 #   make install need it and install nothing: make deps DEPS_GROUPS=build); nothing else.
 # test: what the test suites need beyond build: Criterion, g++ (header test), clang and its
 #   runtimes (sanitizers, fuzzing), cmake (the CMake consumer test), python3, the real components
-#   the tests start (nginx, curl, wrk, headless Chromium, etcd, varnish; nginx-dev for the nginx
-#   module, libvarnishapi-dev for the Varnish module),
+#   the tests start (nginx, curl, wrk, headless Chromium, etcd, varnish, prometheus and
+#   python3-prometheus-client; nginx-dev for the nginx module, libvarnishapi-dev for the Varnish
+#   module),
 #   libevent and libjansson for chring-lb.
 # bench: the benchmark harness and the demo: gnuplot, libmemcached (the ketama baseline).
 # examples: chring-lb (libevent, libjansson for the etcd feed).
@@ -25,7 +26,7 @@ DEPS_BUILD="liburcu-dev libck-dev libxxhash-dev libmd-dev zlib1g-dev make meson 
 pkg-config gcc"
 DEPS_TEST="libcriterion-dev g++ clang libclang-rt-14-dev cmake man-db python3 libevent-dev nginx-light
 wrk curl chromium etcd-server etcd-client libmemcached-dev nginx-dev varnish libvarnishapi-dev
-libjansson-dev"
+libjansson-dev prometheus python3-prometheus-client"
 DEPS_BENCH="gnuplot-nox libmemcached-dev"
 DEPS_EXAMPLES="libevent-dev libjansson-dev"
 DEPS_ALL="$DEPS_BUILD $DEPS_TEST $DEPS_BENCH $DEPS_EXAMPLES"

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,18 +21,46 @@
 /* --help: these lines, the engine's list of commands (chring_cli_usage), then the last line. */
 static const char usage_head[] =
     "usage: chring [--profile P=hash64] [--vnodes N] [--balance C] [FILE...]\n"
-    "Reads commands from FILEs or stdin (-), one per line; answers each on stdout.\n"
-    "  --profile P  murmur32 fnv32 fnv16 xxh3 ketama nginx haproxy envoy varnish\n"
-    "  --vnodes N   points per weight, 160 (ketama nginx haproxy envoy ignore it)\n"
+    "Reads commands from FILEs or stdin (-), one per line; answers each on stdout.\n";
+static const char usage_options[] =
     "  --balance C  bounded-load factor of BOUNDED and ACQUIRE (default 1.25)\n"
     "Commands (any case; blank lines and # comments are ignored)         answer\n";
+
+/* The profiles (every one of the library's table but custom and hash64, the default the usage
+ * line names) and those that ignore --vnodes,
+ * written from chring_profile_info: a new profile shows without an edit here. */
+static void print_profiles(FILE *f)
+{
+    chring_profile_info_t info;
+    fputs("  --profile P ", f);
+    size_t col = 13; /* the lines fit 80 columns (tests/cli checks --help) */
+    for (int p = 0; p < CHRING_PROFILE_COUNT; p++)
+        if (p != CHRING_PROFILE_CUSTOM && p != CHRING_PROFILE_HASH64 && /* the default: above */
+            chring_profile_info((chring_profile_t)p, &info) == 0) {
+            if (col + 1 + strlen(info.name) > 79) {
+                fputs("\n              ", f);
+                col = 13;
+            }
+            col += (size_t)fprintf(f, " %s", info.name);
+        }
+    fputs("\n  --vnodes N   points per weight, 160 (", f);
+    const char *sep = "";
+    for (int p = 0; p < CHRING_PROFILE_COUNT; p++)
+        if (p != CHRING_PROFILE_CUSTOM && chring_profile_info((chring_profile_t)p, &info) == 0 &&
+            !info.uses_vnodes) {
+            fprintf(f, "%s%s", sep, info.name);
+            sep = " ";
+        }
+    fputs(" ignore it)\n", f);
+}
 static const char usage_tail[] =
     "Bad lines answer ERR <reason>.  Exit 0 unless input could not be read.\n";
 
 /* Reads lines from fd and hands each to the engine, flushing stdout after every answer.
  * A line longer than CHRING_CLI_LINE_MAX is answered "ERR line too long" and skipped up to its
  * newline.  read(2) is used rather than stdio so that an interactive pipe gets its answer as soon
- * as its line is complete.  Returns 0, or -1 after a read error (reported on stderr). */
+ * as its line is complete.  Returns 0, -1 after a read error (reported on stderr), or -2 when
+ * standard output cannot be written (a reader that went away: nothing more is read). */
 static int run_fd(chring_cli_t *cli, int fd, const char *label, char *buf)
 {
     size_t have = 0;       /* bytes of the current line in buf */
@@ -56,7 +85,8 @@ static int run_fd(chring_cli_t *cli, int fd, const char *label, char *buf)
                     skipping = true;
                     have = 0;
                     fputs("ERR line too long\n", stdout);
-                    fflush(stdout);
+                    if (fflush(stdout) != 0 || ferror(stdout))
+                        return -2;
                 } else {
                     memcpy(buf + have, chunk + i, take);
                     have += take;
@@ -67,7 +97,8 @@ static int run_fd(chring_cli_t *cli, int fd, const char *label, char *buf)
                 i++;
                 if (!skipping) {
                     chring_cli_exec(cli, buf, have, stdout);
-                    fflush(stdout);
+                    if (fflush(stdout) != 0 || ferror(stdout))
+                        return -2;
                 }
                 skipping = false;
                 have = 0;
@@ -76,7 +107,8 @@ static int run_fd(chring_cli_t *cli, int fd, const char *label, char *buf)
     }
     if (have > 0 && !skipping) { /* a last line without a newline */
         chring_cli_exec(cli, buf, have, stdout);
-        fflush(stdout);
+        if (fflush(stdout) != 0 || ferror(stdout))
+            return -2;
     }
     return 0;
 }
@@ -123,6 +155,8 @@ int main(int argc, char **argv)
         }
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             fputs(usage_head, stdout);
+            print_profiles(stdout);
+            fputs(usage_options, stdout);
             chring_cli_usage(stdout);
             fputs(usage_tail, stdout);
             return 0;
@@ -133,8 +167,12 @@ int main(int argc, char **argv)
         }
         if (parse_option_value(arg, "--profile", &i, argc, argv, &value)) {
             chring_profile_t profile;
-            if (chring_profile_parse(value, &profile) != 0 || profile == CHRING_PROFILE_CUSTOM)
-                bad_usage("unknown profile '%s'", value);
+            if (chring_profile_parse(value, &profile) != 0 || profile == CHRING_PROFILE_CUSTOM) {
+                fprintf(stderr, "chring: unknown profile '%s'; hash64 (the default) or:\n", value);
+                print_profiles(stderr);
+                fprintf(stderr, "Try 'chring --help'.\n");
+                exit(2);
+            }
             opt.profile = value;
         } else if (parse_option_value(arg, "--vnodes", &i, argc, argv, &value)) {
             vnodes_text = value; /* checked below, when the profile is known */
@@ -189,15 +227,21 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    int status = 0;
+    /* A reader that goes away (chring ... | head -1) is a write error like any other: reported,
+     * exit status 1, and nothing more read; not a death by SIGPIPE, and, when SIGPIPE was
+     * ignored by the parent, not endless input answered into a closed pipe. */
+    signal(SIGPIPE, SIG_IGN);
+    int status = 0, run = 0;
     if (first_file >= argc) {
-        if (run_fd(cli, STDIN_FILENO, "standard input", buf) < 0)
+        run = run_fd(cli, STDIN_FILENO, "standard input", buf);
+        if (run < 0)
             status = 1;
     }
-    for (int i = first_file; i < argc; i++) {
+    for (int i = first_file; i < argc && run != -2; i++) {
         /* Like cat: an unreadable file is reported and skipped, and the exit status is 1. */
         if (strcmp(argv[i], "-") == 0) {
-            if (run_fd(cli, STDIN_FILENO, "standard input", buf) < 0)
+            run = run_fd(cli, STDIN_FILENO, "standard input", buf);
+            if (run < 0)
                 status = 1;
             continue;
         }
@@ -207,15 +251,16 @@ int main(int argc, char **argv)
             status = 1;
             continue;
         }
-        if (run_fd(cli, fd, argv[i], buf) < 0)
+        run = run_fd(cli, fd, argv[i], buf);
+        if (run < 0)
             status = 1;
         close(fd);
     }
 
     free(buf);
     chring_cli_free(cli);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "chring: error writing standard output\n");
+    if (run == -2 || fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "chring: error writing standard output: %s\n", strerror(errno));
         status = 1;
     }
     return status;

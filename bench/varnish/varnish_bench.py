@@ -2,14 +2,17 @@
 """Requests per second and p99 through varnishd: chring.director against directors.shard, on the
 same backends, in the same varnishd, in the same run (docs/varnish.md, "Benchmark").
 
-    varnish_bench.py [--duration S] [--rounds R] [--connections C] [--threads T] [--keys K]
+    varnish_bench.py [--backends N,N,...] [--duration S] [--rounds R] [--connections C]
+                     [--threads T] [--keys K]
 
-One nginx (one worker, `return 200` of a 64-byte body: backends far faster than the proxy) serves
-3 backends on 127.0.0.1; one varnishd (the stock binary, the VMOD from the build folder) has both
-directors over them, chosen per request by a header, so both run on the same threads, backends and
-caches.  Scenarios: `pass` (every request fetched from a backend: the director places it and holds
-the lease for the request), and `hit` (objects cached: the director still places every request in
-vcl_recv, so its cost is on every request).  wrk sends random keys out of K with C connections,
+One nginx (one worker, `return 200` of a 64-byte body: backends far faster than the proxy) listens
+on 4 ports of 127.0.0.1; for each backend count N (default 4, 100 and 10,000, one after the other
+in the same run) one varnishd (the stock binary, the VMOD from the build folder) declares N
+backends over those ports and has both directors over all N, chosen per request by a header, so
+both run on the same threads, backends and caches.  Scenarios: `pass` (every request fetched from
+a backend: chring places it when the fetch starts and holds the lease until its body is read),
+and `hit` (objects cached: both directors are still called in vcl_recv on every request, where
+chring only hashes the key and directors.shard picks a backend).  wrk sends random keys out of K with C connections,
 the directors in alternating rounds of S seconds.  Prints a table and CSV; asserts nothing (a
 benchmark).  Every process is stopped by its PID.
 
@@ -40,8 +43,8 @@ def free_port():
     return p
 
 
-def wait_port(port, proc, what):
-    deadline = time.monotonic() + 60
+def wait_port(port, proc, what, limit=60):
+    deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             sys.exit("%s exited" % what)
@@ -92,11 +95,11 @@ sub vcl_backend_response { set beresp.ttl = 1h; }
 """
 
 
-def start_varnish(d, ports):
-    backends = "".join('backend b%d { .host = "127.0.0.1"; .port = "%d"; }\n' % (i, p)
-                       for i, p in enumerate(ports))
+def start_varnish(d, ports, nbackends):
+    backends = "".join('backend b%d { .host = "127.0.0.1"; .port = "%d"; }\n'
+                       % (i, ports[i % len(ports)]) for i in range(nbackends))
     adds = "".join("  ring.add_backend(b%d);\n  shard.add_backend(b%d);\n" % (i, i)
-                   for i in range(len(ports)))
+                   for i in range(nbackends))
     vcl = os.path.join(d, "bench.vcl")
     with open(vcl, "w") as f:
         f.write(VCL % {"vmod": os.path.abspath(VMOD), "backends": backends, "adds": adds})
@@ -104,9 +107,22 @@ def start_varnish(d, ports):
     p = subprocess.Popen([VARNISHD, "-F", "-j", "none", "-n", d + "/n",
                           "-a", "127.0.0.1:%d" % port, "-T", "127.0.0.1:%d" % free_port(),
                           "-f", vcl, "-s", "malloc,256m", "-p", "vcc_err_unref=off",
-                          "-p", "thread_pool_min=100", "-p", "vsl_space=1M"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port, p, "varnishd")
+                          "-p", "thread_pool_min=100", "-p", "vsl_space=1M",
+                          # 10,000 backends: the VCL's C compiled without optimisation (gcc -O2
+                          # takes minutes on it), and time for the child to load it.
+                          "-p", "cc_command=exec gcc -O0 -fpic -shared -o %o %s",
+                          "-p", "cli_timeout=600"]
+                         # directors.shard keeps vcl_init's add_backend calls on the workspace
+                         # of vcl_init, which is workspace_client (64k: about 1,500 backends).
+                         + (["-p", "workspace_client=2m"] if nbackends > 1000 else []),
+                         stdout=open(os.path.join(d, "varnishd.log"), "w"),
+                         stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, p, "varnishd", 900)
+    except SystemExit:
+        with open(os.path.join(d, "varnishd.log")) as f:
+            sys.stderr.write(f.read()[-3000:])
+        raise
     return p, port
 
 
@@ -133,46 +149,68 @@ def run_wrk(d, port, scenario, director, a):
     return rps, float(p99.group(1)) * scale, int(errors.group(1)) if errors else 0
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--duration", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--connections", type=int, default=32)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--keys", type=int, default=1000)
-    a = ap.parse_args()
-    d = tempfile.mkdtemp(prefix="chring-varnish-bench-")
-    ports = [free_port() for _ in range(3)]
-    ngx = vd = None
+def bench_one(d, ports, n, a, csv):
+    """Both directors over n backends in one varnishd, alternating rounds."""
+    vd = None
     try:
-        ngx = start_nginx(d, ports)
-        vd, port = start_varnish(d, ports)
-        # Warm the cache of the hit scenario through both directors (they place alike).
+        t0 = time.monotonic()
+        vd, port = start_varnish(d, ports, n)
+        print("== %d backends (varnishd up in %.1f s)" % (n, time.monotonic() - t0), flush=True)
+        # The first request of each director builds its ring; then warm the hit scenario's cache
+        # through both directors (they place alike).
         run_wrk(d, port, "hit", "ring", argparse.Namespace(**{**vars(a), "duration": 2}))
+        run_wrk(d, port, "hit", "shard", argparse.Namespace(**{**vars(a), "duration": 2}))
         results = {}
         for r in range(a.rounds):
             for scenario in ("pass", "hit"):
                 for director in (("ring", "shard") if r % 2 == 0 else ("shard", "ring")):
                     res = run_wrk(d, port, scenario, director, a)
                     results.setdefault((scenario, director), []).append(res)
-                    print("round %d %-4s %-5s %9.0f req/s  p99 %7.2f ms  non-2xx %d"
-                          % (r + 1, scenario, director, *res), flush=True)
-        print("\nscenario,director,rounds,median_rps,median_p99_ms,non2xx")
+                    print("%5d round %d %-4s %-5s %9.0f req/s  p99 %7.2f ms  non-2xx %d"
+                          % (n, r + 1, scenario, director, *res), flush=True)
         for (scenario, director), rs in sorted(results.items()):
             rps = sorted(x[0] for x in rs)[len(rs) // 2]
             p99 = sorted(x[1] for x in rs)[len(rs) // 2]
-            print("%s,%s,%d,%.0f,%.2f,%d" % (scenario, "chring.director" if director == "ring"
-                                               else "directors.shard", len(rs), rps, p99,
-                                               sum(x[2] for x in rs)))
+            csv.append("%d,%s,%s,%d,%.0f,%.2f,%d" % (
+                n, scenario, "chring.director" if director == "ring" else "directors.shard",
+                len(rs), rps, p99, sum(x[2] for x in rs)))
     finally:
-        for p in (vd, ngx):
-            if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGTERM if p is vd else signal.SIGQUIT)
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(timeout=30)
+        if vd is not None and vd.poll() is None:
+            vd.send_signal(signal.SIGTERM)
+            try:
+                vd.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                vd.kill()
+                vd.wait(timeout=30)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backends", default="4,100,10000")
+    ap.add_argument("--duration", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--keys", type=int, default=1000)
+    a = ap.parse_args()
+    d = tempfile.mkdtemp(prefix="chring-varnish-bench-")
+    ports = [free_port() for _ in range(4)]
+    ngx = None
+    csv = []
+    try:
+        ngx = start_nginx(d, ports)
+        for n in (int(x) for x in a.backends.split(",")):
+            bench_one(d, ports, n, a, csv)
+        print("\nbackends,scenario,director,rounds,median_rps,median_p99_ms,non2xx")
+        print("\n".join(csv))
+    finally:
+        if ngx is not None and ngx.poll() is None:
+            ngx.send_signal(signal.SIGQUIT)
+            try:
+                ngx.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                ngx.kill()
+                ngx.wait(timeout=30)
         shutil.rmtree(d, ignore_errors=True)
 
 

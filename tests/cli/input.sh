@@ -129,5 +129,18 @@ if [ -w /dev/full ]; then
     expect "/dev/full message" 1 "$(grep -c 'error writing standard output' "$tmp/err")"
 fi
 
+# A reader that goes away (N21): status 1 and the message, not a death by SIGPIPE, and not an
+# endless input answered into a closed pipe when the parent ignores SIGPIPE.
+if command -v timeout >/dev/null; then
+    { yes 'HASH test' 2>/dev/null | timeout 20 "$tool" 2>"$tmp/err"; echo $? >"$tmp/st"; } | head -n 1 >/dev/null
+    expect "reader gone: exit status" 1 "$(cat "$tmp/st")"
+    expect "reader gone: message" 1 "$(grep -c 'error writing standard output' "$tmp/err")"
+    (
+        trap '' PIPE
+        { yes 'HASH test' 2>/dev/null | timeout 20 "$tool" 2>"$tmp/err"; echo $? >"$tmp/st"; } | head -n 1 >/dev/null
+    )
+    expect "reader gone, SIGPIPE ignored: exit status" 1 "$(cat "$tmp/st")"
+fi
+
 echo "$checks checks, $failures failed"
 [ "$failures" -eq 0 ]

@@ -10,7 +10,9 @@ areas listed in AREAS:
   and `### 1, 2. ...`);
 - a repository path, `tests/cli/run.sh`, `src/find.h`, `lb/` (a glob such as `tests/test_*.c` must
   match something; a placeholder such as `tests/cli/<name>.in` is checked up to the placeholder's
-  folder): the file or folder must exist;
+  folder): the file or folder must exist (a build output, `tests/stress/chring-torture` or
+  `vmod/libvmod_chring.so`, by its folder and a target of that name; paths of Varnish's own tree,
+  `vmod/tests/...`, are not ours and not checked);
 - a meson test name in backquotes, `cli-ref-exercise`, `lb-fleet-agree`: some meson.build must
   register it, literally (`test('cli-input', ...)`) or as a prefix and a quoted word of the same
   file (`test('lb-fleet-' + t[0], ...)` over `['agree', ...]`).
@@ -24,7 +26,7 @@ import os
 import re
 import sys
 
-AREAS = ['src', 'include', 'tools', 'tests', 'bench', 'lb', 'nginx', 'fuzz', 'docs', 'man',
+AREAS = ['src', 'include', 'tools', 'tests', 'bench', 'lb', 'nginx', 'vmod', 'fuzz', 'docs', 'man',
          'README.md', 'CONTRIBUTING.md', 'Makefile', 'meson.build', 'meson_options.txt',
          'scripts', '.ci', 'packaging']
 # Folders whose files are data, not prose (fuzzer inputs, golden maps, CLI sessions).
@@ -34,7 +36,8 @@ TEXT_EXT = ('.c', '.h', '.cpp', '.py', '.sh', '.md', '.in', '.build', '.txt', '.
 TEXT_NAMES = ('Makefile', 'meson.build', 'meson_options.txt', 'run', 'config')
 # The top folders a cited path may start with; `examples/` is one a citation may still name
 # after a move (the balancer moved from examples/lb to lb/).
-PATH_ROOTS = ['src', 'include', 'tools', 'tests', 'bench', 'lb', 'nginx', 'fuzz', 'docs', 'man',
+PATH_ROOTS = ['src', 'include', 'tools', 'tests', 'bench', 'lb', 'nginx', 'vmod', 'fuzz', 'docs',
+              'man',
               'scripts', 'packaging', 'examples', '.ci']
 
 SECTION_REF = re.compile(
@@ -49,12 +52,18 @@ BACKQUOTED = re.compile(r'`([a-z0-9][a-z0-9_-]*)`')
 MESON_TEST = re.compile(r"""\btest\(\s*'([^']+)'\s*(\+)?(?:\s*[A-Za-z_][A-Za-z0-9_\[\]]*\s*\+\s*'([^']+)')?""")
 # What the build makes: a cited build output (`tests/stress/chring-torture`) is a path in the
 # build directory, checked by its folder in the source tree and its target's name.
-MESON_TARGET = re.compile(r"""\b(?:executable|library|static_library|shared_library|custom_target)\(\s*'([^']+)'""")
+MESON_TARGET = re.compile(
+    r"""\b(?:executable|library|static_library|shared_library|shared_module|custom_target)"""
+    r"""\(\s*'([^']+)'""")
 QUOTED = re.compile(r"'([A-Za-z0-9_.-]+)'")
 
 
-# This file names dead citations on purpose (in its comments), and is not read.
-SELF = 'tests/docs/check_citations.py'
+# This file and the map's checker name dead citations on purpose (in their comments and their
+# self-tests' planted trees), and are not read.
+SELF = ('tests/docs/check_citations.py', 'tests/docs/check_map.py')
+# Paths in another project's tree that begin with a folder name of ours: Varnish's own tests,
+# vmod/tests/*.vtc of varnishcache/varnish-cache, which the varnish golden data come from.
+FOREIGN = ('vmod/tests/',)
 
 
 def debian_packages(root):
@@ -136,8 +145,12 @@ def path_exists(root, cited, after, targets):
         cited = cited[:cited.index('<')] if '<' in cited else cited
         cited = cited[:cited.rfind('/') + 1]
     cited = cited.rstrip('/') or cited
-    if os.path.basename(cited) in targets and os.path.isdir(os.path.join(root,
-                                                                        os.path.dirname(cited))):
+    if cited.startswith(FOREIGN):
+        return True
+    # A build output: the target's name, or the file a module target makes (lib<name>.so).
+    base = os.path.basename(cited)
+    if ((base in targets or re.sub(r'^lib|\.so$', '', base) in targets) and
+            os.path.isdir(os.path.join(root, os.path.dirname(cited)))):
         return True
     if '*' in cited:
         return bool(glob.glob(os.path.join(root, cited)))
@@ -151,7 +164,7 @@ def check(root):
     packages = debian_packages(root)
     dead = []
     for rel in sorted(repo_files(root)):
-        if rel == SELF:
+        if rel in SELF:
             continue
         try:
             with open(os.path.join(root, rel), encoding='utf-8') as f:
@@ -197,9 +210,11 @@ def self_test():
             'docs/design.md': '# d\n\n## §1 One\n\n### §1.1 Sub\n\nSee §1.1 and §2.\n',
             'scripts/deps.sh': 'DEPS="nginx-dev"\n',
             'tests/meson.build': "test('cli-' + n, x)\nforeach n : ['alpha']\ntest('pkg-one', y)\n",
+            'vmod/meson.build': "shared_module('vmod_x', 'x.c')\n",
             'src/a.c': ('/* docs/design.md §1, §1.1 and §7; src/a.c, src/gone.c; tests/<x>.c;\n'
                         ' * `cli-alpha`, `pkg-one`, `nginx-dev`, `cli-beta`; `docs/design.md` §9.\n'
-                        ' * [docs/design.md](docs/design.md) §1–§1.1. */\n'),
+                        ' * [docs/design.md](docs/design.md) §1–§1.1.\n'
+                        ' * vmod/libvmod_x.so, vmod/libvmod_y.so; Varnish\'s vmod/tests/a.vtc. */\n'),
         }
         for rel, text in files.items():
             os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
@@ -210,11 +225,12 @@ def self_test():
                 'src/a.c:1: docs/design.md has no §7',
                 'src/a.c:1: src/gone.c: no such file or folder',
                 'src/a.c:2: docs/design.md has no §9',
-                'src/a.c:2: `cli-beta`: no meson test of that name']
+                'src/a.c:2: `cli-beta`: no meson test of that name',
+                'src/a.c:4: vmod/libvmod_y.so: no such file or folder']
         if dead != want:
             print('self-test: found\n  %s\nwanted\n  %s' % ('\n  '.join(dead), '\n  '.join(want)))
             return 1
-    print('self-test: the five planted dead citations found, nothing else')
+    print('self-test: the six planted dead citations found, nothing else')
     return 0
 
 

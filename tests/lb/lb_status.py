@@ -9,6 +9,9 @@ digest the stats report.  A screenshot is kept
 as lb-status.png in LB_ARTIFACT_DIR (the build directory under meson).
 
     lb_status.py page
+    lb_status.py fragment  a view in the address that is not valid percent-encoding
+                         (#filter=%E0) is ignored: every member is still drawn (it emptied the
+                         page); a valid one (#filter=...%3A...) filters
     lb_status.py big     10,000 members: the page shows one page of 100 rows and the counts by
                          state, a member that leaves under --drain (a request held on it) shown
                          as draining, the time a refresh costs the page measured and bounded
@@ -289,9 +292,23 @@ def big(env):
         rb.close()
 
 
+def fragment(env):
+    members = ["127.0.0.1:%d" % p for p in (10001, 10002, 10003)]
+    lb = h.Balancer(env, sum((["--backend", m] for m in members), []), stats_listen=True).start()
+    base = "http://127.0.0.1:%d/_chring/" % lb.stats_port
+    for frag, want in (("#filter=%E0", members), ("#sort=%E0&filter=%ZZ", members),
+                       ("#filter=127.0.0.1%3A10002", members[1:2]), ("#sort=nonsense", members)):
+        d = Dom(chromium(env, base + frag, ["--virtual-time-budget=3000", "--dump-dom"]))
+        names = sorted(r["data-name"] for r in d.rows)
+        log("%s: %s" % (frag, names))
+        check(names == sorted(want), "%s: members drawn %s, want %s" % (frag, names, want))
+    lb.stop()
+
+
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in ("page", "big"):
-        print("usage: lb_status.py page|big", file=sys.stderr)
+    tests = {"page": page, "big": big, "fragment": fragment}
+    if len(sys.argv) != 2 or sys.argv[1] not in tests:
+        print("usage: lb_status.py page|big|fragment", file=sys.stderr)
         return 2
     if not os.access(h.CHRING_LB, os.X_OK):
         print("missing %s: skipped" % h.CHRING_LB)
@@ -299,7 +316,7 @@ def main():
     if not CHROMIUM:
         print("chromium not installed (Debian package chromium): skipped")
         return 77
-    return h.run(page if sys.argv[1] == "page" else big)
+    return h.run(tests[sys.argv[1]])
 
 
 if __name__ == "__main__":

@@ -255,6 +255,10 @@ class Balancer:
         if stats_listen:
             self.stats_port = free_port()
             extra = ["--stats-listen", "127.0.0.1:%d" % self.stats_port]
+        elif "--stats-allow" not in args:
+            # the main listener answers /_chring/ only to the peers an explicit --stats-allow
+            # names (docs/lb.md, "Security model")
+            extra = ["--stats-allow", "127.0.0.0/8,::1"]
         self.argv = [CHRING_LB, "--listen", "127.0.0.1:%d" % self.port, "--threads", str(threads)] + extra + list(args)
         self.spawn_kw = spawn_kw or {}
         self.proc = None

@@ -643,7 +643,8 @@ BAD_CONFIGS = [
     ("balance empty", "upstream u { chring $arg_k balance=; server 127.0.0.1:9; }",
      'invalid balance ""'),
     ("unknown profile", "upstream u { chring $arg_k profile=maglev; server 127.0.0.1:9; }",
-     'unknown profile "maglev"'),
+     'unknown profile "maglev" (hash64, murmur32, fnv32, fnv16, xxh3, ketama, nginx, haproxy, envoy, '
+     'varnish)'),
     ("custom profile", "upstream u { chring $arg_k profile=custom; server 127.0.0.1:9; }",
      'unknown profile "custom"'),
     ("vnodes 0", "upstream u { chring $arg_k vnodes=0; server 127.0.0.1:9; }", 'invalid vnodes "0"'),

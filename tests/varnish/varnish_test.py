@@ -147,6 +147,8 @@ class Backend:
             if self.fail and path.startswith("/fail/"):
                 status = "503 Unavailable"
         body = self.name.encode()
+        if path.startswith("/big/"):
+            body = body.ljust(4 << 20, b".")  # 4 MB
         msg = ("HTTP/1.1 %s\r\nContent-Length: %d\r\nX-Backend: %s\r\n\r\n"
                % (status, len(body), self.name)).encode() + body
         if path != "/health":
@@ -315,7 +317,13 @@ def vcl_backends(backends, probe=False):
 
 def vcl_common(body_init, recv_extra="", backend_side=False, ring="ring", synth_extra=""):
     recv = ('  set req.backend_hint = %s.backend(key = req.url);\n' % ring) if not backend_side else ""
-    fetch = ""
+    # .spilled() is the fetch's: read in vcl_backend_response, handed to the client in a header.
+    fetch = """
+sub vcl_backend_response {
+  set beresp.http.x-spilled = %s.spilled();
+  set beresp.http.x-chosen = %s.chosen();
+}
+""" % (ring, ring)
     if backend_side:
         fetch = """
 sub vcl_backend_fetch {
@@ -324,8 +332,9 @@ sub vcl_backend_fetch {
 sub vcl_backend_response {
   if (beresp.status == 503 && bereq.retries < 2) { return (retry); }
   set beresp.http.x-retries = bereq.retries;
+  set beresp.http.x-spilled = %s.spilled();
 }
-""" % ring
+""" % (ring, ring)
     return """
 sub vcl_init {
 %s
@@ -346,9 +355,8 @@ sub vcl_synth {
 sub vcl_deliver {
   set resp.http.x-member = %s.member(req.url);
   set resp.http.x-lookup = %s.lookup(req.url);
-  set resp.http.x-spilled = %s.spilled();
 }
-""" % (body_init, recv_extra, recv, fetch, ring, ring, synth_extra, ring, ring, ring)
+""" % (body_init, recv_extra, recv, fetch, ring, ring, synth_extra, ring, ring)
 
 
 def header(backends_text, init, **kw):
@@ -416,6 +424,8 @@ def case_placement():
             st, h, _ = get(v.port, KEYS[7])
             check(h["x-member"] == want[KEYS[7]], ".member(): %s, tool %s"
                   % (h["x-member"], want[KEYS[7]]))
+            check(h["x-chosen"] == h["x-backend"], ".chosen() %s, answered by %s"
+                  % (h["x-chosen"], h["x-backend"]))
             # One connection: each request's task (and lease) ends before the next is read.
             vcl_name = {"b1": "b1", "b2": "b2", "cache-3": "b3"}
             conn = http.client.HTTPConnection("127.0.0.1", v.port, timeout=30)
@@ -777,11 +787,12 @@ def case_reload():
             seen = count[0]
             while count[0] < seen + 400 and all(t.is_alive() for t in threads):
                 time.sleep(0.05)  # and after it, on the new VCL, before the old one goes
-            # The old VCL's director, on a ring that now has b4 and not b3: it never answers
-            # with b4 (it has no such backend) nor b3 (no longer a member).
+            # The old VCL's director (still reachable through its label) places by its own
+            # membership, b1 b2 b3, while the new one places by b1 b2 b4.
             old = owners_through(v, KEYS[:100], headers={"x-old": "1"})
-            check(all(old[k] in ("b1", "b2") for k in old),
-                  "the old VCL answered with %s" % sorted(set(old.values())))
+            want_old = tool_owners("hash64", 160, [("b1", 1), ("b2", 1), ("b3", 1)], KEYS[:100])
+            check(old == want_old, "the old VCL: %d of 100 keys not by its own membership"
+                  % sum(1 for k in old if old[k] != want_old[k]))
             v.reload(reload_vcl(bs, ["b1", "b2", "b4"], slow="120s"))
             for name in (v2, "previous", "boot"):
                 rc, out = v.adm("vcl.discard", name)
@@ -976,6 +987,380 @@ def case_unload():
     with_setup(["b1", "b2", "b3"], run)
 
 
+
+def case_sequential():
+    """300 URLs sent one after another, each on a new connection after the previous answer
+    arrived (pass, placed in vcl_recv, 4 backends): with nothing in flight every URL is on its
+    owner as the tool places it.  The lease ends with the fetch, so no phantom load from the
+    previous request is left to push a key off its owner."""
+    def vcl(bs, names):
+        init = '  new ring = chring.director(profile = "hash64", slow_start = 30s);\n'
+        init += "".join("  ring.add_backend(%s);\n" % n for n in names)
+        return header(vcl_backends(bs), init)
+
+    def back_to_back(v, names):
+        want = tool_owners("hash64", 160, [(n, 1) for n in names], KEYS)
+        got = {}
+        for k in KEYS:
+            st, h, _ = get(v.port, k)  # a new connection each, after the last answer
+            check(st == 200, "%s: status %d" % (k, st))
+            got[k] = h["x-backend"]
+        bad = [k for k in KEYS if got[k] != want[k]]
+        check(not bad, "%s: %d of %d back-to-back URLs off their owner, e.g. %s"
+              % (" ".join(names), len(bad), len(KEYS), [(k, got[k], want[k]) for k in bad[:3]]))
+        return got
+
+    def run(bs):
+        names = ["b1", "b2", "b3", "b4"]
+        v = Varnish(vcl(bs, names))
+        try:
+            before = back_to_back(v, names)
+            n, stats = leases(v)
+            check(n == 0, "leases at rest: %d (%s)" % (n, stats))
+            check("spills=0" in stats, "spills with nothing in flight: %s" % stats)
+            # A reload that adds b5 (warming up): keys move only to b5.
+            v.reload(vcl(bs, names + ["b5"]))
+            after = back_to_back(v, names + ["b5"])
+            moved = [k for k in KEYS if after[k] != before[k]]
+            check(moved and all(after[k] == "b5" for k in moved),
+                  "after adding b5, keys moved between unchanged backends: %s"
+                  % [(k, before[k], after[k]) for k in moved if after[k] != "b5"][:3])
+            log("sequential: %d back-to-back URLs (new connections) all on their owner, before "
+                "and after a reload adding b5 (%d moved, all to b5); %s"
+                % (len(KEYS), len(moved), stats))
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3", "b4", "b5"], run)
+
+
+def case_fini():
+    """Every method called in vcl_fini (and .backend() in vcl_recv before), then the VCL
+    discarded: the director is never touched after it is freed (the sanitizer build reports
+    a use after free otherwise), the cache process keeps running, and the next VCL places as
+    the tool."""
+    def run(bs):
+        names = ["b1", "b2", "b3"]
+        init = '  new ring = chring.director(profile = "hash64");\n'
+        init += "".join("  ring.add_backend(%s);\n" % n for n in names)
+        fini = """
+sub vcl_fini {
+  if (ring.backend(key = "/x") == ring.lookup("/x")) { }
+  if (ring.member("/x") == ring.digest()) { }
+  if (ring.spilled() || ring.leases() > 0 || ring.load(b1) > 0 || ring.scale(b1) > 0) { }
+  if (ring.stats() == "") { }
+}
+"""
+        v = Varnish(header(vcl_backends(bs), init) + fini)
+        try:
+            check(get(v.port, KEYS[0])[0] == 200, "first request")
+            prev = "boot"
+            for i in range(3):
+                prev = v.reload(header(vcl_backends(bs), init) + fini, discard_old=prev)
+                check(get(v.port, KEYS[i])[0] == 200, "request after discard %d" % i)
+            time.sleep(1)  # the discarded VCLs' cooldown, then their fini runs
+            rc, out = v.adm("panic.show")  # exit 0 only when there is a panic to show
+            check(rc != 0 and "Panic" not in out, "the child panicked: %s" % out[:2000])
+            got = owners_through(v, KEYS[:50])
+            want = tool_owners("hash64", 160, [(n, 1) for n in names], KEYS[:50])
+            check(got == want, "after three discards: not as the tool")
+            check(v.proc.poll() is None and v.child_pid() is not None, "varnishd lost its child")
+            log("fini: every method in vcl_fini, 3 VCLs discarded, child alive, placement as the "
+                "tool")
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
+
+def case_badargs():
+    """Every bad argument fails vcl.load, with a message naming the argument and the rule; a
+    placement method in vcl_init fails it too (the membership is not complete there)."""
+    def run(bs):
+        ok_init = '  new ring = chring.director(profile = "hash64");\n  ring.add_backend(b1);\n'
+        v = Varnish(header(vcl_backends(bs), ok_init))
+        try:
+            bad = [
+                ('haproxy with backend names',
+                 '  new ring = chring.director(profile = "haproxy");\n  ring.add_backend(b1);\n',
+                 ["ring.add_backend(b1)", "haproxy", "server ids"]),
+                ('too many points for a member',
+                 '  new ring = chring.director(vnodes = 16777216);\n'
+                 '  ring.add_backend(b1, weight = 2);\n',
+                 ["ring.add_backend(b1)", "too many points"]),
+                ('too many points for the ring',
+                 '  new ring = chring.director(vnodes = 16777216);\n'
+                 + "".join("  ring.add_backend(%s, weight = 1, ident = \"m%d\");\n"
+                           % ("b1", i) for i in range(130)),
+                 ["too many points", "ring would have"]),
+                ('balance 0.5', '  new ring = chring.director(balance = 0.5);\n',
+                 ["balance", ">= 1"]),
+                ('balance -3', '  new ring = chring.director(balance = -3);\n',
+                 ["balance", ">= 1"]),
+                ('slow_start -1s', '  new ring = chring.director(slow_start = -1s);\n',
+                 ["slow_start", "out of range"]),
+                ('unknown profile', '  new ring = chring.director(profile = "sha1");\n',
+                 ["profile", "unknown"]),
+                ('vnodes with ketama', '  new ring = chring.director(profile = "ketama", vnodes = 100);\n',
+                 ["vnodes", "ketama"]),
+                ('weight 0', '  new ring = chring.director();\n  ring.add_backend(b1, weight = 0);\n',
+                 ["weight", "out of range"]),
+                ('haproxy weight 300',
+                 '  new ring = chring.director(profile = "haproxy");\n'
+                 '  ring.add_backend(b1, weight = 300, ident = "1");\n',
+                 ["weight", "1..256"]),
+                ('.member() in vcl_init',
+                 '  new ring = chring.director();\n  ring.add_backend(b1);\n'
+                 '  if (ring.member("/x") == "b1") { }\n  ring.add_backend(b2);\n',
+                 ["ring.member()", "not in vcl_init"]),
+                ('.backend() in vcl_init',
+                 '  new ring = chring.director();\n  ring.add_backend(b1);\n'
+                 '  if (ring.backend("/x") == b1) { }\n',
+                 ["ring.backend()", "not in vcl_init"]),
+                ('.digest() in vcl_init',
+                 '  new ring = chring.director();\n  ring.add_backend(b1);\n'
+                 '  if (ring.digest() == "") { }\n',
+                 ["ring.digest()", "not in vcl_init"]),
+                ('.lookup() in vcl_init',
+                 '  new ring = chring.director();\n  ring.add_backend(b1);\n'
+                 '  if (ring.lookup("/x") == b1) { }\n',
+                 ["ring.lookup()", "not in vcl_init"]),
+            ]
+            for i, (what, init, words) in enumerate(bad):
+                path = v.write_vcl(header(vcl_backends(bs), init))
+                rc, out = v.adm("vcl.load", "bad%d" % i, path)
+                check(rc != 0, "%s: vcl.load succeeded: %s" % (what, out))
+                missing = [w for w in words if w not in out]
+                check(not missing, "%s: the message lacks %s: %s" % (what, missing, out))
+            # Varnish 7.1 has no $Restrict: add_backend outside vcl_init fails the request
+            # (VCL failure, 503), and the director keeps its backends.
+            extra = '  if (req.url == "/add") { ring.add_backend(b2); }\n'
+            v.reload(header(vcl_backends(bs), ok_init, recv_extra=extra))
+            st, _, _ = get(v.port, "/add")
+            check(st == 503, "add_backend in vcl_recv: status %d" % st)
+            got = owners_through(v, KEYS[:20])
+            check(set(got.values()) == {"b1"}, "the director changed: %s" % set(got.values()))
+            log("badargs: %d bad VCLs refused at vcl.load with the argument and rule named; "
+                "add_backend in vcl_recv fails the request" % len(bad))
+        finally:
+            v.stop()
+    with_setup(["b1", "b2"], run)
+
+
+def site_vcl(bs, names, profile="hash64"):
+    init = '  new ring = chring.director(profile = "%s");\n' % profile
+    init += "".join("  ring.add_backend(%s);\n" % n for n in names)
+    return header(vcl_backends(bs), init)
+
+
+def case_labels():
+    """Two VCLs live at once through vcl.label, each with a director called ring over its own
+    backends: each site's requests go to its own backends, as the tool places them, none
+    fails."""
+    def run(bs):
+        v = Varnish(site_vcl(bs, ["a1", "a2"]))
+        try:
+            for name, members in (("sitea", ["a1", "a2"]), ("siteb", ["b1", "b2", "b3"])):
+                path = v.write_vcl(site_vcl(bs, members))
+                rc, out = v.adm("vcl.load", name + "_v", path)
+                check(rc == 0, "vcl.load: %s" % out)
+                rc, out = v.adm("vcl.label", name, name + "_v")
+                check(rc == 0, "vcl.label: %s" % out)
+            top = ('vcl 4.1;\nbackend none none;\nsub vcl_recv {\n'
+                   '  if (req.http.host == "b") { return (vcl(siteb)); }\n'
+                   '  return (vcl(sitea));\n}\n')
+            v.reload(top)
+            keys = KEYS[:40]
+            want_a = tool_owners("hash64", 160, [("a1", 1), ("a2", 1)], keys)
+            want_b = tool_owners("hash64", 160, [("b1", 1), ("b2", 1), ("b3", 1)], keys)
+            for rnd in range(2):  # interleaved: each site's first use, then again
+                got_b = owners_through(v, keys, headers={"host": "b"})
+                got_a = owners_through(v, keys, headers={"host": "a"})
+                check(got_a == want_a, "site a (round %d): %d of %d not as the tool"
+                      % (rnd, sum(1 for k in keys if got_a[k] != want_a[k]), len(keys)))
+                check(got_b == want_b, "site b (round %d): %d of %d not as the tool"
+                      % (rnd, sum(1 for k in keys if got_b[k] != want_b[k]), len(keys)))
+            log("labels: two VCLs with a director called ring, 2 x 2 x %d requests, each on "
+                "its own backends as the tool" % len(keys))
+        finally:
+            v.stop()
+    with_setup(["a1", "a2", "b1", "b2", "b3"], run)
+
+
+def case_rollback():
+    """A pool swap (b1 b2 b3 -> b4 b5) then vcl.use of the first VCL again (a rollback):
+    every request succeeds and goes where the first VCL's membership places it; leases 0."""
+    def run(bs):
+        first = ["b1", "b2", "b3"]
+        v = Varnish(site_vcl(bs, first))
+        try:
+            keys = KEYS[:40]
+            want1 = tool_owners("hash64", 160, [(n, 1) for n in first], keys)
+            check(owners_through(v, keys) == want1, "first VCL: not as the tool")
+            v.reload(site_vcl(bs, ["b4", "b5"]))
+            want2 = tool_owners("hash64", 160, [("b4", 1), ("b5", 1)], keys)
+            check(owners_through(v, keys) == want2, "after the swap: not as the tool")
+            rc, out = v.adm("vcl.use", "boot")
+            check(rc == 0, "vcl.use boot: %s" % out)
+            got = owners_through(v, keys)  # checks every status is 200
+            bad = [k for k in keys if got[k] != want1[k]]
+            check(not bad, "after the rollback: %d of %d not on the first VCL's backends"
+                  % (len(bad), len(keys)))
+            n, stats = leases(v)
+            check(n == 0, "leases at rest: %d (%s)" % (n, stats))
+            log("rollback: pool swapped and rolled back with vcl.use, %d requests each way, "
+                "none failed, placement as the tool" % len(keys))
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3", "b4", "b5"], run)
+
+
+def varnishstat(v):
+    r = subprocess.run(["varnishstat", "-n", v.dir + "/n", "-1", "-f", "CHRING.*"],
+                       capture_output=True, text=True, timeout=60)
+    out = {}
+    for line in r.stdout.splitlines():
+        p = line.split()
+        if len(p) >= 2 and p[0].startswith("CHRING."):
+            out[p[0]] = int(p[1])
+    return out
+
+
+def case_observe():
+    """What an operator sees: backend.list -p lists every member (health, ring state, scale,
+    load, capacity); varnishstat has the director's counters; the log has a line per
+    placement with the owner, the member and the outcome; a move past a sick owner is a health
+    move, not a spill; a reload's director takes the counters over."""
+    def run(bs):
+        names = ["b1", "b2", "b3"]
+        v = Varnish(site_vcl(bs, names))
+        try:
+            keys = KEYS[:60]
+            want = tool_owners("hash64", 160, [(n, 1) for n in names], keys)
+            owners_through(v, keys)
+            rc, out = v.adm("backend.list", "-p", "boot.ring")
+            check(rc == 0, "backend.list -p: %s" % out)
+            for n in names:
+                line = [l for l in out.splitlines() if l.split()[:2] == [n, n]]
+                check(line, "backend.list -p has no line for %s: %s" % (n, out))
+                cols = line[0].split()
+                check(cols[2] == "healthy" and cols[3] == "up" and cols[5] == "0"
+                      and int(cols[6]) >= 1,
+                      "member line of %s: %s" % (n, line[0]))
+            check("Capacity" in out and "Scale" in out, "no header line: %s" % out)
+            stats = varnishstat(v)
+            acq = stats.get("CHRING.boot.ring.acquires", -1)
+            check(acq == len(keys), "varnishstat acquires %d, want %d: %s" % (acq, len(keys), stats))
+            check(stats.get("CHRING.boot.ring.owner") == len(keys), "owner count: %s" % stats)
+            check(stats.get("CHRING.boot.ring.leases") == 0, "leases gauge: %s" % stats)
+            # b2 sick: its keys move on, as health moves; .spilled() says false for them.
+            rc, out = v.adm("backend.set_health", "b2", "sick")
+            check(rc == 0, "backend.set_health: %s" % out)
+            moved = [k for k in keys if want[k] == "b2"]
+            check(moved, "b2 owns none of the keys")
+            conn = http.client.HTTPConnection("127.0.0.1", v.port, timeout=30)
+            for k in moved:
+                st, h, _ = get(v.port, k, conn=conn)
+                check(st == 200 and h["x-backend"] != "b2", "%s: %d from %s" % (k, st,
+                                                                     h.get("x-backend")))
+                check(h["x-spilled"] == "false", "%s: .spilled() true for a health move" % k)
+            conn.close()
+            stats = varnishstat(v)
+            check(stats.get("CHRING.boot.ring.health_moves") == len(moved)
+                  and stats.get("CHRING.boot.ring.spills") == 0
+                  and stats.get("CHRING.boot.ring.health_changes", 0) >= 1,
+                  "health moves %d: %s" % (len(moved), stats))
+            rc, out = v.adm("backend.list", "-p", "boot.ring")
+            line = [l for l in out.splitlines() if l.split()[:2] == ["b2", "b2"]][0]
+            check(line.split()[2] == "sick" and line.split()[3] == "down",
+                  "b2 line while sick: %s" % line)
+            # The log: one line per placement, owner / member / outcome.
+            r = subprocess.run(["varnishlog", "-n", v.dir + "/n", "-d", "-g", "raw",
+                                "-i", "VCL_Log"], capture_output=True, text=True, timeout=60)
+            lines = [l for l in r.stdout.splitlines() if "chring ring key=" in l]
+            check(any("owner=%s member=%s outcome=owner" % (want[keys[0]], want[keys[0]]) in l
+                      for l in lines), "no owner line for %s: %s" % (keys[0], lines[:3]))
+            check(any("owner=" in l and "outcome=health" in l for l in lines),
+                  "no health move line: %s" % lines[-3:])
+            rc, out = v.adm("backend.set_health", "b2", "auto")
+            # A reload: the new VCL's director takes the counters over at its first placement.
+            before = varnishstat(v)["CHRING.boot.ring.acquires"]
+            v2 = v.reload(site_vcl(bs, names))
+            check(get(v.port, keys[0])[0] == 200, "request after the reload")
+            stats = varnishstat(v)
+            after = stats.get("CHRING.%s.ring.acquires" % v2, -1)
+            check(after == before + 1, "after the reload: %d acquires, %d before (%s)"
+                  % (after, before, stats))
+            log("observe: backend.list -p per member, varnishstat %d acquires carried over to "
+                "%d after the reload, %d health moves with .spilled() false, %d log lines"
+                % (before, after, len(moved), len(lines)))
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
+
+def case_delivery():
+    """12 slow clients reading a cached 4 MB object hold no lease: a lease counts a fetch at the
+    backend, not a delivery (placed in vcl_recv, cache hits and a miss)."""
+    def run(bs):
+        init = '  new ring = chring.director(profile = "hash64");\n'
+        init += "".join("  ring.add_backend(%s);\n" % b.name for b in bs)
+        extra = ('  if (req.url ~ "^/big/") {\n'
+                 '    set req.backend_hint = ring.backend(key = req.url);\n'
+                 '    return (hash);\n  }\n')
+        v = Varnish(header(vcl_backends(bs), init, recv_extra=extra))
+        socks = []
+        try:
+            st, _, body = get(v.port, "/big/1")  # the miss: fetched and cached
+            check(st == 200 and len(body) == 4 << 20, "first fetch: %d, %d bytes" % (st, len(body)))
+            check(wait_leases_zero(v)[0] == 0, "leases after the fetch")
+            for _ in range(12):
+                c = socket.socket()
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                c.settimeout(30)
+                c.connect(("127.0.0.1", v.port))
+                c.sendall(b"GET /big/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+                check(len(c.recv(1024)) > 0, "a slow client got nothing")
+                socks.append(c)  # reads no more: its delivery stalls
+            n, stats = leases(v)
+            check(n == 0, "12 slow clients of a cached object hold %d leases (%s)" % (n, stats))
+            acq = int(stats.split("acquires=")[1].split()[0])
+            check(acq < 12, "the stalled hits were fetched: %s" % stats)
+            log("delivery: 12 stalled deliveries of a cached 4 MB object, leases %d; %s"
+                % (n, stats))
+        finally:
+            for c in socks:
+                c.close()
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
+
+def case_pipe():
+    """return (pipe) through the director: the key is placed for the pipe's life (on its owner,
+    as the tool places it) and the lease goes back when the pipe closes."""
+    def run(bs):
+        init = '  new ring = chring.director(profile = "hash64");\n'
+        init += "".join("  ring.add_backend(%s);\n" % b.name for b in bs)
+        extra = ('  if (req.url ~ "^/pipe/") {\n'
+                 '    set req.backend_hint = ring.backend(key = req.url);\n'
+                 '    return (pipe);\n  }\n')
+        v = Varnish(header(vcl_backends(bs), init, recv_extra=extra))
+        try:
+            keys = ["/pipe/%d" % i for i in range(20)]
+            want = tool_owners("hash64", 160, [(b.name, 1) for b in bs], keys)
+            for k in keys:
+                # A pipe's lease lasts until varnishd sees both ends closed, which may be after
+                # the client has its answer: wait for the state (bounded), then place the next.
+                check(wait_leases_zero(v)[0] == 0, "a pipe's lease was never released")
+                st, h, _ = get(v.port, k, headers={"Connection": "close"})
+                check(st == 200 and h["x-backend"] == want[k],
+                      "%s: %d from %s, tool %s" % (k, st, h.get("x-backend"), want[k]))
+            n, stats = wait_leases_zero(v)
+            check(n == 0, "leases after the pipes: %d (%s)" % (n, stats))
+            check("acquires=20 " in stats, "one lease per pipe: %s" % stats)
+            log("pipe: 20 piped requests on their owners, leases back to 0; %s" % stats)
+        finally:
+            v.stop()
+    with_setup(["b1", "b2", "b3"], run)
+
 CASES = {
     "placement": case_placement,
     "digest": case_digest,
@@ -987,6 +1372,14 @@ CASES = {
     "reloads-memory": case_reloads_memory,
     "unload": case_unload,
     "errors": case_errors,
+    "sequential": case_sequential,
+    "fini": case_fini,
+    "badargs": case_badargs,
+    "labels": case_labels,
+    "rollback": case_rollback,
+    "observe": case_observe,
+    "delivery": case_delivery,
+    "pipe": case_pipe,
 }
 
 
