@@ -133,11 +133,13 @@ static void advise_huge(char *block, size_t size)
  * once in 40 to 120 publishes (docs/bench.md §10).  Faulting the block in 4 KiB pages instead
  * (no MADV_HUGEPAGE, no compaction) is no way out: 8-18 ms for 30 MB here.  Once per size: a
  * ring that runs short later (grace periods slower than five publishes) allocates one block at a
- * time as before.  Best effort: an allocation that fails, or a full cache, leaves the rest as it
- * is. */
-static void prefault_spares(struct chring_blocks *blocks, size_t size, uint64_t now)
+ * time as before.  "Of its size": blocks of the size made ready would fit the need (block_fits),
+ * so a publish with a member more than the build, after the trimmer freed the build's spares,
+ * allocates its own block and no more (docs/design.md §4, "At rest").  Best effort: an
+ * allocation that fails, or a full cache, leaves the rest as it is. */
+static void prefault_spares(struct chring_blocks *blocks, size_t need, size_t size, uint64_t now)
 {
-    if (blocks->prefaulted >= size && blocks->prefaulted / 2 <= size)
+    if (blocks->prefaulted >= need && blocks->prefaulted / 2 <= need)
         return; /* done for this size */
     blocks->prefaulted = size;
     uint64_t now_ns = chring__now_ns();
@@ -221,6 +223,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
         CHRING_UNPOISON_BLOCK(best, best->block_size);
         return (char *)best;
     }
+    size_t need = size;
     size += size / 64;
     size = (size + 4095) & ~(size_t)4095;
     *got = size;
@@ -228,7 +231,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
     if (block != NULL)
         advise_huge(block, size);
     if (block != NULL && blocks != NULL && size >= HUGE_MIN)
-        prefault_spares(blocks, size, now);
+        prefault_spares(blocks, need, size, now);
     return block;
 }
 

@@ -878,3 +878,22 @@ Test(alloc, a_child_after_fork_trims_the_spares_with_its_own_trimmer, .timeout =
     cr_assert_lt(rest, before + block * 3 / 2, "the parent gave its spares back too");
     chring_free(&r);
 }
+
+Test(alloc, the_first_publish_after_a_quiet_while_allocates_its_own_block_only, .timeout = 120)
+{
+    /* The trimmer freed the five spares the build made ready; the next publish (a member more
+     * than the build: a block a little larger) allocates its own block and does not make five
+     * more ready, which cost it 100-200 ms of page faults here (docs/design.md §4, "At rest"). */
+    size_t before, block;
+    chring_t *r = large_ring_built(&before, &block);
+    size_t rest = heap_settles_below(before + block * 3 / 2);
+    cr_assert_lt(rest, before + block * 3 / 2, "the build's spares were given back");
+    int toggle = 0;
+    toggle_extra(r, &toggle, "the publish after a quiet while", 0);
+    size_t after = heap_in_use();
+    cr_assert_lt(after, rest + 2 * block,
+                 "the publish after a quiet while made the ring hold %zu bytes more: its new "
+                 "block and the one it replaced are about %zu",
+                 after - rest, 2 * block);
+    chring_free(&r);
+}
