@@ -9,11 +9,87 @@
  * after one more member is added (the incremental publish path), and after chring_free (which
  * should give every byte back).  Bytes per point = (live after - live before) / points.
  *
- * Writes memory.csv.
+ * Then memory at rest (docs/bench.md §11): rings of 10,000 x 160 and 100,000 x 16 built in one
+ * chring_update; the bytes held a second after the build, then three bursts of 20 back-to-back
+ * publishes (one member added, removed, added, ...), each publish's wall time, and the bytes held
+ * 50 ms and a second after each burst, with no chring_trim.
+ *
+ * Writes memory.csv and memory_rest.csv.
  */
 #include <stdlib.h>
+#include <time.h>
 
 #include "common.h"
+
+static void sleep_ms(long ms)
+{
+    struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&d, NULL);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One ring of members x vnodes (hash64) at rest and in bursts; a row per burst. */
+static void at_rest(FILE *csv, unsigned members, unsigned vnodes)
+{
+    enum {
+        BURSTS = 3,
+        PUBLISHES = 20
+    };
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = vnodes;
+    chring_t *r = NULL;
+    bench_require(chring_new(&r, &cfg) == 0, "chring_new");
+    char(*names)[16] = malloc((size_t)(members + 1) * sizeof *names);
+    chring_change_t *feed = malloc((size_t)members * sizeof *feed);
+    bench_require(names != NULL && feed != NULL, "memory for %u names", members);
+    for (unsigned i = 0; i <= members; i++)
+        bench_member_name(names[i], sizeof names[i], i);
+    for (unsigned i = 0; i < members; i++)
+        feed[i] = (chring_change_t){names[i], 1, NULL};
+    long long before = bench_counted_live();
+    uint64_t t0 = bench_now_ns();
+    bench_require(chring_update(r, feed, members) == 0, "build");
+    double build_ms = (double)(bench_now_ns() - t0) / 1e6;
+    double points = (double)members * vnodes;
+    sleep_ms(1000);
+    double built = (double)(bench_counted_live() - before) / points;
+    printf("| %u x %u | build %.0f ms | a second after the build | | | %.1f |\n", members, vnodes,
+           build_ms, built);
+    fprintf(csv, "%u,%u,build,%.1f,,,,%.2f\n", members, vnodes, build_ms, built);
+    bench_counted_reset();
+    for (int b = 0; b < BURSTS; b++) {
+        double ms[PUBLISHES], sorted[PUBLISHES];
+        for (int k = 0; k < PUBLISHES; k++) {
+            uint64_t t = bench_now_ns();
+            int rc = k % 2 == 0 ? chring_add(r, names[members], 1, NULL)
+                                : chring_remove(r, names[members]);
+            ms[k] = (double)(bench_now_ns() - t) / 1e6;
+            bench_require(rc == 0, "publish %d of burst %d", k, b);
+            sorted[k] = ms[k];
+        }
+        qsort(sorted, PUBLISHES, sizeof sorted[0], cmp_double);
+        sleep_ms(50);
+        double soon = (double)(bench_counted_live() - before) / points;
+        sleep_ms(950);
+        double rest = (double)(bench_counted_live() - before) / points;
+        printf("| %u x %u | burst %d of %d publishes | first %.1f ms, median %.1f, worst %.1f | "
+               "%.1f | %.1f | %.1f |\n",
+               members, vnodes, b, PUBLISHES, ms[0], sorted[PUBLISHES / 2], sorted[PUBLISHES - 1],
+               (double)(bench_counted_peak() - before) / points, soon, rest);
+        fprintf(csv, "%u,%u,burst%d,%.2f,%.2f,%.2f,%.2f,%.2f\n", members, vnodes, b, ms[0],
+                sorted[PUBLISHES / 2], sorted[PUBLISHES - 1], soon, rest);
+        bench_counted_reset();
+    }
+    chring_free(&r);
+    free(feed);
+    free(names);
+}
 
 int main(int argc, char **argv)
 {
@@ -86,6 +162,18 @@ int main(int argc, char **argv)
     }
     fclose(csv);
     printf("\ntarget: <= 24 bytes per point at 1000 x 160 (hash64): measured %.1f\n", hash64_1000);
+
+    /* Memory at rest: no chring_trim anywhere. */
+    csv = bench_csv_open(&o, "memory_rest.csv",
+                         "members,vnodes,phase,first_or_build_ms,median_ms,worst_ms,"
+                         "bytes_per_point_50ms_after,bytes_per_point_1s_after");
+    printf("\n## At rest (no chring_trim): bytes per point the library holds\n\n"
+           "| ring | phase | publish wall time | peak in the burst | 50 ms after | a second after "
+           "|\n|---|---|---|---|---|---|\n");
+    at_rest(csv, 10000, 160);
+    at_rest(csv, 100000, 16);
+    fclose(csv);
+    printf("target: <= 24 bytes per point a second after the last publish\n");
     if (leaked_total != 0)
         printf("WARNING: %lld bytes were not given back after chring_free\n", leaked_total);
     chring_set_allocator(NULL);

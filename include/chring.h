@@ -340,11 +340,16 @@ CHRING_API int chring_new(chring_t **out, const chring_config_t *cfg);
  * inside a read section.  NULL-safe (r or *r NULL); sets *r to NULL. */
 CHRING_API void chring_free(chring_t **r);
 
-/* Frees the spare blocks the ring keeps for its next publishes (up to three snapshots' worth of
- * memory after a burst of back-to-back changes; a spare no publish took for eight publishes is
- * freed anyway).  The next publish then allocates its snapshot afresh, paying the page faults
- * the spares save.  Returns 0; -EINVAL for r NULL.  Any thread, also concurrently with a
- * publish (a block a publish is about to reuse stays out of reach of this call). */
+/* Frees the spare blocks the ring keeps for its next publishes, now.  What a ring holds: its
+ * current snapshot and its members, plus, for a while, spare blocks of replaced snapshots (a
+ * large ring's build makes five ready for a burst; a burst of back-to-back changes leaves up to
+ * six).  Without this call a spare that no publish took for 200 ms is freed by a thread of the
+ * ring's own (the environment variable CHRING_SPARE_IDLE_MS sets the time, 0 keeps the spares),
+ * so a second after its last publish a ring holds its snapshot and members alone
+ * (docs/design.md §4, "At rest").  After this call the next publish allocates its snapshot
+ * afresh, paying the page faults the spares save.  Returns 0; -EINVAL for r NULL.  Any thread,
+ * also inside a read section (it waits only for the ring's trimmer, if one runs, to stop) and
+ * concurrently with a publish (a block a publish is about to reuse stays out of reach). */
 CHRING_API int chring_trim(chring_t *r);
 
 /* Adds a member of the given weight (>= 1).  A member of that name with the same weight: no

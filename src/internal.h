@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -150,14 +151,23 @@ struct chring_prof {
 };
 
 /* The spare-block cache (snap_block.c): blocks of destroyed snapshots, kept for the next
- * publishes.  takes counts the publishes that asked for a block (the writer's; read by any). */
+ * publishes.  takes counts the publishes that asked for a block (the writer's; read by any).
+ * A spare that no publish took for CHRING_SPARE_IDLE_NS is freed by the ring's trimmer, a
+ * thread that runs while the cache holds spares (docs/design.md §4, "Spare blocks"). */
 #define CHRING_SPARES 6
-#define CHRING_PREFAULT 5  /* spares a large ring's first publish makes ready, and keeps */
+#define CHRING_PREFAULT 5  /* spares a large ring's first publish makes ready */
 #define CHRING_SPARE_AGE 8 /* publishes a spare may wait untaken (block_take, snap_block.c) */
+#define CHRING_SPARE_IDLE_NS UINT64_C(200000000) /* 200 ms */
 struct chring_blocks {
     chring_snap_t *spare[CHRING_SPARES];
     uint64_t takes;
     size_t prefaulted; /* the block size spares were last made ready for (the writer's) */
+    /* The trimmer (snap_block.c). */
+    uint32_t ready;    /* wake is initialised (by the writer's first block_take) */
+    uint32_t trimming; /* 1 while a trimmer thread runs (atomic) */
+    uint32_t stop;     /* chring__blocks_drop asks the trimmer to end (atomic) */
+    int trimmer_pid;   /* the process the trimmer runs in: a child after fork() has none */
+    sem_t wake;        /* posted by chring__blocks_drop */
 };
 
 /* An immutable snapshot: members sorted by name, points sorted by (position, member name).
@@ -173,6 +183,7 @@ struct chring_snap {
     const struct chring_health *health; /* the ring's (health.c): down members */
     size_t block_size;                  /* bytes of the allocation that holds this snapshot */
     uint64_t stashed;                   /* in the spare cache: blocks->takes when it came */
+    uint64_t stashed_ns;                /* and CLOCK_MONOTONIC then (the trimmer's age) */
 
     struct chring_prof prof;
 

@@ -21,15 +21,18 @@
  * at once on a busy machine; a fresh 30 MB block then costs 4-5 ms of huge-page faults when the
  * kernel has free 2 MiB pages and 30-260 ms when it compacts (measured here), far past a
  * publish.  A large ring's first publish therefore makes CHRING_PREFAULT blocks ready
- * (prefault_spares) and the ring keeps that many through slow publishes (block_take), so that
- * every burst starts with them; chring_trim frees them all.  A new block has 1/64 more room than
- * asked, so the block of a snapshot with one member less fits the next one with the member back.
- * Other spares that no publish took for CHRING_SPARE_AGE publishes are freed.  Under
+ * (prefault_spares) and, while publishes go on, the ring keeps that many (block_take).  A new
+ * block has 1/64 more room than asked, so the block of a snapshot with one member less fits the
+ * next one with the member back.  Other spares that no publish took for CHRING_SPARE_AGE
+ * publishes are freed.  At rest the ring's trimmer frees every spare no publish took for
+ * CHRING_SPARE_IDLE_NS (below), and chring_trim frees them all at once.  Under
  * AddressSanitizer a kept block is poisoned, so a use after the grace period is still reported
  * as it would be after free(). */
 #include "member.h"
 
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static const struct chring_health no_health; /* nothing is down in the empty snapshot */
 
@@ -56,6 +59,12 @@ static chring_snap_t *spare_take(struct chring_blocks *blocks, unsigned k)
     return __atomic_exchange_n(&blocks->spare[k], NULL, __ATOMIC_SEQ_CST);
 }
 
+/* The trimmer's flags (below) and the block size the writer shares with it: C11 atomics that
+ * ThreadSanitizer sees (ck_pr's loads and stores are volatile accesses to it).  A store
+ * releases what came before it, a load acquires it. */
+#define ATOMIC_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ATOMIC_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
 static void block_free(chring_snap_t *b)
 {
     CHRING_UNPOISON_BLOCK(b, b->block_size);
@@ -72,6 +81,8 @@ static bool spare_put(struct chring_blocks *blocks, chring_snap_t *b)
     return false;
 }
 
+static void trimmer_start(struct chring_blocks *blocks);
+
 static void block_stash(chring_snap_t *s)
 {
     struct chring_blocks *blocks = s->blocks;
@@ -80,9 +91,13 @@ static void block_stash(chring_snap_t *s)
         return;
     }
     s->stashed = CHRING_LOAD_64(&blocks->takes);
+    s->stashed_ns = chring__now_ns();
     CHRING_POISON_BLOCK((char *)s + sizeof *s, s->block_size - sizeof *s);
-    if (!spare_put(blocks, s))
+    if (!spare_put(blocks, s)) {
         block_free(s); /* the cache is full: the blocks in it are as good */
+        return;
+    }
+    trimmer_start(blocks);
 }
 
 /* Large snapshots ask the kernel for transparent huge pages (madvise; Linux's THP in "madvise"
@@ -118,13 +133,16 @@ static void advise_huge(char *block, size_t size)
  * once in 40 to 120 publishes (docs/bench.md §10).  Faulting the block in 4 KiB pages instead
  * (no MADV_HUGEPAGE, no compaction) is no way out: 8-18 ms for 30 MB here.  Once per size: a
  * ring that runs short later (grace periods slower than five publishes) allocates one block at a
- * time as before.  Best effort: an allocation that fails, or a full cache, leaves the rest as it
- * is. */
-static void prefault_spares(struct chring_blocks *blocks, size_t size, uint64_t now)
+ * time as before.  "Of its size": blocks of the size made ready would fit the need (block_fits),
+ * so a publish with a member more than the build, after the trimmer freed the build's spares,
+ * allocates its own block and no more (docs/design.md §4, "At rest").  Best effort: an
+ * allocation that fails, or a full cache, leaves the rest as it is. */
+static void prefault_spares(struct chring_blocks *blocks, size_t need, size_t size, uint64_t now)
 {
-    if (blocks->prefaulted >= size && blocks->prefaulted / 2 <= size)
+    if (blocks->prefaulted >= need && blocks->prefaulted / 2 <= need)
         return; /* done for this size */
     blocks->prefaulted = size;
+    uint64_t now_ns = chring__now_ns();
     for (unsigned made = 0; made < CHRING_PREFAULT; made++) {
         chring_snap_t *b = chring__alloc(size);
         if (b == NULL)
@@ -137,12 +155,14 @@ static void prefault_spares(struct chring_blocks *blocks, size_t size, uint64_t 
         b->blocks = blocks;
         b->magic = CHRING_POISON;
         b->stashed = now;
+        b->stashed_ns = now_ns;
         CHRING_POISON_BLOCK((char *)b + sizeof *b, size - sizeof *b);
         if (!spare_put(blocks, b)) {
             block_free(b);
             return;
         }
     }
+    trimmer_start(blocks);
 }
 
 static bool block_fits(const chring_snap_t *b, size_t size)
@@ -168,6 +188,9 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
     if (blocks != NULL) {
         now = CHRING_LOAD_64(&blocks->takes) + 1;
         CHRING_STORE_64(&blocks->takes, now);
+        /* The writer's first publish: every block stashed later was taken here first. */
+        if (CHRING_LOAD_32(&blocks->ready) == 0 && sem_init(&blocks->wake, 0, 0) == 0)
+            ATOMIC_STORE(&blocks->ready, 1);
     }
     for (unsigned k = 0; blocks != NULL && k < CHRING_SPARES; k++) {
         chring_snap_t *b = spare_take(blocks, k);
@@ -200,6 +223,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
         CHRING_UNPOISON_BLOCK(best, best->block_size);
         return (char *)best;
     }
+    size_t need = size;
     size += size / 64;
     size = (size + 4095) & ~(size_t)4095;
     *got = size;
@@ -207,12 +231,184 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
     if (block != NULL)
         advise_huge(block, size);
     if (block != NULL && blocks != NULL && size >= HUGE_MIN)
-        prefault_spares(blocks, size, now);
+        prefault_spares(blocks, need, size, now);
     return block;
+}
+
+/* ---- the trimmer ---------------------------------------------------------------------------- */
+
+/* Spares that no publish took for CHRING_SPARE_IDLE_NS are freed by a thread of the ring's own
+ * (docs/design.md §4, "Spare blocks"), so that a ring at rest holds its current snapshot and
+ * nothing more, with no call from the application: nothing else runs once publishes stop (the
+ * last replaced snapshot comes back from call_rcu's worker 10 ms or more after its publish, and
+ * after that no library code runs until the next call).  The trimmer runs only while the cache
+ * holds spares: the first spare put in an empty cache starts it (trimmer_start, from whichever
+ * thread stashes: call_rcu's worker, a writer, a thread that puts a held snapshot), it sleeps
+ * until the oldest spare is CHRING_SPARE_IDLE_NS old, frees the spares that are, and ends when
+ * the cache is empty.  It takes spares with the same atomic exchange as a publish, so a publish
+ * and the trimmer never hold one block at once; a spare it finds young goes back.  A burst after
+ * a quiet while then allocates a fresh block for each of its first publishes until the blocks of
+ * the snapshots it replaced come back (one to three here); making several ready at its first
+ * publish instead, as a build does, cost that publish 100-400 ms (docs/bench.md §11).
+ * chring__blocks_drop (chring_trim, chring_free) ends it first and
+ * waits for it: after chring_free nothing touches the ring.  A child after fork() has no
+ * trimmer (threads do not survive a fork): the process id tells, and the first spare the child
+ * puts (its first publish) starts its own.
+ * A trimmer that cannot be started (no thread) leaves the spares to the publishes' own aging
+ * (block_take) and to chring_trim. */
+
+/* How long a spare may wait untaken: CHRING_SPARE_IDLE_NS, or the environment's
+ * CHRING_SPARE_IDLE_MS (read once; 0: no trimmer, spares stay until chring_trim or until the
+ * publishes age them out). */
+static uint64_t spare_idle_ns(void)
+{
+    static uint64_t idle; /* 0: not read yet; else the value + 1 */
+    uint64_t v = ATOMIC_LOAD(&idle);
+    if (v == 0) {
+        v = CHRING_SPARE_IDLE_NS;
+        const char *env = getenv("CHRING_SPARE_IDLE_MS");
+        if (env != NULL && *env >= '0' && *env <= '9') {
+            char *end;
+            unsigned long long ms = strtoull(env, &end, 10);
+            if (*end == '\0' && ms <= UINT64_C(1000000000))
+                v = (uint64_t)ms * 1000000u;
+        }
+        ATOMIC_STORE(&idle, v + 1);
+        return v;
+    }
+    return v - 1;
+}
+
+static bool trimmer_here(const struct chring_blocks *blocks)
+{
+    return ATOMIC_LOAD(&blocks->trimming) != 0 &&
+           ATOMIC_LOAD(&blocks->trimmer_pid) == (int)getpid();
+}
+
+/* Frees the spares idle for CHRING_SPARE_IDLE_NS at `now`; returns the time the oldest of those
+ * left will be, 0 if none is left. */
+static uint64_t trim_idle(struct chring_blocks *blocks, uint64_t now)
+{
+    uint64_t next = 0;
+    for (unsigned k = 0; k < CHRING_SPARES; k++) {
+        chring_snap_t *b = spare_take(blocks, k);
+        if (b == NULL)
+            continue;
+        uint64_t due = b->stashed_ns + spare_idle_ns();
+        if (due <= now) {
+            block_free(b);
+            continue;
+        }
+        if (!spare_put(blocks, b)) {
+            block_free(b);
+            continue;
+        }
+        if (next == 0 || due < next)
+            next = due;
+    }
+    return next;
+}
+
+/* blocks->trimming: TRIM_IDLE, no trimmer; TRIM_RUNS; TRIM_POKED, a spare was put while it
+ * ran.  A trimmer's last access to blocks is the store or compare-and-swap that sets TRIM_IDLE:
+ * after it, chring__blocks_drop may free the ring. */
+enum {
+    TRIM_IDLE,
+    TRIM_RUNS,
+    TRIM_POKED
+};
+
+/* A full barrier, like every compare-and-swap of the library. */
+static bool trim_cas(struct chring_blocks *blocks, uint32_t from, uint32_t to)
+{
+    return __atomic_compare_exchange_n(&blocks->trimming, &from, to, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
+}
+
+static void *trimmer_main(void *arg)
+{
+    struct chring_blocks *blocks = arg;
+    uint64_t due = chring__now_ns() + spare_idle_ns();
+    for (;;) {
+        struct timespec at = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
+        while (sem_clockwait(&blocks->wake, CLOCK_MONOTONIC, &at) != 0 && errno == EINTR)
+            continue;
+        if (ATOMIC_LOAD(&blocks->stop) != 0)
+            break;
+        ATOMIC_STORE(&blocks->trimming, TRIM_RUNS); /* a poke from now on is seen below */
+        due = trim_idle(blocks, chring__now_ns());
+        if (due != 0)
+            continue;
+        /* Full barrier: a spare put after the cache was seen empty poked first, or finds the
+         * trimmer gone and starts another. */
+        if (trim_cas(blocks, TRIM_RUNS, TRIM_IDLE))
+            return NULL;
+        due = chring__now_ns() + spare_idle_ns();
+    }
+    ATOMIC_STORE(&blocks->trimming, TRIM_IDLE);
+    return NULL;
+}
+
+/* Starts the trimmer unless one runs (then pokes it): best effort, a thread that cannot be made
+ * is no error.  After a spare_put. */
+static void trimmer_start(struct chring_blocks *blocks)
+{
+    if (ATOMIC_LOAD(&blocks->ready) == 0 || ATOMIC_LOAD(&blocks->stop) != 0 || spare_idle_ns() == 0)
+        return;
+    int pid = (int)getpid();
+    if (ATOMIC_LOAD(&blocks->trimmer_pid) != pid) {
+        ATOMIC_STORE(&blocks->trimming, TRIM_IDLE); /* the parent's, before a fork: not here */
+        /* Before the state says a trimmer runs, so that trimmer_here never sees one without
+         * its process (every thread that gets here stores the same pid). */
+        ATOMIC_STORE(&blocks->trimmer_pid, pid);
+    }
+    for (;;) {
+        uint32_t state = ATOMIC_LOAD(&blocks->trimming);
+        if (state == TRIM_POKED)
+            return;
+        if (state == TRIM_RUNS) {
+            if (trim_cas(blocks, TRIM_RUNS, TRIM_POKED))
+                return;
+            continue;
+        }
+        if (trim_cas(blocks, TRIM_IDLE, TRIM_RUNS))
+            break;
+    }
+    pthread_attr_t attr;
+    pthread_t thread;
+    bool started = false;
+    if (pthread_attr_init(&attr) == 0) {
+        if (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+            pthread_attr_setstacksize(&attr, (size_t)64 << 10) == 0)
+            started = pthread_create(&thread, &attr, trimmer_main, blocks) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (!started)
+        ATOMIC_STORE(&blocks->trimming, TRIM_IDLE);
+}
+
+/* Ends the trimmer, if one runs in this process, and waits until it no longer touches blocks. */
+static void trimmer_stop(struct chring_blocks *blocks)
+{
+    if (ATOMIC_LOAD(&blocks->ready) == 0)
+        return;
+    ATOMIC_STORE(&blocks->stop, 1);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (trimmer_here(blocks)) {
+        sem_post(&blocks->wake);
+        struct timespec pause = {0, 100000}; /* 0.1 ms */
+        while (ATOMIC_LOAD(&blocks->trimming) != 0)
+            nanosleep(&pause, NULL);
+    }
+    /* Posts the trimmer did not consume stay in the semaphore: drain them. */
+    while (sem_trywait(&blocks->wake) == 0)
+        continue;
+    ATOMIC_STORE(&blocks->stop, 0);
 }
 
 void chring__blocks_drop(struct chring_blocks *blocks)
 {
+    trimmer_stop(blocks);
     for (unsigned k = 0; k < CHRING_SPARES; k++) {
         chring_snap_t *b = spare_take(blocks, k);
         if (b != NULL) {

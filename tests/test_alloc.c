@@ -11,7 +11,9 @@
 
 #include <malloc.h>
 #include <stdbool.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Counters are updated atomically: liburcu's call_rcu thread may free snapshots. */
 struct counting {
@@ -377,6 +379,15 @@ Test(alloc, murmur32_publishes_fail_cleanly)
 
 /* ---- the spare snapshot block ------------------------------------------------------------ */
 
+/* The tests below watch the spare-block cache at work, spares kept from one publish to the
+ * next however slowly the test runs: the trimmer, which frees a spare no publish took for
+ * 200 ms (docs/design.md §4, "Spare blocks"), is turned off for them (the library reads the
+ * variable at its first need, in this test's own process). */
+static void keep_spares(void)
+{
+    setenv("CHRING_SPARE_IDLE_MS", "0", 1);
+}
+
 static void watch_reset(void)
 {
     __atomic_store_n(&counter.largest, 0, __ATOMIC_SEQ_CST);
@@ -447,7 +458,7 @@ static void sync_with(chring_t *r, const char *extra, int *tag)
     cr_assert_eq(chring_sync(r, feed, COMMON_MEMBERS + 1), 0, "sync with %s", extra);
 }
 
-Test(alloc, same_size_publish_after_a_grace_period_reuses_the_spare_block)
+Test(alloc, same_size_publish_after_a_grace_period_reuses_the_spare_block, .init = keep_spares)
 {
     install();
     struct retired seen = {0, 0, 0, 0};
@@ -552,7 +563,7 @@ static void sync_numbered(chring_t *r, int count)
     cr_assert_eq(chring_sync(r, feed, (size_t)count), 0, "sync to %d members", count);
 }
 
-Test(alloc, spare_block_more_than_twice_the_need_is_freed_not_reused)
+Test(alloc, spare_block_more_than_twice_the_need_is_freed_not_reused, .init = keep_spares)
 {
     /* 200 members x 160 points make a snapshot block of about 640 KiB (positions, owners, a
      * 2^16-bucket index).  After the ring shrinks to one member, that block waits in the spare
@@ -616,7 +627,7 @@ static void fill_spares(chring_t *r, int *toggle)
         chring_snap_put(r, held[k]);
 }
 
-Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them)
+Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them, .init = keep_spares)
 {
     /* 400 members x 160 points: a snapshot block of about 1.2 MiB (positions, owners, index). */
     chring_t *r = ring_create(NULL);
@@ -708,7 +719,7 @@ static void assert_trimmed(chring_t *r, size_t before, size_t block)
 }
 
 Test(alloc, large_ring_build_prepares_spares_for_a_burst_and_chring_trim_frees_them,
-     .timeout = 60)
+     .init = keep_spares, .timeout = 60)
 {
     size_t before, block;
     chring_t *r = large_ring_built(&before, &block);
@@ -739,7 +750,7 @@ Test(alloc, large_ring_build_prepares_spares_for_a_burst_and_chring_trim_frees_t
 /* ---- a large ring keeps its spares through slow publishes -------------------------------- */
 
 Test(alloc, large_ring_keeps_five_spares_through_slow_publishes_and_frees_the_surplus,
-     .timeout = 120)
+     .init = keep_spares, .timeout = 120)
 {
     /* 3300 members x 160 points, blocks of about 11 MB: a large ring (docs/design.md §4, "Spare
      * blocks").  Slow publishes (each after a grace period) used to age every spare but the
@@ -789,5 +800,100 @@ Test(alloc, large_ring_keeps_five_spares_through_slow_publishes_and_frees_the_su
                  "bytes, %zu after the build (its snapshot and %d spares of %zu)",
                  aged - before, built - before, KEPT, block);
     assert_trimmed(r, before, block);
+    chring_free(&r);
+}
+
+/* ---- a ring at rest gives its spares back ------------------------------------------------ */
+
+/* Waits (at most 20 s, polling every 10 ms) until the heap in use is below `limit`; returns the
+ * last figure. */
+static size_t heap_settles_below(size_t limit)
+{
+    struct timespec tick = {0, 10000000};
+    size_t now = heap_in_use();
+    for (int polls = 0; polls < 2000 && now >= limit; polls++) {
+        nanosleep(&tick, NULL);
+        now = heap_in_use();
+    }
+    return now;
+}
+
+Test(alloc, a_large_ring_at_rest_gives_its_spares_back_with_no_call, .timeout = 120)
+{
+    /* The build makes five spares ready and a burst leaves its replaced snapshots in the cache;
+     * once publishes stop, the ring's trimmer frees every spare no publish took for 200 ms
+     * (docs/design.md §4, "Spare blocks"): the ring comes back to its one snapshot with no
+     * chring_trim, and the next burst still finds what it needs (it allocates). */
+    size_t before, block;
+    chring_t *r = large_ring_built(&before, &block);
+    size_t limit = before + block * 3 / 2;
+    size_t rest = heap_settles_below(limit);
+    cr_assert_lt(rest, limit,
+                 "20 s after the build the ring holds %zu bytes: more than its one snapshot (a "
+                 "block: about %zu)",
+                 rest - before, block);
+    int toggle = 0;
+    for (int burst = 0; burst < 2; burst++) {
+        for (int k = 0; k < 6; k++)
+            toggle_extra(r, &toggle, "publish of the burst", k);
+        rcu_callbacks_done();
+        rest = heap_settles_below(limit);
+        cr_assert_lt(rest, limit,
+                     "20 s after burst %d the ring holds %zu bytes: more than its one snapshot "
+                     "(a block: about %zu)",
+                     burst, rest - before, block);
+    }
+    cr_assert_eq(chring_len(r), toggle % 2 == 0 ? (size_t)3300 : (size_t)3301, "membership");
+    chring_free(&r);
+    cr_assert_lt(heap_in_use(), before + block / 2, "chring_free gave the blocks back");
+}
+
+Test(alloc, a_child_after_fork_trims_the_spares_with_its_own_trimmer, .timeout = 120)
+{
+    /* The parent's trimmer does not exist in a child after fork(): the child's first publish
+     * starts one of its own, which gives back every spare it holds (those it inherited and the
+     * block its publish replaced), and the child's chring_free does not wait for the parent's
+     * (docs/design.md §4, "At rest"). */
+    size_t before, block;
+    chring_t *r = large_ring_built(&before, &block);
+    size_t built = heap_in_use();
+    cr_assert_geq(built - before, 3 * block, "the build made spares ready");
+    fflush(NULL);
+    pid_t child = fork();
+    cr_assert_geq(child, 0, "fork");
+    if (child == 0) {
+        int toggle = 0;
+        toggle_extra(r, &toggle, "the child's publish", 0);
+        rcu_callbacks_done();
+        size_t rest = heap_settles_below(before + block * 3 / 2);
+        int code = rest < before + block * 3 / 2 ? 0 : 1;
+        chring_free(&r);
+        _exit(code);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(child, &status, 0), child, "waitpid");
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the child still held its spares 20 s after its publish (status %d)", status);
+    size_t rest = heap_settles_below(before + block * 3 / 2);
+    cr_assert_lt(rest, before + block * 3 / 2, "the parent gave its spares back too");
+    chring_free(&r);
+}
+
+Test(alloc, the_first_publish_after_a_quiet_while_allocates_its_own_block_only, .timeout = 120)
+{
+    /* The trimmer freed the five spares the build made ready; the next publish (a member more
+     * than the build: a block a little larger) allocates its own block and does not make five
+     * more ready, which cost it 100-200 ms of page faults here (docs/design.md §4, "At rest"). */
+    size_t before, block;
+    chring_t *r = large_ring_built(&before, &block);
+    size_t rest = heap_settles_below(before + block * 3 / 2);
+    cr_assert_lt(rest, before + block * 3 / 2, "the build's spares were given back");
+    int toggle = 0;
+    toggle_extra(r, &toggle, "the publish after a quiet while", 0);
+    size_t after = heap_in_use();
+    cr_assert_lt(after, rest + 2 * block,
+                 "the publish after a quiet while made the ring hold %zu bytes more: its new "
+                 "block and the one it replaced are about %zu",
+                 after - rest, 2 * block);
     chring_free(&r);
 }

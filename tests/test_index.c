@@ -1,0 +1,290 @@
+/* The two indexes of large rings, seen from inside (docs/design.md §4, "The index" and "The line
+ * index"), on the shapes no other suite builds.
+ *
+ * - A ring of more than 2^19 points that keeps the bucket index (more than 65,535 members: the
+ *   slots do not fit a line), where an empty bucket's entry names the slot of its owner
+ *   (CHRING_INDEX_SLOT) and a plain lookup there reads no point.  With members down, every
+ *   bucket's first and last position must go to the first member up clockwise, as the points
+ *   say: a lookup that took the named owner without its down-check would hand keys to a member
+ *   that is down.  Checked after the build and after an add and a remove (the shifted index and
+ *   the entries rewritten round the changed points).
+ * - A line-index ring whose first lines are sparse (no point, two, one, three, a full fourteen,
+ *   fifteen that do not fit, none again), each point another member's: a line that listed a wrong
+ *   number of points (the lines after a first one of fewer than 14 points are the only ones
+ *   where a count taken from the ring's start rather than the line's still fits a line), or
+ *   started from a wrong point, gives wrong owners in the lines after it.  Keys at, below and
+ *   above every point of those lines, at each line's ends and across each line, against a
+ *   binary search of the points; after the build and after members with points there leave and
+ *   come back.
+ *
+ * Internal: links the static library and reads the snapshot (src/internal.h) to know which index
+ * a ring has and to compute the expected owners from its points.
+ *
+ * SPDX-License-Identifier: MIT */
+#include "internal.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- the expected owner, from the points ---------------------------------------------------- */
+
+/* The first point at or after shifted position h (wrapping), then clockwise to the first point
+ * whose member is up; NULL when every member is down. */
+static const chring_member_t *expected_owner(const chring_snap_t *s, uint64_t h)
+{
+    size_t lo = 0, hi = s->npoints;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->pos[mid] < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t i = lo == s->npoints ? 0 : lo;
+    for (size_t step = 0; step < s->npoints; step++) {
+        const chring_member_t *m = s->slot_member[s->owner[(i + step) % s->npoints]];
+        if (!chring_member_is_down(m))
+            return m;
+    }
+    return NULL;
+}
+
+/* Checks positions h[0 .. n) (64-bit profiles: shifted == unshifted) with the single and the
+ * batch lookup; returns how many were checked. */
+static size_t check_positions(const chring_snap_t *s, const uint64_t *h, size_t n, const char *what)
+{
+    const chring_member_t *batch[64];
+    for (size_t at = 0; at < n; at += 64) {
+        size_t m = n - at < 64 ? n - at : 64;
+        cr_assert_eq(chring_snap_lookup_hashes(s, h + at, m, batch), m);
+        for (size_t k = 0; k < m; k++) {
+            const chring_member_t *want = expected_owner(s, h[at + k]);
+            const chring_member_t *got = chring_snap_lookup_hash(s, h[at + k]);
+            cr_assert(got == want, "%s: position %016llx goes to %s, the points say %s", what,
+                      (unsigned long long)h[at + k], got ? chring_member_name(got) : "NULL",
+                      want ? chring_member_name(want) : "NULL");
+            cr_assert(batch[k] == want, "%s: batch: position %016llx goes to %s, the points say %s",
+                      what, (unsigned long long)h[at + k],
+                      batch[k] ? chring_member_name(batch[k]) : "NULL",
+                      want ? chring_member_name(want) : "NULL");
+        }
+    }
+    return n;
+}
+
+/* ---- a bucket index with owner slots ------------------------------------------------------- */
+
+enum {
+    SLOT_MEMBERS = 66000, /* more than 65,535 slots: no line index */
+    SLOT_VNODES = 8,      /* 528,000 points: more than 2^19, so empty buckets name owners */
+};
+
+static void slot_name(char *buf, size_t cap, unsigned i)
+{
+    snprintf(buf, cap, "n%05u", i);
+}
+
+/* Every empty bucket that names an owner who is down: its first and last position. */
+static void check_slot_buckets(chring_t *r, const char *what)
+{
+    const chring_snap_t *s = chring_snap_hold(r);
+    cr_assert_null(s->lines, "%s: more than 65,535 slots keep the bucket index", what);
+    cr_assert_not_null(s->index);
+    cr_assert(chring__index_slots(s), "%s: %zu points: empty buckets name their owners", what,
+              s->npoints);
+    size_t nh = 0, cap = 1 << 16, slots = 0, slots_down = 0;
+    uint64_t *h = malloc(cap * sizeof *h);
+    cr_assert_not_null(h);
+    for (size_t b = 0; b < s->nbuckets; b++) {
+        uint32_t e = s->index[b];
+        if ((e & CHRING_INDEX_SLOT) == 0)
+            continue;
+        slots++;
+        if (!chring_member_is_down(s->slot_member[e & CHRING_INDEX_POINT]))
+            continue;
+        slots_down++;
+        if (nh + 2 > cap) {
+            check_positions(s, h, nh, what);
+            nh = 0;
+        }
+        h[nh++] = chring__bucket_start(s, b);
+        h[nh++] = b + 1 < s->nbuckets ? chring__bucket_start(s, b + 1) - 1 : UINT64_MAX;
+    }
+    check_positions(s, h, nh, what);
+    /* And a spread of every kind of bucket, the members up included. */
+    nh = 0;
+    for (size_t b = 0; b < s->nbuckets && nh < cap; b += 37)
+        h[nh++] = chring__bucket_start(s, b) + (uint64_t)b * 0x9e3779b9u;
+    check_positions(s, h, nh, what);
+    free(h);
+    cr_assert_gt(slots, s->nbuckets / 4, "%s: %zu of %zu buckets name an owner", what, slots,
+                 s->nbuckets);
+    cr_assert_gt(slots_down, slots / 8, "%s: %zu of them name a member that is down", what,
+                 slots_down);
+    chring_snap_put(r, s);
+}
+
+Test(index, empty_buckets_that_name_an_owner_pass_over_members_down, .timeout = 120)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = SLOT_VNODES;
+    chring_t *r = NULL;
+    cr_assert_eq(chring_new(&r, &cfg), 0);
+    char(*names)[16] = malloc(SLOT_MEMBERS * sizeof *names);
+    chring_change_t *changes = malloc(SLOT_MEMBERS * sizeof *changes);
+    cr_assert(names != NULL && changes != NULL);
+    for (unsigned i = 0; i < SLOT_MEMBERS; i++) {
+        slot_name(names[i], sizeof names[i], i);
+        changes[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    cr_assert_eq(chring_update(r, changes, SLOT_MEMBERS), 0);
+    /* One member in four down: a quarter of the owners that empty buckets name. */
+    for (unsigned i = 0; i < SLOT_MEMBERS; i += 4)
+        cr_assert_eq(chring_set_down(r, names[i], 1), 0);
+    check_slot_buckets(r, "built");
+    char extra[16];
+    slot_name(extra, sizeof extra, SLOT_MEMBERS);
+    cr_assert_eq(chring_add(r, extra, 1, NULL), 0);
+    check_slot_buckets(r, "one added");
+    cr_assert_eq(chring_remove(r, names[1]), 0);
+    check_slot_buckets(r, "one removed");
+    /* Down members that are also removed, and the down ones back up: the plain path. */
+    cr_assert_eq(chring_remove(r, names[4]), 0);
+    check_slot_buckets(r, "a member down removed");
+    chring_free(&r);
+    free(changes);
+    free(names);
+}
+
+/* ---- a line index whose first lines are sparse ---------------------------------------------- */
+
+enum {
+    LINE_MEMBERS = 512, /* m0 .. m511, 160 points each */
+    LINE_VNODES = 160,
+    LINE_POINTS = LINE_MEMBERS * LINE_VNODES, /* 81,920 points */
+    LINES = LINE_POINTS / CHRING_LINE_LOAD,   /* 10,240 lines */
+    SPARSE_LINES = 8,                         /* lines 0 .. 7: the sparse points only */
+};
+
+/* The sparse lines 0 .. 7 hold none, 2, 1, 3, 14 (as many as a line lists), 15 (one more: the
+ * line searches), none and 1 points: point 0 of m0, m1, ... in turn, so that neighbours have
+ * different owners, spread evenly across each line.  Every other point lies past them.  Line 2's
+ * one point sits below line 3's second: a line 2 that listed three points (a count from the
+ * ring's start) would hand the keys between them to that second point's owner. */
+static const unsigned sparse_counts[SPARSE_LINES] = {
+    0, 2, 1, 3, CHRING_LINE_POINTS, CHRING_LINE_POINTS + 1, 0, 1};
+
+/* The lowest top-32-bit value of line b (as chring__bucket_start). */
+static uint64_t line_top(uint64_t b)
+{
+    return ((b << 32) + LINES - 1) / LINES;
+}
+
+static uint64_t mix(uint64_t z)
+{
+    z += UINT64_C(0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* The line of sparse point k (k below the sum of sparse_counts), and its rank in that line;
+ * SPARSE_LINES past the last. */
+static unsigned sparse_line(unsigned k, unsigned *rank)
+{
+    unsigned b = 0;
+    for (; b < SPARSE_LINES && k >= sparse_counts[b]; b++)
+        k -= sparse_counts[b];
+    *rank = k;
+    return b;
+}
+
+/* Labels "m<id>#<i>": m<k>#0 is sparse point k, spread across its line at distinct offsets (a
+ * line spans about 419,000 values of the top 32 bits); the others lie past the sparse lines. */
+static uint64_t line_hash(const void *data, size_t len, void *ctx)
+{
+    (void)ctx;
+    const char *p = data;
+    const char *hash = memchr(p, '#', len);
+    cr_assert(p[0] == 'm' && hash != NULL, "a label");
+    uint64_t id = 0, i = 0; /* the label is not NUL-terminated */
+    for (const char *c = p + 1; c < hash; c++)
+        id = id * 10 + (uint64_t)(*c - '0');
+    for (const char *c = hash + 1; c < p + len; c++)
+        i = i * 10 + (uint64_t)(*c - '0');
+    unsigned rank, b = i == 0 ? sparse_line((unsigned)id, &rank) : SPARSE_LINES;
+    if (b < SPARSE_LINES) {
+        uint64_t width = line_top(b + 1) - line_top(b);
+        uint64_t top = line_top(b) + width * (2 * rank + 1) / (2 * sparse_counts[b] + 1);
+        return (top << 32) | (mix(id) & UINT32_MAX);
+    }
+    uint64_t at = mix(id * 1000 + i), floor = line_top(SPARSE_LINES + 1) << 32;
+    return at < floor ? at + floor : at;
+}
+
+static void check_sparse_lines(chring_t *r, const char *what, int removed)
+{
+    const chring_snap_t *s = chring_snap_hold(r);
+    cr_assert_not_null(s->lines, "%s: a line index", what);
+    cr_assert_eq(s->nbuckets, LINES, "%s: %zu lines", what, s->nbuckets);
+    unsigned rank, gone = removed < 0 ? SPARSE_LINES : sparse_line((unsigned)removed, &rank);
+    for (size_t b = 0; b < SPARSE_LINES; b++) {
+        size_t first = s->lines[b].first & ~CHRING_LINE_FULL;
+        size_t count = (s->lines[b + 1].first & ~CHRING_LINE_FULL) - first;
+        size_t want = sparse_counts[b] - (b == gone ? 1 : 0);
+        cr_assert_eq(count, want, "%s: line %zu holds %zu points, not %zu", what, b, count, want);
+    }
+    uint64_t h[4096];
+    size_t nh = 0;
+    uint64_t end = line_top(SPARSE_LINES + 1) << 32; /* and the first line after them */
+    for (size_t i = 0; i < s->npoints && s->pos[i] < end + (UINT64_C(1) << 40); i++) {
+        h[nh++] = s->pos[i] - 1;
+        h[nh++] = s->pos[i];
+        h[nh++] = s->pos[i] + 1;
+    }
+    for (uint64_t b = 0; b <= SPARSE_LINES; b++) {
+        uint64_t lo = line_top(b) << 32, hi = (line_top(b + 1) << 32) - 1;
+        h[nh++] = lo;
+        h[nh++] = hi;
+        for (uint64_t k = 1; k < 64; k++)
+            h[nh++] = lo + (hi - lo) / 64 * k;
+    }
+    h[nh++] = 0;
+    h[nh++] = UINT64_MAX; /* past the last point: wraps to the first */
+    cr_assert_lt(nh, sizeof h / sizeof h[0]);
+    check_positions(s, h, nh, what);
+    chring_snap_put(r, s);
+}
+
+Test(index, sparse_first_lines_give_every_key_its_owner, .timeout = 120)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.profile = CHRING_PROFILE_CUSTOM;
+    cfg.hash = line_hash;
+    cfg.hash_bits = 64;
+    cfg.vnodes = LINE_VNODES;
+    chring_t *r = NULL;
+    cr_assert_eq(chring_new(&r, &cfg), 0);
+    static char names[LINE_MEMBERS][12];
+    static chring_change_t changes[LINE_MEMBERS];
+    for (unsigned i = 0; i < LINE_MEMBERS; i++) {
+        snprintf(names[i], sizeof names[i], "m%u", i);
+        changes[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    cr_assert_eq(chring_update(r, changes, LINE_MEMBERS), 0);
+    check_sparse_lines(r, "built", -1);
+    /* A publish shifts the lines and rewrites those round the changed points: the owner of
+     * line 2's only point leaves and comes back; so does the owner of line 1's first. */
+    cr_assert_eq(chring_remove(r, "m2"), 0);
+    check_sparse_lines(r, "m2 removed", 2);
+    cr_assert_eq(chring_add(r, "m2", 1, NULL), 0);
+    check_sparse_lines(r, "m2 back", -1);
+    cr_assert_eq(chring_remove(r, "m0"), 0);
+    check_sparse_lines(r, "m0 removed", 0);
+    cr_assert_eq(chring_add(r, "m0", 1, NULL), 0);
+    check_sparse_lines(r, "m0 back", -1);
+    chring_free(&r);
+}
