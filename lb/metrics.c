@@ -65,7 +65,10 @@ enum member_value {
     MV_DRAINING,
     MV_ACQUIRES,
     MV_REQUESTS,
-    MV_FAILURES
+    MV_FAILURES,
+    MV_REPORTED,
+    MV_REPORT_AGE,
+    MV_COUNTED
 };
 
 static const struct {
@@ -86,6 +89,15 @@ static const struct {
     {"chring_lb_member_requests_total", "counter", "Requests proxied to the member.", MV_REQUESTS},
     {"chring_lb_member_failures_total", "counter",
      "Requests to the member that failed (refused, timed out, broken answer).", MV_FAILURES},
+    {"chring_lb_member_reported_load", "gauge",
+     "The load the member's engine reported (--load-metrics), while the report counts; no sample "
+     "otherwise.",
+     MV_REPORTED},
+    {"chring_lb_member_report_age_seconds", "gauge",
+     "The age of the member's report, while it counts; no sample otherwise.", MV_REPORT_AGE},
+    {"chring_lb_member_counted", "gauge",
+     "What the bound counts for the member: its leases, raised by a report that counts.",
+     MV_COUNTED},
 };
 
 static void member_sample(struct evbuffer *b, const char *fam, const char *label,
@@ -99,6 +111,20 @@ static void member_sample(struct evbuffer *b, const char *fam, const char *label
     case MV_WEIGHT:
         evbuffer_add_printf(b, "%s{member=\"%s\"} %u\n", fam, label, chring_snap_weight(s, m));
         return;
+    case MV_REPORTED:
+    case MV_REPORT_AGE: {
+        chring_member_stats_t rs;
+        chring_member_stats(m, &rs);
+        if (!rs.report_live) /* no report counts: no sample (Prometheus' way to say "none") */
+            return;
+        if (v == MV_REPORTED)
+            evbuffer_add_printf(b, "%s{member=\"%s\"} %llu\n", fam, label,
+                                (unsigned long long)rs.reported);
+        else
+            evbuffer_add_printf(b, "%s{member=\"%s\"} %.3f\n", fam, label,
+                                (double)rs.report_age_ms / 1000);
+        return;
+    }
     default: break;
     }
     uint64_t x = 0;
@@ -114,6 +140,10 @@ static void member_sample(struct evbuffer *b, const char *fam, const char *label
         break;
     case MV_REQUESTS: x = be ? GET(be->requests) : 0; break;
     case MV_FAILURES: x = be ? GET(be->failures) : 0; break;
+    case MV_COUNTED:
+        chring_member_stats(m, &ms);
+        x = ms.counted;
+        break;
     default: break;
     }
     evbuffer_add_printf(b, "%s{member=\"%s\"} %llu\n", fam, label, (unsigned long long)x);

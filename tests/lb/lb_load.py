@@ -112,6 +112,16 @@ def test_load(env):
                          member_stats(lb, victim.member)))
         check(m["counted"] >= 500 and m["report_age_ms"] < 1000,
               "victim stats while loaded: %s" % m)
+        # the same in Prometheus' text: the report, its age and what the bound counts
+        mc = h.Client(lb.stats_port)
+        s, text, _ = mc.get("/_chring/metrics")
+        mc.close()
+        text = text.decode()
+        want = 'chring_lb_member_reported_load{member="%s"} 500' % victim.member
+        check(s == 200 and want in text, "metrics lack %r" % want)
+        check('chring_lb_member_report_age_seconds{member="%s"}' % victim.member in text and
+              'chring_lb_member_counted{member="%s"}' % victim.member in text,
+              "metrics lack the report's age or the counted load")
         moved = 0
         for i in its:
             s, body, _ = c.get("/k/%d" % i)
@@ -130,6 +140,11 @@ def test_load(env):
                   "key %d back on its owner after the report expired" % i)
         m = member_stats(lb, victim.member)
         check(m["counted"] == m["load"], "no report counts: %s" % m)
+        mc = h.Client(lb.stats_port)
+        s, text, _ = mc.get("/_chring/metrics")
+        mc.close()
+        check('chring_lb_member_reported_load{member="%s"}' % victim.member not in text.decode(),
+              "an expired report still has a sample")
         log("metrics failing: the report expired, the keys are back; scrapes %d" % victim.scrapes)
         c.close()
         lb.stop()

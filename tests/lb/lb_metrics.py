@@ -130,7 +130,15 @@ def text_test(env):
                     stats_listen=True)
     lb.proc = env.spawn(lb.name, lb.argv)
     h.wait_port(lb.port, proc=lb.proc)
-    s = socket.create_connection(("127.0.0.1", lb.stats_port), timeout=5)
+    # the stats listener opens on the main thread once the workers listen: wait for it too
+    end = time.time() + 10
+    while True:
+        try:
+            s = socket.create_connection(("127.0.0.1", lb.stats_port), timeout=5)
+            break
+        except ConnectionRefusedError:
+            check(time.time() < end and lb.alive(), "the stats listener never opened")
+            time.sleep(0.05)
     s.sendall(b"GET /_chring/metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     try:
         got = s.recv(100)
