@@ -7,6 +7,7 @@
 #include "prompt.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
