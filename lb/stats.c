@@ -226,22 +226,8 @@ static void add_member(struct evbuffer *b, const chring_snap_t *s, const chring_
 
 static void add_balancer(struct evbuffer *b)
 {
-    uint64_t t[10] = {0}, o[5] = {0};
-    for (unsigned i = 0; i < lb_cfg.threads; i++) {
-        struct worker *x = &lb_workers[i];
-        t[0] += GET(x->requests);
-        t[1] += GET(x->proxied);
-        t[2] += GET(x->retries);
-        t[3] += GET(x->bad_gateway);
-        t[4] += GET(x->aborts);
-        t[5] += GET(x->client_gone);
-        t[6] += GET(x->no_backend);
-        t[7] += GET(x->stats_served);
-        t[8] += GET(x->active_n);
-        t[9] += GET(x->pauses);
-        for (int k = 0; k < 5; k++)
-            o[k] += GET(x->outcomes[k]);
-    }
+    uint64_t t[10], o[5];
+    lb_workers_sum(t, o);
     evbuffer_add_printf(
         b,
         "],\n\"balancer\":{\"threads\":%u,\"requests\":%llu,\"proxied\":%llu,"

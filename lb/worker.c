@@ -152,3 +152,26 @@ void lb_worker_free(struct worker *w)
     if (w->base)
         event_base_free(w->base);
 }
+
+void lb_workers_sum(uint64_t t[10], uint64_t o[5])
+{
+    for (int k = 0; k < 10; k++)
+        t[k] = 0;
+    for (int k = 0; k < 5; k++)
+        o[k] = 0;
+    for (unsigned i = 0; i < lb_cfg.threads; i++) {
+        struct worker *x = &lb_workers[i];
+        t[0] += GET(x->requests);
+        t[1] += GET(x->proxied);
+        t[2] += GET(x->retries);
+        t[3] += GET(x->bad_gateway);
+        t[4] += GET(x->aborts);
+        t[5] += GET(x->client_gone);
+        t[6] += GET(x->no_backend);
+        t[7] += GET(x->stats_served);
+        t[8] += GET(x->active_n);
+        t[9] += GET(x->pauses);
+        for (int k = 0; k < 5; k++)
+            o[k] += GET(x->outcomes[k]);
+    }
+}

@@ -36,6 +36,11 @@ struct worker {
 
 /* [lb_cfg.threads], allocated by main before the ring exists. */
 extern struct worker *lb_workers;
+/* Every worker's counters added up, for the stats and the metrics: t[0..9] requests, proxied,
+ * retries, bad_gateway (502 and 504), aborts, client_gone, no_backend, stats_served, active_n,
+ * pauses; o[0..4] the outcomes by CHRING_OUTCOME_* (none, owner, spilled, saturated, owner_down).
+ * Relaxed loads: a sum, not a snapshot.  Any thread. */
+void lb_workers_sum(uint64_t t[10], uint64_t o[5]);
 /* The one ring: created by main before the workers start, freed after they stopped. */
 extern chring_t *lb_ring;
 
