@@ -689,7 +689,8 @@ CHRING_API void chring_release(chring_t *r, chring_lease_t *lease);
 
 /* The capacity member m would have for the next acquire on snapshot s: ceil(c * (m + 1) * e / E)
  * (at least ceil(config.min_capacity * e)) with the ring's balance factor c, its current
- * outstanding leases m, m's effective weight e = s * w and E the sum of the effective weights of the members that are up (chring_acquire).
+ * outstanding leases m, m's effective weight e = s * w and E the sum of the effective weights of
+ * the members that are up (chring_acquire).
  * 0 if m is not in s, is down or is at admission scale 0, and for r, s or m NULL.  Reader side. */
 CHRING_API uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s,
                                            const chring_member_t *m);

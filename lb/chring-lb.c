@@ -76,6 +76,7 @@ int main(int argc, char **argv)
     rc.profile = lb_cfg.profile;
     rc.vnodes = lb_cfg.vnodes;
     rc.balance = lb_cfg.balance;
+    rc.min_capacity = lb_cfg.min_capacity;
     rc.retire = lb_backend_retire;
     rc.slow_start_ms = lb_cfg.slow_start_ms;
     int err = chring_new(&lb_ring, &rc);

@@ -72,6 +72,9 @@ static void usage(FILE *f)
         "                            %s\n"
         "  --vnodes N                points per unit of weight (default 160)\n"
         "  --balance C               bounded-load factor c (default 1.25)\n"
+        "  --min-capacity N          a floor under the bound: a backend of weight 1 takes N\n"
+        "                            requests in flight before its keys spill, whatever the\n"
+        "                            load (default 0: the bound alone)\n"
         "  --backend-timeout SECS    deadline for a backend's answer head; then its body's idle\n"
         "                            timeout: a body that keeps flowing (a token stream) is\n"
         "                            never cut (default 3)\n"
@@ -246,6 +249,7 @@ enum {
     O_PROFILE,
     O_VNODES,
     O_BALANCE,
+    O_MINCAPACITY,
     O_BTIMEOUT,
     O_CTIMEOUT,
     O_FAILTIMEOUT,
@@ -285,6 +289,7 @@ static const struct option opts[] = {
     {"profile", required_argument, 0, O_PROFILE},
     {"vnodes", required_argument, 0, O_VNODES},
     {"balance", required_argument, 0, O_BALANCE},
+    {"min-capacity", required_argument, 0, O_MINCAPACITY},
     {"backend-timeout", required_argument, 0, O_BTIMEOUT},
     {"client-timeout", required_argument, 0, O_CTIMEOUT},
     {"fail-timeout", required_argument, 0, O_FAILTIMEOUT},
@@ -361,6 +366,11 @@ static int parse_option(int c, const char *arg)
             return bad("--balance: a number >= 1");
         return 0;
     }
+    case O_MINCAPACITY:
+        if (parse_size(arg, &v, 0, 1000000) < 0)
+            return bad("--min-capacity: 0..1000000 requests");
+        lb_cfg.min_capacity = (uint32_t)v;
+        return 0;
     case O_BTIMEOUT:
         if (parse_timeval(arg, &lb_cfg.backend_timeout) < 0)
             return bad("--backend-timeout: seconds, 0.001..86400");

@@ -35,6 +35,7 @@ struct lb_config {
     chring_profile_t profile;
     uint32_t vnodes;
     double balance;
+    uint32_t min_capacity; /* --min-capacity: the floor under the bound (config.min_capacity) */
     struct timeval backend_timeout;
     struct timeval client_timeout;
     size_t max_headers;

@@ -20,6 +20,8 @@ time.
   hung-backend      a backend that accepts and never answers is taken out once two clients'
                     requests timed out on it (one client's are not enough)
   panic             passive health never holds more than half of the members down
+  min-capacity      4 requests in flight on one key over 4 backends: spilled by the bound alone,
+                    all on the owner with --min-capacity 4
 """
 import hashlib
 import json
@@ -583,6 +585,48 @@ def hung_backend(env):
         hung.close()
 
 
+def min_capacity(env):
+    """4 requests in flight on one key over 4 backends: the bound alone spills them (a capacity of
+    ceil(1.25 x (m + 1) / 4) is 1 or 2 at that load), --min-capacity 4 keeps them on the owner
+    (a prefix cache's hits at low concurrency)."""
+    backends = [LLMBackend() for _ in range(4)]
+    members = [b.member for b in backends]
+    try:
+        owner = h.expect(members, ["/step"])[0]
+        for floor in (0, 4):
+            args = sum([["--backend", m] for m in members], [])
+            if floor:
+                args += ["--min-capacity", str(floor)]
+            lb = h.Balancer(env, args, name="lb-floor%d" % floor).start()
+            readers = []
+            for _ in range(4):
+                r = StreamReader(lb.port, "/step")
+                check(r.head(time.time() + 10), "no head")
+                readers.append(r)
+            loads = {m["name"]: m["load"] for m in lb.stats()["members"]}
+            for b in backends:
+                b.go.set()
+            for r in readers:
+                end = time.time() + 15
+                while r.next_event(end) is not None:
+                    pass
+                check(r.complete, "a held stream did not end")
+                r.close()
+            for b in backends:
+                b.go.clear()
+            lb.wait_idle()
+            lb.stop()
+            if floor:
+                check(loads[owner] == 4, "--min-capacity 4: %s (owner %s)" % (loads, owner))
+            else:
+                check(loads[owner] < 4 and sum(loads.values()) == 4,
+                      "the bound alone kept 4 requests on one of 4 backends: %s" % loads)
+            log("4 in flight on one key, --min-capacity %d: loads %s" % (floor, sorted(loads.values())))
+    finally:
+        for b in backends:
+            b.close()
+
+
 def panic(env):
     dead = []
     for _ in range(4):
@@ -625,6 +669,7 @@ TESTS = {
     "slow-client-health": slow_client_health,
     "hung-backend": hung_backend,
     "panic": panic,
+    "min-capacity": min_capacity,
 }
 
 
