@@ -346,6 +346,7 @@ typedef struct tier_run {
     chring_t *ring;
     uint64_t seed;
     slot_t slots[SLOTS];
+    unsigned nslots; /* requests in flight: SLOTS when 0 (every run but the floor's) */
     int focus;
     const int *focus_owner; /* owner table that defines the focus keys */
     const int *other_owner; /* owner table of their other owner */
@@ -354,7 +355,7 @@ typedef struct tier_run {
 static void route(tier_run_t *t, window_stats_t *ws)
 {
     uint32_t k = zipf_draw(&t->seed);
-    slot_t *s = &t->slots[demo_rnd(&t->seed) % SLOTS];
+    slot_t *s = &t->slots[demo_rnd(&t->seed) % (t->nslots ? t->nslots : SLOTS)];
     if (s->busy)
         chring_release(t->ring, &s->lease);
     int rc = chring_acquire(t->ring, keys[k], KEY_LEN, &s->lease);
@@ -987,6 +988,56 @@ static void write_files(const cache_opts_t *o)
         printf("gnuplot failed: no picture (the script is %s)\n", gp_path);
 }
 
+/* The floor (docs/design.md §3, "The floor"): with few requests in flight the bound alone sends
+ * keys past their owner (a capacity of ceil(c * (m + 1) / 10) is 1 at m = 7), and each such
+ * request is a miss at a cache that does not hold the key.  The same stream with 8, 16, 32 and
+ * SLOTS requests in flight, on 10 backends, the bound alone and with config.min_capacity = FLOOR:
+ * the hit ratio and the share of acquires that spilled, over FLOOR_WINDOWS windows after the
+ * warm-up. */
+#define FLOOR 4
+#define FLOOR_WINDOWS 10
+static void floor_runs(const cache_opts_t *o)
+{
+    static const unsigned inflight[] = {8, 16, 32, SLOTS};
+    printf("\n== the floor under the bound at low concurrency (config.min_capacity, 0.4): the same "
+           "stream, 10 backends,\n   c = %.2f, %d windows after the warm-up\n"
+           "  in flight   hit ratio: bound alone   min_capacity = %d     spills: bound alone   "
+           "min_capacity = %d\n",
+           BALANCE, FLOOR_WINDOWS, FLOOR, FLOOR);
+    for (size_t i = 0; i < sizeof inflight / sizeof *inflight; i++) {
+        double hit[2], spill[2];
+        for (int f = 0; f < 2; f++) {
+            static tier_run_t t;
+            memset(&t, 0, sizeof t);
+            chring_config_t cfg;
+            chring_config_default(&cfg);
+            cfg.balance = BALANCE;
+            cfg.min_capacity = f ? FLOOR : 0;
+            check(chring_new(&t.ring, &cfg), "chring_new");
+            sync_members(t.ring, 10, -1);
+            t.nslots = inflight[i];
+            t.focus = FLAPPER;
+            t.focus_owner = own10;
+            t.other_owner = own9;
+            warm_up(&t, o);
+            window_stats_t ws;
+            memset(&ws, 0, sizeof ws);
+            chring_stats_t st0, st1;
+            chring_stats(t.ring, &st0);
+            uint64_t n = (uint64_t)FLOOR_WINDOWS * o->window;
+            for (uint64_t k = 0; k < n; k++)
+                route(&t, &ws);
+            chring_stats(t.ring, &st1);
+            hit[f] = 100 * hit_ratio(&ws);
+            spill[f] = 100 * ratio(st1.spills - st0.spills, n);
+            stop_ring(&t);
+        }
+        printf("  %9u   %20.1f%%   %17.1f%%   %17.1f%%   %17.1f%%\n", inflight[i], hit[0], hit[1],
+               spill[0], spill[1]);
+    }
+    fflush(stdout);
+}
+
 void demo_cache_tier_run(const cache_opts_t *o)
 {
     tier_init(o);
@@ -1025,6 +1076,7 @@ void demo_cache_tier_run(const cache_opts_t *o)
         lru_free(&warm.caches[i]);
     print_windows(o);
     print_summary();
+    floor_runs(o);
     write_files(o);
     tier_free();
 }
