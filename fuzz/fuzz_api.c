@@ -570,26 +570,6 @@ static uint64_t obj_inherited(int id)
     return n;
 }
 
-/* A key at hash h whose owner is down and that lands on this member index went where a lookup
- * sends it (CHRING_OUTCOME_OWNER_DOWN): the first member clockwise from h's point that is up and
- * not skipped, with no skipped member before it.  Returns that member's index, or -1. */
-static long first_up_unskipped(const model_snap_t *m, uint64_t h, const unsigned char *skip,
-                               const unsigned char *down)
-{
-    long start = model_owner_point(m, h);
-    if (start < 0)
-        return -1;
-    for (size_t k = 0; k < m->npoints; k++) {
-        uint32_t j = m->points[((size_t)start + k) % m->npoints].member;
-        if (skip && skip[j])
-            return -1;
-        if (down && down[j])
-            continue;
-        return (long)j;
-    }
-    return -1;
-}
-
 static uint64_t obj_count(int id)
 {
     const obj_t *o = &objs[id];
@@ -1460,7 +1440,7 @@ static void op_acquire(input_t *in)
     }
     id = cur.members[j].obj;
     int owner_down = !sat && id != cur.members[owner].obj &&
-                     first_up_unskipped(&cur, model_hash(&cur.cfg, k->b, k->len), NULL, hl.down) == j;
+                     model_first_up_unskipped(&cur, model_hash(&cur.cfg, k->b, k->len), NULL, hl.down) == j;
     uint32_t want_outcome = sat                               ? CHRING_OUTCOME_SATURATED
                             : id == cur.members[owner].obj ? CHRING_OUTCOME_OWNER
                             : owner_down                   ? CHRING_OUTCOME_OWNER_DOWN
@@ -1596,7 +1576,7 @@ static void op_acquire_skip(input_t *in)
     acquires++;
     retries++;
     int owner_down = !sat && id != cur.members[owner].obj &&
-                     first_up_unskipped(&cur, h, mask, hl.down) == j;
+                     model_first_up_unskipped(&cur, h, mask, hl.down) == j;
     uint32_t want_outcome = sat                            ? CHRING_OUTCOME_SATURATED
                             : id == cur.members[owner].obj ? CHRING_OUTCOME_OWNER
                             : owner_down                   ? CHRING_OUTCOME_OWNER_DOWN

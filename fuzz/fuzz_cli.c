@@ -56,6 +56,9 @@ typedef struct tobj {
     uint64_t leases, acquires, primary, spilled_in;
     int down;     /* DOWN / UP: the state belongs to the member object */
     double scale; /* RAMP's constant admission scale, 1 without */
+    char name[MODEL_NAME_MAX + 1];
+    size_t len;
+    bool ghost; /* left the pool while what the bound counted for it was above 0 (a flap) */
 } tobj_t;
 
 typedef struct tlease {
@@ -398,8 +401,31 @@ static bool names(const char *line, size_t len, size_t pos, span_t *out, size_t 
     return true;
 }
 
+/* What the bound counts for member object id: its leases and those of the earlier objects of its
+ * name that left with leases out, its ghosts (docs/design.md §3, "Flaps"; object ids grow with
+ * time, so an earlier object has a smaller id). */
+static uint64_t counted(int id)
+{
+    const tobj_t *o = &st.objs[id];
+    uint64_t n = o->leases;
+    for (int k = 0; k < id; k++)
+        if (st.objs[k].ghost && st.objs[k].len == o->len &&
+            memcmp(st.objs[k].name, o->name, o->len) == 0)
+            n += st.objs[k].leases;
+    return n;
+}
+
+/* Member object id leaves the pool: a ghost when the bound counts anything for it. */
+static void leave(int id)
+{
+    if (counted(id) > 0)
+        st.objs[id].ghost = true;
+}
+
 static void set_member(tmember_t *m, span_t name, int id)
 {
+    memcpy(st.objs[id].name, name.p, name.n);
+    st.objs[id].len = name.n;
     memset(m, 0, sizeof *m);
     memcpy(m->name, name.p, name.n);
     m->len = name.n;
@@ -432,6 +458,13 @@ static void do_pool(const char *line, size_t len, size_t pos)
             set_member(&next[i], list[i], id);
             changed = true;
         }
+    }
+    for (size_t i = 0; i < st.npool; i++) {
+        bool kept = false;
+        for (size_t k = 0; k < n && !kept; k++)
+            kept = next[k].id == st.pool[i].id;
+        if (!kept)
+            leave(st.pool[i].id);
     }
     memcpy(st.pool, next, n * sizeof *next);
     st.npool = n;
@@ -480,6 +513,7 @@ static void do_remove(const char *line, size_t len, size_t pos)
         long j = pool_find(list[i].p, list[i].n);
         if (j < 0)
             continue;
+        leave(st.pool[j].id);
         memmove(&st.pool[j], &st.pool[j + 1], (st.npool - (size_t)j - 1) * sizeof st.pool[0]);
         st.npool--;
         changed = true;
@@ -779,16 +813,17 @@ static void do_acquire(span_t key, const bool *skip)
      * is taken only when nothing else is met; EMPTY when no member outside the list is up. */
     long walk_j = -1, walk_owner = -1;
     int walk_sat = 0;
+    /* the walk's inputs, also read below to tell an owner down from a spill */
+    static uint64_t loads[MAX_POOL];
+    static unsigned char mask[MAX_POOL], down[MAX_POOL];
+    static double scale[MAX_POOL];
     if (st.modeled) {
         const model_snap_t *s = snap();
-        static uint64_t loads[MAX_POOL];
-        static unsigned char mask[MAX_POOL], down[MAX_POOL];
-        static double scale[MAX_POOL];
         health_of(s, down, scale);
         for (size_t j = 0; j < s->nmembers; j++) {
             long sj = skip ? pool_find(s->members[j].name, s->members[j].len) : -1;
             mask[j] = sj >= 0 && skip[sj];
-            loads[j] = st.objs[s->members[j].obj].leases;
+            loads[j] = counted(s->members[j].obj);
         }
         walk_j = model_walk_health(s, model_hash(&s->cfg, key.p, key.n), st.balance, outstanding(),
                                    loads, mask, down, scale, &walk_owner, &walk_sat);
@@ -828,9 +863,15 @@ static void do_acquire(span_t key, const bool *skip)
         /* Saturated too: the first least loaded member met (at a scale above 0, else at 0). */
         expect_model_name(name, &s->members[walk_j], "acquire choice");
         tobj_t *o = &st.objs[id];
-        /* The key's owner for primary/spill is the member of its point, up or down. */
+        /* The key's owner for primary/spill is the member of its point, up or down.  A key
+         * whose owner is down and that lands on the first member up after it, no skipped member
+         * before, went where a lookup sends it: not a spill (CHRING_OUTCOME_OWNER_DOWN, counted
+         * apart; STATS shows neither primary nor spilled_in for it). */
         if (s->members[walk_owner].obj == id) {
             o->primary++;
+        } else if (!walk_sat && model_first_up_unskipped(s, model_hash(&s->cfg, key.p, key.n),
+                                                         mask, down) == walk_j) {
+            /* owner down: neither primary nor spilled_in */
         } else {
             o->spilled_in++;
             st.spills++;

@@ -11,6 +11,8 @@ Policies:
   cache_aware  SGLang's cache-aware router, a router in this driver per gateway: an approximate
                radix tree of the prompts it routed, per worker, with SGLang's thresholds
   chring       real chring-lb per gateway, --key prompt, the default bound (1.25)
+  chring_floor chring + --min-capacity (default 16: the floor under the bound), when the binary
+               has it (not in the default set of policies)
   chring_load  chring + --load-metrics /metrics (the engines' reported load), when the binary
                has the flag
 The driver's routers send straight to the engines (each "gateway" is an object in this process
@@ -290,7 +292,7 @@ class CacheAware:
 
 
 ROUTERS = {"rr": RoundRobin, "least": LeastRequests, "cache_aware": CacheAware}
-LB_POLICIES = ("ch", "chring", "chring_load")
+LB_POLICIES = ("ch", "chring", "chring_load", "chring_floor")
 
 
 # ---- processes ----------------------------------------------------------------------------
@@ -371,6 +373,8 @@ def start_gateways(procs, cfg, engine_ports, policy, key_prefix):
             argv += ["--balance", "1000000000"]
         if policy == "chring_load":
             argv += ["--load-metrics", "/metrics"]
+        if policy == "chring_floor":
+            argv += ["--min-capacity", str(cfg.min_capacity)]
         for p in engine_ports:
             argv += ["--backend", "127.0.0.1:%d" % p]
         procs.start(argv, "lb%d" % i)
@@ -742,6 +746,8 @@ def main():
     p.add_argument("--sweep-system-tokens", default="2048,128",
                    help="system prompt lengths of the --key-prefix measurement")
     p.add_argument("--poll-interval", type=float, default=0.2)
+    p.add_argument("--min-capacity", type=int, default=16,
+                   help="chring_floor's --min-capacity (requests an engine keeps whatever the load)")
     cfg = p.parse_args()
     if cfg.quick:
         # A taste of the full run: 16 x 8 requests, two workloads, four policies.
@@ -780,6 +786,9 @@ def main():
         print("note: this chring-lb has no --key prompt: the chring policies route by a header "
               "carrying a hash of the same key, set by the driver", file=sys.stderr)
     policies = cfg.policies.split(",")
+    if "chring_floor" in policies and "--min-capacity" not in help_text:
+        print("note: this chring-lb has no --min-capacity: chring_floor skipped", file=sys.stderr)
+        policies.remove("chring_floor")
     if "chring_load" in policies and not has_load:
         print("note: this chring-lb has no --load-metrics: chring_load skipped", file=sys.stderr)
         policies.remove("chring_load")

@@ -608,6 +608,23 @@ long model_owner_up(const model_snap_t *s, uint64_t h, const unsigned char *down
     return -1;
 }
 
+long model_first_up_unskipped(const model_snap_t *s, uint64_t h, const unsigned char *skip,
+                              const unsigned char *down)
+{
+    long start = model_owner_point(s, h);
+    if (start < 0)
+        return -1;
+    for (size_t k = 0; k < s->npoints; k++) {
+        uint32_t j = s->points[((size_t)start + k) % s->npoints].member;
+        if (skip && skip[j])
+            return -1;
+        if (down && down[j])
+            continue;
+        return (long)j;
+    }
+    return -1;
+}
+
 size_t model_lookup_n_up(const model_snap_t *s, uint64_t h, const unsigned char *down,
                          uint32_t *out, size_t n)
 {

@@ -142,6 +142,12 @@ uint64_t model_up_weight(const model_snap_t *s, const unsigned char *down);
 /* The owner of hash h when members are down: the first member up clockwise from h's point, or -1
  * (an empty snapshot, or every member down). */
 long model_owner_up(const model_snap_t *s, uint64_t h, const unsigned char *down);
+/* Where a key at hash h whose owner is down goes without being a spill
+ * (CHRING_OUTCOME_OWNER_DOWN): the first member clockwise from h's point that is up and not
+ * skipped, when no skipped member comes before it.  Returns its index, or -1.  skip and down
+ * may be NULL. */
+long model_first_up_unskipped(const model_snap_t *s, uint64_t h, const unsigned char *skip,
+                              const unsigned char *down);
 /* model_lookup_n passing over the members that are down. */
 size_t model_lookup_n_up(const model_snap_t *s, uint64_t h, const unsigned char *down,
                          uint32_t *out, size_t n);
