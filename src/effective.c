@@ -13,13 +13,13 @@
  * count of members down: 0 means no member of the current membership ramps, and an acquire then
  * judges by the integer weights exactly as without ramps, with no clock read.  Writers set it to
  * a new sequence number whenever a ramp is set or a ramping member joins (and, while it is not 0,
- * whenever health changes, so that a cached sum is not used across the change).  A sum over the
+ * whenever health changes, so that a cached sum is not used across the change): health.c's
+ * chring__ramps_changed and chring__ramps_touch, beside the ramps they follow.  A sum over the
  * current snapshot that finds no member ramping any more clears it with a compare-and-swap from
  * the epoch it read: a writer that set a ramp meanwhile stored a newer epoch (after the ramp's
  * generation), so the swap fails or the writer's store comes after it; either way the word ends
  * non-zero.  A reader may see a sum summed by another thread while it checks the stamp: any sum
  * it can see is at most a millisecond old, which is the promise. */
-#include "find.h"
 #include "member.h"
 
 #include <math.h>
@@ -64,18 +64,6 @@ double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
     if (!ramping && epoch != 0 && h->current != NULL && CHRING_RCU_DEREF(*h->current) == s)
         ck_pr_cas_64(&h->ramp_epoch, epoch, 0); /* fails if a writer set a ramp since */
     return sum;
-}
-
-void chring__ramps_changed(chring_t *r)
-{
-    ck_pr_fence_store(); /* the ramp's generation before the epoch (see above) */
-    CHRING_STORE_64(&r->health.ramp_epoch, ++r->ramp_seq);
-}
-
-void chring__ramps_touch(chring_t *r)
-{
-    if (CHRING_LOAD_64(&r->health.ramp_epoch) != 0)
-        chring__ramps_changed(r);
 }
 
 uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double c)

@@ -126,8 +126,9 @@ struct chring_health {
     uint64_t ndown;       /* members of the current membership that are down (stats) */
     uint64_t down_weight; /* their total weight in the current snapshot */
     chring_snap_t *const *current; /* the ring's published pointer: is a snapshot current? */
-    /* Effective weights (effective.c): 0 while no member of the current membership ramps; else
-     * the writers' latest ramp sequence number, which also invalidates cached sums. */
+    /* Effective weights (effective.c; written by health.c): 0 while no member of the current
+     * membership ramps; else the writers' latest ramp sequence number, which also invalidates
+     * cached sums. */
     uint64_t ramp_epoch;
     /* Reported load (report.c): 0 while no report of the current membership counts; else the
      * writers' latest report sequence number, which also invalidates the snapshots' cached sums
@@ -294,7 +295,7 @@ struct chring {
     double balance;         /* cfg.balance clamped to >= 1 */
     uint64_t publishes;     /* written under lock, read atomically */
     uint64_t join_seq;      /* next join sequence number, under lock */
-    uint64_t ramp_seq;      /* last ramp_epoch a writer stored (effective.c), under lock */
+    uint64_t ramp_seq;      /* last ramp_epoch a writer stored (health.c), under lock */
     uint64_t report_ctr;    /* last report_seq a writer stored (report.c), under lock */
     uint64_t member_ids;    /* members created (ids), under lock */
     uint64_t reports;       /* reports recorded (statistics), under lock, read atomically */
@@ -471,6 +472,10 @@ void chring__member_slow_start(chring_member_t *m, double from, uint32_t ms);
 const chring_member_t *chring__first_up(const chring_snap_t *s, size_t i);
 /* Total weight the capacities count: the snapshot's, less that of the members down. */
 uint64_t chring__up_weight(const chring_snap_t *s);
+/* Writer side, under the ring lock: a ramp was set (or a member that ramps joined): a new epoch. */
+void chring__ramps_changed(chring_t *r);
+/* Writer side, under the ring lock: health changed: a new epoch if ramps run (cached sums). */
+void chring__ramps_touch(chring_t *r);
 
 /* ---- effective.c: effective weights (docs/design.md §3) ---------------------------------- */
 
@@ -504,10 +509,6 @@ double chring__effective_weight(const chring_snap_t *s, uint64_t epoch);
 /* ceil(c * (total + 1) * e / sum) in IEEE double, left to right; 0 when e or sum is not above 0.
  * c already clamped. */
 uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double c);
-/* Writer side, under the ring lock: a ramp was set (or a member that ramps joined): a new epoch. */
-void chring__ramps_changed(chring_t *r);
-/* Writer side, under the ring lock: health changed: a new epoch if ramps run (cached sums). */
-void chring__ramps_touch(chring_t *r);
 
 /* ---- report.c: reported load (docs/design.md §3, "Reported load") ---------------------- */
 
