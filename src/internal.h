@@ -543,14 +543,6 @@ void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n)
  * grace period later (it was a prev). */
 bool chring__ghost_destroy(chring_member_t *m);
 
-/* ---- diff.c: owners' arcs by each profile's rule (docs/design.md §3) ---------------------- */
-
-/* chring_snap_moved and chring_member_share measured on the arcs chring_snap_diff walks: the
- * nearest-point profiles' (the others' first-point arcs are measured in snap.c).  a and b
- * comparable and not empty. */
-double chring__moved_by_arcs(const chring_snap_t *a, const chring_snap_t *b);
-double chring__share_by_arcs(const chring_snap_t *s, const chring_member_t *member);
-
 /* ---- load.c ------------------------------------------------------------------------------- */
 
 uint64_t chring__leases(chring_t *r);
