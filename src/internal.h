@@ -539,9 +539,6 @@ void chring__ghosts_left(chring_t *r, const chring_snap_t *cur, chring_member_t 
 /* Writer side, under the ring lock, after publishing: each new member whose name a ghost has
  * counts that ghost's leases (its prev). */
 void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n);
-/* Called by chring__member_destroy: unlists and unlinks m; returns true when m must be freed a
- * grace period later (it was a prev). */
-bool chring__ghost_destroy(chring_member_t *m);
 
 /* ---- load.c ------------------------------------------------------------------------------- */
 
