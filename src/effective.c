@@ -3,8 +3,9 @@
  *
  * A member's admission scale s_j (health.c) scales its weight in the capacities' total as well
  * as its own: with e_j = s_j * w_j over the members that are up and E the sum of the e_j, member
- * j's capacity is ceil(c * (m + 1) * e_j / E).  The capacities then add up to at least
- * c * (m + 1) > m whatever the scales, so an acquire saturates only through races.
+ * j's capacity is ceil(c * (m + 1) * e_j / E) (hash.c, with the other capacity formulas).  The
+ * capacities then add up to at least c * (m + 1) > m whatever the scales, so an acquire saturates
+ * only through races.
  *
  * Cost.  E changes with time while a ramp runs, and summing it is O(members): so it is summed at
  * most once a millisecond per snapshot and cached in the snapshot (its one mutable part, three
@@ -22,7 +23,6 @@
  * it can see is at most a millisecond old, which is the promise. */
 #include "member.h"
 
-#include <math.h>
 #include <time.h>
 
 double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
@@ -64,15 +64,4 @@ double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
     if (!ramping && epoch != 0 && h->current != NULL && CHRING_RCU_DEREF(*h->current) == s)
         ck_pr_cas_64(&h->ramp_epoch, epoch, 0); /* fails if a writer set a ramp since */
     return sum;
-}
-
-uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double c)
-{
-    if (!(sum > 0.0) || !(e > 0.0))
-        return 0;
-    double m1 = total == UINT64_MAX ? (double)total + 1.0 : (double)(total + 1);
-    double x = ceil(c * m1 * e / sum); /* left to right, as docs/design.md §3 writes it */
-    if (!(x < 18446744073709551616.0))
-        return UINT64_MAX;
-    return (uint64_t)x;
 }

@@ -322,6 +322,9 @@ void chring__free_aligned(void *p);
 size_t chring__put_decimal(char *buf, uint32_t i);
 /* c as the bounded loads use it: below 1, NaN or infinite acts as 1 (docs/design.md §3). */
 double chring__clamp_balance(double c);
+/* ceil(c * (total + 1) * e / sum) in IEEE double, left to right; 0 when e or sum is not above 0.
+ * c already clamped.  Effective weights (effective.c, docs/design.md §3). */
+uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double c);
 
 /* ---- profile.c: the placement profiles as data (docs/design.md §2) ------------------------ */
 
@@ -506,9 +509,6 @@ static inline double chring__bits_double(uint64_t b)
  * CHRING_EFF_MAX_AGE_NS and while health->ramp_epoch stays `epoch`.  A sum over the current
  * snapshot that finds no member ramping clears the ring's ramp_epoch.  Reader side. */
 double chring__effective_weight(const chring_snap_t *s, uint64_t epoch);
-/* ceil(c * (total + 1) * e / sum) in IEEE double, left to right; 0 when e or sum is not above 0.
- * c already clamped. */
-uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double c);
 
 /* ---- report.c: reported load (docs/design.md §3, "Reported load") ---------------------- */
 
