@@ -1,5 +1,5 @@
-/* Hash functions, labels and the capacity formulas (plain, weighted, effective): pure functions,
- * any thread.
+/* Hash functions, labels and the capacity formulas (plain, weighted, effective; the floor under
+ * them is inline in internal.h, as every acquire applies it): pure functions, any thread.
  * SPDX-License-Identifier: MIT */
 #include "hash.h"
 #include "internal.h"

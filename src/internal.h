@@ -8,6 +8,7 @@
 #include "shim.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdbool.h>
@@ -325,6 +326,17 @@ double chring__clamp_balance(double c);
 /* ceil(c * (total + 1) * e / sum) in IEEE double, left to right; 0 when e or sum is not above 0.
  * c already clamped.  Effective weights (effective.c, docs/design.md §3). */
 uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double c);
+/* The floor under a capacity cap (config.min_capacity, docs/design.md §3): at least
+ * ceil(floor * e) for effective weight e > 0, UINT64_MAX from 2^64 up.  Inline, as every acquire
+ * applies it (load.c): no floor (0) costs one compare. */
+static inline uint64_t chring__capacity_floor(uint64_t cap, double floor, double e)
+{
+    if (CHRING_LIKELY(floor == 0.0) || !(e > 0.0))
+        return cap;
+    double f = ceil(floor * e);
+    uint64_t fl = f < CHRING_TWO_POW_64 ? (uint64_t)f : UINT64_MAX;
+    return fl > cap ? fl : cap;
+}
 
 /* ---- profile.c: the placement profiles as data (docs/design.md §2) ------------------------ */
 
