@@ -21,11 +21,11 @@
 
 /* An index entry names a point, or (CHRING_INDEX_SLOT set) the slot of the one owner of an empty
  * bucket; CHRING_INDEX_POINT masks either.  An empty bucket names its owner only when a bucket
- * that names a point is at most CHRING_INDEX_REACH buckets after it (snap_sort.c). */
+ * that names a point is at most CHRING_INDEX_REACH buckets after it (index.c). */
 #define CHRING_INDEX_SLOT UINT32_C(0x80000000)
 #define CHRING_INDEX_POINT UINT32_C(0x7fffffff)
 #define CHRING_INDEX_REACH 16
-/* The line index (snap_sort.c, find.h): on rings of at least CHRING_LINES_MIN points whose owner
+/* The line index (index.c, find.h): on rings of at least CHRING_LINES_MIN points whose owner
  * is the first point at or after a key, with slots that fit 16 bits, the bucket index gives way
  * to lines of one cache line each, about one line per CHRING_LINE_LOAD points.  A line lists its
  * points (at most CHRING_LINE_POINTS): each one's offset within the line (16 bits, in position
@@ -212,10 +212,10 @@ struct chring_snap {
     /* Prefix-bucket index, b in [0, nbuckets]: a position h is in bucket chring__bucket(s, h)
      * (monotonic in h), index[b] is the first point of a bucket >= b; index[nbuckets] ==
      * npoints.  nbuckets is a power of two on small rings (the bucket is then h's top bits) and
-     * about 2.1 per point past half a million points (snap_sort.c).  On rings that have left the
+     * about 2.1 per point past half a million points (index.c).  On rings that have left the
      * caches, an empty bucket instead names the slot of its one owner, the owner of that first
      * point (wrapping), with CHRING_INDEX_SLOT set: a plain lookup there reads one entry and no
-     * point; a search goes on to the next entry that names a point (snap_sort.c, find.h). */
+     * point; a search goes on to the next entry that names a point (index.c, find.h). */
     size_t nbuckets;
     uint32_t *index;
     /* The line index instead (CHRING_LINE_ENTRIES above), NULL where the ring has the bucket
@@ -419,10 +419,13 @@ void chring__snap_destroy(chring_snap_t *s);
 /* Frees the spare block (chring_free). */
 void chring__blocks_drop(struct chring_blocks *blocks);
 
-/* ---- snap_sort.c: sorting points, the prefix index ---------------------------------------- */
+/* ---- snap_sort.c: sorting points ---------------------------------------------------------- */
 
 void chring__sort_points(size_t n, uint64_t *pos, uint32_t *owner, uint64_t *tpos,
                          uint32_t *towner);
+
+/* ---- index.c: the prefix index and the line index, built ---------------------------------- */
+
 size_t chring__index_buckets(size_t npoints, unsigned width, size_t prev_buckets);
 /* Whether a snapshot of this profile, points and slots takes the line index. */
 bool chring__index_lines(const struct chring_prof *prof, size_t npoints, size_t nslots);
