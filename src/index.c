@@ -162,8 +162,8 @@ static void lines_shift(chring_snap_t *s, const chring_snap_t *prev, const uint6
         next = shift_runs_end(s, &w);
         for (; b < next; b++) {
             dst[b] = src[b];
-            dst[b].first = (src[b].first & CHRING_LINE_FULL) |
-                           ((src[b].first + w.delta) & ~CHRING_LINE_FULL);
+            dst[b].first =
+                (src[b].first & CHRING_LINE_FULL) | ((src[b].first + w.delta) & ~CHRING_LINE_FULL);
         }
         if (next == s->nbuckets + 1)
             break;
@@ -219,7 +219,7 @@ void chring__index_build(chring_snap_t *s)
         index[b + 1] += index[b];
     if (!chring__index_slots(s))
         return;
-    size_t nb = buckets;             /* the next bucket that holds a point */
+    size_t nb = buckets;            /* the next bucket that holds a point */
     uint32_t next = index[buckets]; /* the first point of bucket b + 1 */
     for (size_t b = buckets; b-- > 0;) {
         uint32_t first = index[b];

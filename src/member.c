@@ -89,7 +89,7 @@ void chring__member_destroy(chring_member_t *m)
 {
     if (CHRING_LOAD_32(&m->down))
         ck_pr_dec_64(&m->health->alive_down); /* no snapshot can list it any more */
-    bool deferred = unghost(m); /* unlisted, unlinked (flaps) */
+    bool deferred = unghost(m);               /* unlisted, unlinked (flaps) */
     if (m->retire != NULL)
         m->retire(m->udata, m->retire_ctx);
     m->magic = CHRING_POISON;
