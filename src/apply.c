@@ -284,7 +284,7 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
     chring__publish(r, next);
     chring__ghosts_link(r, b.created, b.ncreated); /* names that come back count them */
     if (r->cfg.slow_start_ms > 0 && cur->nmembers > 0 && b.ncreated > 0)
-        chring__ramps_changed(r); /* members that ramp joined (effective.c) */
+        chring__ramps_changed(r); /* members that ramp joined (health.c) */
     b.ncreated = 0; /* the new members now belong to the published snapshot */
 unlock:
     pthread_mutex_unlock(&r->lock);

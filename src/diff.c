@@ -1,5 +1,7 @@
 /* Change, observable: the arcs of the hash space whose owner differs between two snapshots
- * (chring_snap_diff), and the arc measures of the nearest-point and varnish profiles (docs/design.md §2, §3).
+ * (chring_snap_diff), and the arc measures: a member's share of the hash space
+ * (chring_member_share) and the fraction that moved between two snapshots (chring_snap_moved)
+ * (docs/design.md §2, §3).
  * SPDX-License-Identifier: MIT
  *
  * Owners by each profile's own rule, in the unshifted hash space of chring_snap_lookup_hash
@@ -19,7 +21,9 @@
  * asks each snapshot for the owner at the start of every piece (the lookup itself, so the diff
  * can never disagree with chring_snap_lookup_hash) and joins neighbouring pieces that moved alike
  * into maximal arcs.  O(points of a + points of b) lookups, no allocation.  Health is ignored:
- * placement only, as chring_snap_moved and chring_member_share. */
+ * placement only, as in the measures.  The measures of the nearest-point and varnish profiles
+ * count the same pieces; those of the other profiles, whose arcs are simply (previous point,
+ * point], sum the arcs directly, with no lookup. */
 #include "find.h"
 #include "member.h"
 
@@ -253,8 +257,11 @@ int chring_snap_diff(const chring_snap_t *a, const chring_snap_t *b,
     return diff_flush(&d);
 }
 
-/* ---- measures by the same pieces ---------------------------------------------------------- */
+/* ---- the arc measures: chring_member_share, chring_snap_moved ----------------------------- */
 
+/* Of the profiles whose owner is not simply the first point at or after (the nearest point,
+ * varnish's top arc): measured on the pieces chring_snap_diff walks.  a and b comparable and not
+ * empty. */
 struct measure {
     const chring_member_t *member; /* share: this member's pieces; NULL: moved pieces */
     uint64_t lo, hi;               /* a 128-bit count of positions */
@@ -282,16 +289,106 @@ static double fraction(const struct measure *m, unsigned bits)
     return ldexp((double)m->hi, 64 - (int)bits) + ldexp((double)m->lo, -(int)bits);
 }
 
-double chring__moved_by_arcs(const chring_snap_t *a, const chring_snap_t *b)
+static double moved_by_arcs(const chring_snap_t *a, const chring_snap_t *b)
 {
     struct measure m = {NULL, 0, 0};
     (void)pieces(a, b, measure_piece, &m);
     return fraction(&m, a->prof.bits);
 }
 
-double chring__share_by_arcs(const chring_snap_t *s, const chring_member_t *member)
+static double share_by_arcs(const chring_snap_t *s, const chring_member_t *member)
 {
     struct measure m = {member, 0, 0};
     (void)pieces(s, s, measure_piece, &m);
     return fraction(&m, s->prof.bits);
+}
+
+/* Of the other profiles, whose owners' arcs are (previous point, point]: the length of the arc
+ * that ends at point i, the keys in (pos[i-1], pos[i]], and for point 0
+ * the wrap (pos[n-1], 2^64) + [0, pos[0]].  A whole circle (every point at one position) has
+ * arc 2^64 at point 0, returned as 0 with *full set. */
+static uint64_t arc_before(const chring_snap_t *s, size_t i, bool *full)
+{
+    *full = false;
+    if (i > 0)
+        return s->pos[i] - s->pos[i - 1];
+    if (s->pos[0] == s->pos[s->npoints - 1]) {
+        *full = true;
+        return 0;
+    }
+    return s->pos[0] - s->pos[s->npoints - 1]; /* mod 2^64: the wrap arc */
+}
+
+double chring_member_share(const chring_snap_t *s, const chring_member_t *m)
+{
+    long j = chring__snap_rank(s, m);
+    if (j < 0 || s->npoints == 0)
+        return 0.0;
+    if (s->prof.desc->nearest || s->prof.desc->varnish_start)
+        return share_by_arcs(s, m); /* nearest-point or varnish arcs (above) */
+    uint32_t slot = s->member_slot[j];
+    double share = 0.0;
+    for (size_t i = 0; i < s->npoints; i++) {
+        if (s->owner[i] != slot)
+            continue;
+        bool full;
+        uint64_t arc = arc_before(s, i, &full);
+        share += full ? 1.0 : (double)arc / CHRING_TWO_POW_64;
+    }
+    return share;
+}
+
+double chring_snap_moved(const chring_snap_t *a, const chring_snap_t *b)
+{
+    if (a == NULL || b == NULL || a->prof.id != b->prof.id || a->prof.bits != b->prof.bits)
+        return (double)NAN;
+    if (a->npoints == 0 && b->npoints == 0)
+        return 0.0;
+    if (a->npoints == 0 || b->npoints == 0)
+        return 1.0;
+    if (a->prof.desc->nearest || a->prof.desc->varnish_start)
+        return moved_by_arcs(a, b); /* nearest-point or varnish arcs (above) */
+
+    /* Sweep the union of both position lists.  Between two consecutive distinct positions
+     * (q_prev, q] the owner in each snapshot is the member of its first point >= q. */
+    uint64_t moved_lo = 0, moved_hi = 0; /* a 128-bit sum of moved key counts */
+    size_t ia = 0, ib = 0;
+    uint64_t prev = 0;
+    bool first = true;
+    while (ia < a->npoints || ib < b->npoints) {
+        uint64_t q;
+        if (ib >= b->npoints || (ia < a->npoints && a->pos[ia] <= b->pos[ib]))
+            q = a->pos[ia];
+        else
+            q = b->pos[ib];
+        size_t oa = ia < a->npoints ? ia : 0; /* past the last point: wrap */
+        size_t ob = ib < b->npoints ? ib : 0;
+        /* Keys [0, q] for the first interval, (prev, q] afterwards. */
+        uint64_t len = first ? q : q - prev;
+        bool extra_one = first; /* [0, q] holds q + 1 keys */
+        if (!same_name(a->slot_member[a->owner[oa]], b->slot_member[b->owner[ob]])) {
+            uint64_t before = moved_lo;
+            moved_lo += len;
+            moved_hi += moved_lo < before;
+            if (extra_one) {
+                before = moved_lo;
+                moved_lo += 1;
+                moved_hi += moved_lo < before;
+            }
+        }
+        first = false;
+        prev = q;
+        while (ia < a->npoints && a->pos[ia] == q)
+            ia++;
+        while (ib < b->npoints && b->pos[ib] == q)
+            ib++;
+    }
+    /* The wrap interval (prev, 2^64): both owners are their first points. */
+    if (!same_name(a->slot_member[a->owner[0]], b->slot_member[b->owner[0]])) {
+        uint64_t len = UINT64_MAX - prev; /* keys prev+1 .. 2^64-1 */
+        uint64_t before = moved_lo;
+        moved_lo += len;
+        moved_hi += moved_lo < before;
+    }
+    return (double)moved_hi + (double)moved_lo / CHRING_TWO_POW_64;
 }

@@ -3,8 +3,9 @@
  *
  * A member's admission scale s_j (health.c) scales its weight in the capacities' total as well
  * as its own: with e_j = s_j * w_j over the members that are up and E the sum of the e_j, member
- * j's capacity is ceil(c * (m + 1) * e_j / E).  The capacities then add up to at least
- * c * (m + 1) > m whatever the scales, so an acquire saturates only through races.
+ * j's capacity is ceil(c * (m + 1) * e_j / E) (hash.c, with the other capacity formulas).  The
+ * capacities then add up to at least c * (m + 1) > m whatever the scales, so an acquire saturates
+ * only through races.
  *
  * Cost.  E changes with time while a ramp runs, and summing it is O(members): so it is summed at
  * most once a millisecond per snapshot and cached in the snapshot (its one mutable part, three
@@ -13,16 +14,15 @@
  * count of members down: 0 means no member of the current membership ramps, and an acquire then
  * judges by the integer weights exactly as without ramps, with no clock read.  Writers set it to
  * a new sequence number whenever a ramp is set or a ramping member joins (and, while it is not 0,
- * whenever health changes, so that a cached sum is not used across the change).  A sum over the
+ * whenever health changes, so that a cached sum is not used across the change): health.c's
+ * chring__ramps_changed and chring__ramps_touch, beside the ramps they follow.  A sum over the
  * current snapshot that finds no member ramping any more clears it with a compare-and-swap from
  * the epoch it read: a writer that set a ramp meanwhile stored a newer epoch (after the ramp's
  * generation), so the swap fails or the writer's store comes after it; either way the word ends
  * non-zero.  A reader may see a sum summed by another thread while it checks the stamp: any sum
  * it can see is at most a millisecond old, which is the promise. */
-#include "find.h"
 #include "member.h"
 
-#include <math.h>
 #include <time.h>
 
 double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
@@ -64,27 +64,4 @@ double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
     if (!ramping && epoch != 0 && h->current != NULL && CHRING_RCU_DEREF(*h->current) == s)
         ck_pr_cas_64(&h->ramp_epoch, epoch, 0); /* fails if a writer set a ramp since */
     return sum;
-}
-
-void chring__ramps_changed(chring_t *r)
-{
-    ck_pr_fence_store(); /* the ramp's generation before the epoch (see above) */
-    CHRING_STORE_64(&r->health.ramp_epoch, ++r->ramp_seq);
-}
-
-void chring__ramps_touch(chring_t *r)
-{
-    if (CHRING_LOAD_64(&r->health.ramp_epoch) != 0)
-        chring__ramps_changed(r);
-}
-
-uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double c)
-{
-    if (!(sum > 0.0) || !(e > 0.0))
-        return 0;
-    double m1 = total == UINT64_MAX ? (double)total + 1.0 : (double)(total + 1);
-    double x = ceil(c * m1 * e / sum); /* left to right, as docs/design.md §3 writes it */
-    if (!(x < 18446744073709551616.0))
-        return UINT64_MAX;
-    return (uint64_t)x;
 }

@@ -13,7 +13,8 @@
  *
  * Lifetime.  The list holds no reference: a ghost is destroyed as any member, by whoever
  * releases its last lease, and destroying it unlists it and unlinks it from its successor under
- * the lock (the successor then points past it).  Readers follow prev pointers without the lock,
+ * the lock (the successor then points past it; member.c, unghost, with the rest of a member's
+ * destruction).  Readers follow prev pointers without the lock,
  * inside read sections, so a member that was ever a prev is freed a grace period after it is
  * destroyed (call_rcu), not at once; its retire still runs at once.  A member that is itself a
  * successor is unlinked from its prev when it goes, so no ghost ever points at freed memory. */
@@ -74,28 +75,4 @@ void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n)
         }
     }
     pthread_mutex_unlock(&r->ghosts.lock);
-}
-
-bool chring__ghost_destroy(chring_member_t *m)
-{
-    struct chring_ghosts *gs = m->ghosts;
-    if (gs == NULL)
-        return false; /* never listed, never linked */
-    pthread_mutex_lock(&gs->lock);
-    if (m->ghosted) {
-        chring_member_t **p = &gs->head;
-        while (*p != NULL && *p != m)
-            p = &(*p)->ghost_next;
-        if (*p == m)
-            CHRING_STORE_PTR(p, m->ghost_next); /* the head is read without the lock */
-        m->ghosted = 0;
-    }
-    chring_member_t *prev = m->prev, *succ = m->succ;
-    if (succ != NULL)
-        CHRING_STORE_PTR(&succ->prev, prev); /* the successor counts past m */
-    if (prev != NULL)
-        prev->succ = succ;
-    bool deferred = m->linked != 0;
-    pthread_mutex_unlock(&gs->lock);
-    return deferred;
 }

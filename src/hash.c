@@ -1,4 +1,5 @@
-/* Hash functions, labels and the capacity formula: pure functions, any thread.
+/* Hash functions, labels and the capacity formulas (plain, weighted, effective; the floor under
+ * them is inline in internal.h, as every acquire applies it): pure functions, any thread.
  * SPDX-License-Identifier: MIT */
 #include "hash.h"
 #include "internal.h"
@@ -137,4 +138,14 @@ uint64_t chring_capacity_weighted(uint64_t total, uint64_t weight, uint64_t tota
 uint64_t chring_capacity(uint64_t total, uint64_t n, double c)
 {
     return chring_capacity_weighted(total, 1, n, c);
+}
+
+/* The capacity of a member of effective weight e = s * w against E, the sum over the members up
+ * (effective.c): the weighted formula with doubles for w and W, so the same rounding. */
+uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double c)
+{
+    if (!(sum > 0.0) || !(e > 0.0))
+        return 0;
+    double m1 = total == UINT64_MAX ? (double)total + 1.0 : (double)(total + 1);
+    return ceil_to_u64(c * m1 * e / sum); /* left to right, as docs/design.md §3 writes it */
 }

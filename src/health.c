@@ -17,7 +17,9 @@
  * acquire reads anyway: generation 0 means scale 1 and costs no clock read.  A ramp that has
  * reached 1 is cleared by the first acquire that notices (a compare-and-swap of its generation,
  * so a newer ramp is never cleared).  A reader concurrent with chring_set_ramp may combine an old
- * and a new parameter for that instant; the scale is clamped to [0, 1] either way. */
+ * and a new parameter for that instant; the scale is clamped to [0, 1] either way.  Every change
+ * of a ramp, and of health while ramps run, gives the ring a new ramp epoch (below), which the
+ * effective weights' cache is keyed on (effective.c). */
 #include "member.h"
 #include "walk.h"
 
@@ -128,6 +130,21 @@ static void ramp_store(chring_member_t *m, double from, double to, uint32_t ms, 
     ck_pr_fence_store();
     uint32_t gen = CHRING_LOAD_32(&m->ramp_gen) + 1; /* a reader may clear it (compare-and-swap) */
     CHRING_STORE_32(&m->ramp_gen, gen == 0 ? 1 : gen);
+}
+
+/* The ramp epoch, health.ramp_epoch: how an acquire knows without a clock read that no member
+ * ramps, and when a cached sum of effective weights is stale (effective.c says how it is read and
+ * cleared).  Writer side, under the ring lock. */
+void chring__ramps_changed(chring_t *r)
+{
+    ck_pr_fence_store(); /* the ramp's generation before the epoch (effective.c) */
+    CHRING_STORE_64(&r->health.ramp_epoch, ++r->ramp_seq);
+}
+
+void chring__ramps_touch(chring_t *r)
+{
+    if (CHRING_LOAD_64(&r->health.ramp_epoch) != 0)
+        chring__ramps_changed(r);
 }
 
 int chring_set_ramp(chring_t *r, const char *name, double from, double to, uint32_t ms)

@@ -8,6 +8,7 @@
 #include "shim.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdbool.h>
@@ -20,11 +21,11 @@
 
 /* An index entry names a point, or (CHRING_INDEX_SLOT set) the slot of the one owner of an empty
  * bucket; CHRING_INDEX_POINT masks either.  An empty bucket names its owner only when a bucket
- * that names a point is at most CHRING_INDEX_REACH buckets after it (snap_sort.c). */
+ * that names a point is at most CHRING_INDEX_REACH buckets after it (index.c). */
 #define CHRING_INDEX_SLOT UINT32_C(0x80000000)
 #define CHRING_INDEX_POINT UINT32_C(0x7fffffff)
 #define CHRING_INDEX_REACH 16
-/* The line index (snap_sort.c, find.h): on rings of at least CHRING_LINES_MIN points whose owner
+/* The line index (index.c, find.h): on rings of at least CHRING_LINES_MIN points whose owner
  * is the first point at or after a key, with slots that fit 16 bits, the bucket index gives way
  * to lines of one cache line each, about one line per CHRING_LINE_LOAD points.  A line lists its
  * points (at most CHRING_LINE_POINTS): each one's offset within the line (16 bits, in position
@@ -126,8 +127,9 @@ struct chring_health {
     uint64_t ndown;       /* members of the current membership that are down (stats) */
     uint64_t down_weight; /* their total weight in the current snapshot */
     chring_snap_t *const *current; /* the ring's published pointer: is a snapshot current? */
-    /* Effective weights (effective.c): 0 while no member of the current membership ramps; else
-     * the writers' latest ramp sequence number, which also invalidates cached sums. */
+    /* Effective weights (effective.c; written by health.c): 0 while no member of the current
+     * membership ramps; else the writers' latest ramp sequence number, which also invalidates
+     * cached sums. */
     uint64_t ramp_epoch;
     /* Reported load (report.c): 0 while no report of the current membership counts; else the
      * writers' latest report sequence number, which also invalidates the snapshots' cached sums
@@ -210,10 +212,10 @@ struct chring_snap {
     /* Prefix-bucket index, b in [0, nbuckets]: a position h is in bucket chring__bucket(s, h)
      * (monotonic in h), index[b] is the first point of a bucket >= b; index[nbuckets] ==
      * npoints.  nbuckets is a power of two on small rings (the bucket is then h's top bits) and
-     * about 2.1 per point past half a million points (snap_sort.c).  On rings that have left the
+     * about 2.1 per point past half a million points (index.c).  On rings that have left the
      * caches, an empty bucket instead names the slot of its one owner, the owner of that first
      * point (wrapping), with CHRING_INDEX_SLOT set: a plain lookup there reads one entry and no
-     * point; a search goes on to the next entry that names a point (snap_sort.c, find.h). */
+     * point; a search goes on to the next entry that names a point (index.c, find.h). */
     size_t nbuckets;
     uint32_t *index;
     /* The line index instead (CHRING_LINE_ENTRIES above), NULL where the ring has the bucket
@@ -294,7 +296,7 @@ struct chring {
     double balance;         /* cfg.balance clamped to >= 1 */
     uint64_t publishes;     /* written under lock, read atomically */
     uint64_t join_seq;      /* next join sequence number, under lock */
-    uint64_t ramp_seq;      /* last ramp_epoch a writer stored (effective.c), under lock */
+    uint64_t ramp_seq;      /* last ramp_epoch a writer stored (health.c), under lock */
     uint64_t report_ctr;    /* last report_seq a writer stored (report.c), under lock */
     uint64_t member_ids;    /* members created (ids), under lock */
     uint64_t reports;       /* reports recorded (statistics), under lock, read atomically */
@@ -321,6 +323,20 @@ void chring__free_aligned(void *p);
 size_t chring__put_decimal(char *buf, uint32_t i);
 /* c as the bounded loads use it: below 1, NaN or infinite acts as 1 (docs/design.md §3). */
 double chring__clamp_balance(double c);
+/* ceil(c * (total + 1) * e / sum) in IEEE double, left to right; 0 when e or sum is not above 0.
+ * c already clamped.  Effective weights (effective.c, docs/design.md §3). */
+uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double c);
+/* The floor under a capacity cap (config.min_capacity, docs/design.md §3): at least
+ * ceil(floor * e) for effective weight e > 0, UINT64_MAX from 2^64 up.  Inline, as every acquire
+ * applies it (load.c): no floor (0) costs one compare. */
+static inline uint64_t chring__capacity_floor(uint64_t cap, double floor, double e)
+{
+    if (CHRING_LIKELY(floor == 0.0) || !(e > 0.0))
+        return cap;
+    double f = ceil(floor * e);
+    uint64_t fl = f < CHRING_TWO_POW_64 ? (uint64_t)f : UINT64_MAX;
+    return fl > cap ? fl : cap;
+}
 
 /* ---- profile.c: the placement profiles as data (docs/design.md §2) ------------------------ */
 
@@ -403,10 +419,13 @@ void chring__snap_destroy(chring_snap_t *s);
 /* Frees the spare block (chring_free). */
 void chring__blocks_drop(struct chring_blocks *blocks);
 
-/* ---- snap_sort.c: sorting points, the prefix index ---------------------------------------- */
+/* ---- snap_sort.c: sorting points ---------------------------------------------------------- */
 
 void chring__sort_points(size_t n, uint64_t *pos, uint32_t *owner, uint64_t *tpos,
                          uint32_t *towner);
+
+/* ---- index.c: the prefix index and the line index, built ---------------------------------- */
+
 size_t chring__index_buckets(size_t npoints, unsigned width, size_t prev_buckets);
 /* Whether a snapshot of this profile, points and slots takes the line index. */
 bool chring__index_lines(const struct chring_prof *prof, size_t npoints, size_t nslots);
@@ -471,6 +490,10 @@ void chring__member_slow_start(chring_member_t *m, double from, uint32_t ms);
 const chring_member_t *chring__first_up(const chring_snap_t *s, size_t i);
 /* Total weight the capacities count: the snapshot's, less that of the members down. */
 uint64_t chring__up_weight(const chring_snap_t *s);
+/* Writer side, under the ring lock: a ramp was set (or a member that ramps joined): a new epoch. */
+void chring__ramps_changed(chring_t *r);
+/* Writer side, under the ring lock: health changed: a new epoch if ramps run (cached sums). */
+void chring__ramps_touch(chring_t *r);
 
 /* ---- effective.c: effective weights (docs/design.md §3) ---------------------------------- */
 
@@ -501,13 +524,6 @@ static inline double chring__bits_double(uint64_t b)
  * CHRING_EFF_MAX_AGE_NS and while health->ramp_epoch stays `epoch`.  A sum over the current
  * snapshot that finds no member ramping clears the ring's ramp_epoch.  Reader side. */
 double chring__effective_weight(const chring_snap_t *s, uint64_t epoch);
-/* ceil(c * (total + 1) * e / sum) in IEEE double, left to right; 0 when e or sum is not above 0.
- * c already clamped. */
-uint64_t chring__capacity_effective(uint64_t total, double e, double sum, double c);
-/* Writer side, under the ring lock: a ramp was set (or a member that ramps joined): a new epoch. */
-void chring__ramps_changed(chring_t *r);
-/* Writer side, under the ring lock: health changed: a new epoch if ramps run (cached sums). */
-void chring__ramps_touch(chring_t *r);
 
 /* ---- report.c: reported load (docs/design.md §3, "Reported load") ---------------------- */
 
@@ -538,17 +554,6 @@ void chring__ghosts_left(chring_t *r, const chring_snap_t *cur, chring_member_t 
 /* Writer side, under the ring lock, after publishing: each new member whose name a ghost has
  * counts that ghost's leases (its prev). */
 void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n);
-/* Called by chring__member_destroy: unlists and unlinks m; returns true when m must be freed a
- * grace period later (it was a prev). */
-bool chring__ghost_destroy(chring_member_t *m);
-
-/* ---- diff.c: owners' arcs by each profile's rule (docs/design.md §3) ---------------------- */
-
-/* chring_snap_moved and chring_member_share measured on the arcs chring_snap_diff walks: the
- * nearest-point profiles' (the others' first-point arcs are measured in snap.c).  a and b
- * comparable and not empty. */
-double chring__moved_by_arcs(const chring_snap_t *a, const chring_snap_t *b);
-double chring__share_by_arcs(const chring_snap_t *s, const chring_member_t *member);
 
 /* ---- load.c ------------------------------------------------------------------------------- */
 

@@ -28,8 +28,6 @@
 #include "member.h"
 #include "walk.h"
 
-#include <math.h>
-
 static unsigned next_slot;
 static _Thread_local unsigned my_slot; /* 0: not assigned yet; else slot + 1 */
 
@@ -124,14 +122,11 @@ static inline void capacity_init(struct capacity *k, chring_t *r, const chring_s
     k->cap = 0;
 }
 
-/* The floor (docs/design.md §3): at least ceil(min_capacity * e) for effective weight e > 0. */
+/* The ring's floor under cap: chring__capacity_floor, inline in internal.h beside hash.c's other
+ * capacity formulas. */
 static inline uint64_t with_floor(const struct capacity *k, uint64_t cap, double e)
 {
-    if (CHRING_LIKELY(k->r->floor == 0.0) || !(e > 0.0))
-        return cap;
-    double f = ceil(k->r->floor * e);
-    uint64_t fl = f < 18446744073709551616.0 ? (uint64_t)f : UINT64_MAX;
-    return fl > cap ? fl : cap;
+    return chring__capacity_floor(cap, k->r->floor, e);
 }
 
 static uint64_t capacity_slow(struct capacity *k, uint32_t weight, double scale)

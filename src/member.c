@@ -1,4 +1,5 @@
-/* Members: names, creation, retirement, accessors.  The hot word and its rules: member.h.
+/* Members: names, creation, retirement (which unlists a flap's ghost: ghost.c), accessors.  The
+ * hot word and its rules: member.h.
  * SPDX-License-Identifier: MIT */
 #include "member.h"
 
@@ -49,6 +50,33 @@ void chring__member_discard(chring_member_t *m)
     chring__free_aligned(m);
 }
 
+/* Unlists m from the ring's ghosts and unlinks it from its prev and its successor (ghost.c says
+ * why); true when m must be freed a grace period later (it was a prev, and readers may still
+ * follow a pointer to it). */
+static bool unghost(chring_member_t *m)
+{
+    struct chring_ghosts *gs = m->ghosts;
+    if (gs == NULL)
+        return false; /* never listed, never linked */
+    pthread_mutex_lock(&gs->lock);
+    if (m->ghosted) {
+        chring_member_t **p = &gs->head;
+        while (*p != NULL && *p != m)
+            p = &(*p)->ghost_next;
+        if (*p == m)
+            CHRING_STORE_PTR(p, m->ghost_next); /* the head is read without the lock */
+        m->ghosted = 0;
+    }
+    chring_member_t *prev = m->prev, *succ = m->succ;
+    if (succ != NULL)
+        CHRING_STORE_PTR(&succ->prev, prev); /* the successor counts past m */
+    if (prev != NULL)
+        prev->succ = succ;
+    bool deferred = m->linked != 0;
+    pthread_mutex_unlock(&gs->lock);
+    return deferred;
+}
+
 static void member_free_rcu(struct rcu_head *head)
 {
     CHRING_GRACE_ENDED();
@@ -61,7 +89,7 @@ void chring__member_destroy(chring_member_t *m)
 {
     if (CHRING_LOAD_32(&m->down))
         ck_pr_dec_64(&m->health->alive_down); /* no snapshot can list it any more */
-    bool deferred = chring__ghost_destroy(m); /* unlisted, unlinked (flaps) */
+    bool deferred = unghost(m);               /* unlisted, unlinked (flaps) */
     if (m->retire != NULL)
         m->retire(m->udata, m->retire_ctx);
     m->magic = CHRING_POISON;

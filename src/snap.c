@@ -1,9 +1,8 @@
-/* The read-only snapshot API: accessors, find by name, points, arc shares, moved fractions and
- * the consistency check.  Reader side: a snapshot never changes, so plain loads suffice.
+/* The read-only snapshot API: accessors, find by name, points and the consistency check (the arc
+ * measures, shares and moved fractions, are diff.c's).  Reader side: a snapshot never changes, so
+ * plain loads suffice.
  * SPDX-License-Identifier: MIT */
 #include "member.h"
-
-#include <math.h>
 
 /* ---- accessors ---------------------------------------------------------------------------- */
 
@@ -102,100 +101,6 @@ int chring_snap_point(const chring_snap_t *s, size_t i, uint64_t *pos, const chr
     if (m != NULL)
         *m = s->slot_member[s->owner[i]];
     return 0;
-}
-
-/* The length of the arc that ends at point i: the keys in (pos[i-1], pos[i]], and for point 0
- * the wrap (pos[n-1], 2^64) + [0, pos[0]].  A whole circle (every point at one position) has
- * arc 2^64 at point 0, returned as 0 with *full set. */
-static uint64_t arc_before(const chring_snap_t *s, size_t i, bool *full)
-{
-    *full = false;
-    if (i > 0)
-        return s->pos[i] - s->pos[i - 1];
-    if (s->pos[0] == s->pos[s->npoints - 1]) {
-        *full = true;
-        return 0;
-    }
-    return s->pos[0] - s->pos[s->npoints - 1]; /* mod 2^64: the wrap arc */
-}
-
-double chring_member_share(const chring_snap_t *s, const chring_member_t *m)
-{
-    long j = chring__snap_rank(s, m);
-    if (j < 0 || s->npoints == 0)
-        return 0.0;
-    if (s->prof.desc->nearest || s->prof.desc->varnish_start)
-        return chring__share_by_arcs(s, m); /* nearest-point or varnish arcs (diff.c) */
-    uint32_t slot = s->member_slot[j];
-    double share = 0.0;
-    for (size_t i = 0; i < s->npoints; i++) {
-        if (s->owner[i] != slot)
-            continue;
-        bool full;
-        uint64_t arc = arc_before(s, i, &full);
-        share += full ? 1.0 : (double)arc / CHRING_TWO_POW_64;
-    }
-    return share;
-}
-
-static bool same_owner(const chring_member_t *a, const chring_member_t *b)
-{
-    return a == b || chring__name_cmp(a->name, a->name_len, b->name, b->name_len) == 0;
-}
-
-double chring_snap_moved(const chring_snap_t *a, const chring_snap_t *b)
-{
-    if (a == NULL || b == NULL || a->prof.id != b->prof.id || a->prof.bits != b->prof.bits)
-        return (double)NAN;
-    if (a->npoints == 0 && b->npoints == 0)
-        return 0.0;
-    if (a->npoints == 0 || b->npoints == 0)
-        return 1.0;
-    if (a->prof.desc->nearest || a->prof.desc->varnish_start)
-        return chring__moved_by_arcs(a, b); /* nearest-point or varnish arcs (diff.c) */
-
-    /* Sweep the union of both position lists.  Between two consecutive distinct positions
-     * (q_prev, q] the owner in each snapshot is the member of its first point >= q. */
-    uint64_t moved_lo = 0, moved_hi = 0; /* a 128-bit sum of moved key counts */
-    size_t ia = 0, ib = 0;
-    uint64_t prev = 0;
-    bool first = true;
-    while (ia < a->npoints || ib < b->npoints) {
-        uint64_t q;
-        if (ib >= b->npoints || (ia < a->npoints && a->pos[ia] <= b->pos[ib]))
-            q = a->pos[ia];
-        else
-            q = b->pos[ib];
-        size_t oa = ia < a->npoints ? ia : 0; /* past the last point: wrap */
-        size_t ob = ib < b->npoints ? ib : 0;
-        /* Keys [0, q] for the first interval, (prev, q] afterwards. */
-        uint64_t len = first ? q : q - prev;
-        bool extra_one = first; /* [0, q] holds q + 1 keys */
-        if (!same_owner(a->slot_member[a->owner[oa]], b->slot_member[b->owner[ob]])) {
-            uint64_t before = moved_lo;
-            moved_lo += len;
-            moved_hi += moved_lo < before;
-            if (extra_one) {
-                before = moved_lo;
-                moved_lo += 1;
-                moved_hi += moved_lo < before;
-            }
-        }
-        first = false;
-        prev = q;
-        while (ia < a->npoints && a->pos[ia] == q)
-            ia++;
-        while (ib < b->npoints && b->pos[ib] == q)
-            ib++;
-    }
-    /* The wrap interval (prev, 2^64): both owners are their first points. */
-    if (!same_owner(a->slot_member[a->owner[0]], b->slot_member[b->owner[0]])) {
-        uint64_t len = UINT64_MAX - prev; /* keys prev+1 .. 2^64-1 */
-        uint64_t before = moved_lo;
-        moved_lo += len;
-        moved_hi += moved_lo < before;
-    }
-    return (double)moved_hi + (double)moved_lo / CHRING_TWO_POW_64;
 }
 
 /* ---- diagnostics -------------------------------------------------------------------------- */

@@ -230,7 +230,7 @@ static void weave(struct merge *g, chring_snap_t *s)
     }
 }
 
-/* 5b. After a shift, the entries (snap_sort.c) of the buckets a changed point touches: a point
+/* 5b. After a shift, the entries (index.c) of the buckets a changed point touches: a point
  * added or dropped at position p can change its own bucket and the buckets before it back to the
  * bucket of the point before p in the new ring (whether they are empty, the first point after
  * them, its owner, how far it is).  Every other bucket keeps its points and the same first point

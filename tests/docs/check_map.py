@@ -29,8 +29,7 @@ what to add and where:
 
 With --chain it also holds src/ to the chain that table states: a file may include, and use the
 chring__ functions and the macros defined in, only the files of its own row and the rows before.
-The tree does not keep that promise today (the uses it reports are what is left to untangle), so
-the `map` test runs without it.
+The `map` test runs with it.
 
 The other way round, a name the map, the results list or the profile table holds and the header
 or src/errors.h does not is reported too (a renamed or removed call leaves a stale entry).
