@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "lb.h"
+#include "listen.h"
 
 #include <signal.h>
 #include <stdlib.h>

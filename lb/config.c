@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "lb.h"
+#include "allow.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -31,6 +31,7 @@
  */
 #define _GNU_SOURCE
 #include "lb.h"
+#include "allow.h"
 
 #include <errno.h>
 #include <event2/buffer.h>

@@ -408,6 +408,7 @@ static void apply(const char *what, uint64_t rev, bool full)
     atomic_store_explicit(&st_members, table_n, memory_order_relaxed);
     atomic_store_explicit(&st_points, total_points, memory_order_relaxed);
     atomic_store_explicit(&st_active, true, memory_order_release);
+    lb_membership_from_etcd();
 }
 
 /* Resolver answers (main thread): each name that is still wanted joins with its weight now. */

@@ -42,6 +42,8 @@
  *                 as differences with chring_update, members leaving through a drain kept
  *                 until they leave
  *   health.c      passive health through the ring (chring_set_down), drains, on the main thread
+ *   allow.c       --stats-allow: which peers may read /_chring/ (allow.h)
+ *   listen.c      listening sockets for --listen and --stats-listen (listen.h)
  *   etcd.c        the membership from etcd: range, then watch, over etcd's v3 JSON gateway
  *   etcd_read.c   etcd's answers (JSON through libjansson, base64) read into changes
  *                 (etcd_read.h)
@@ -86,10 +88,6 @@
 /* ------------------------------------------------------------------------------------------ */
 /* the stats listener and the status page (status.c)                                          */
 
-/* Parses --stats-allow (NULL: loopback only).  Returns 0 / -1 (reported). */
-int lb_stats_allow_parse(const char *list);
-/* True when peer (an address as inet_ntop writes it) is in --stats-allow.  Any thread. */
-bool lb_stats_peer_allowed(const char *peer);
 /* A request to a /_chring/ path (path) on a worker (w) or on the stats listener (w NULL):
  * answered 404 on the main listener when --stats-listen is set, 403 for a peer outside
  * --stats-allow, else the JSON (stats) or the status page (/_chring/). */
@@ -131,6 +129,9 @@ void lb_membership_stop(void);
  * whole if one does not resolve).  A SIGHUP while names are resolved reads the file again once
  * that reload is done.  Refused while etcd gives the membership.  Main thread. */
 void lb_membership_reload(void);
+/* Said by the etcd feed (etcd.c) once etcd has given a membership: from then on it, not
+ * --members, is the membership, and a SIGHUP reload applies nothing.  Main thread. */
+void lb_membership_from_etcd(void);
 /* Makes the ring's membership exactly es (distinct names; what: for the log) with one
  * lb_membership_change holding only the differences, --drain applied: a member that is not in es
  * ramps to 0 and stays until health.c removes them; one in es that was leaving stays.  Names the
