@@ -1053,3 +1053,10 @@ void lb_server_close_all(struct worker *w)
     while (*list)
         conn_free(*list);
 }
+
+void lb_send_overloaded(struct lb_req *req, const char *why)
+{
+    evhttp_add_header(req->out, "Retry-After", "1");
+    lb_req_close_after(req);
+    lb_send_text(req, 503, "Service Unavailable", why);
+}

@@ -73,7 +73,7 @@ int lb_worker_init(struct worker *w, unsigned id, int shared_fd)
         close(fd);
         return -1;
     }
-    return lb_limits_attach(w, listener);
+    return lb_limits_attach(w, listener, lb_conn_admit_parked);
 }
 
 void lb_worker_cleanup(struct worker *w)
