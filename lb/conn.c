@@ -30,8 +30,14 @@
  * socket not read, until lb_conn_admit_parked gives it the first slot that frees.
  */
 #define _GNU_SOURCE
-#include "lb.h"
+#include "conn.h"
 #include "allow.h"
+#include "config.h"
+#include "h1.h"
+#include "lb.h"
+#include "limits.h"
+#include "log.h"
+#include "worker.h"
 
 #include <errno.h>
 #include <event2/buffer.h>

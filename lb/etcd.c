@@ -42,9 +42,16 @@
  * Every connection is freed from the step event, never from inside its own callbacks.
  */
 #define _GNU_SOURCE
+#include "etcd.h"
+#include "backend.h"
+#include "config.h"
 #include "etcd_read.h"
 #include "lb.h"
+#include "log.h"
+#include "members.h"
+#include "membership.h"
 #include "text.h"
+#include "worker.h"
 
 #include <event2/buffer.h>
 #include <event2/http.h>

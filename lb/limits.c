@@ -31,7 +31,11 @@
  * limits.c only counts, and reaches conn.c only through the callback lb_limits_attach is given.
  */
 #define _GNU_SOURCE
+#include "limits.h"
+#include "config.h"
 #include "lb.h"
+#include "log.h"
+#include "worker.h"
 
 #include <errno.h>
 #include <event2/listener.h>

@@ -5,8 +5,15 @@
  * SPDX-License-Identifier: MIT
  */
 #define _GNU_SOURCE
+#include "membership.h"
+#include "backend.h"
+#include "config.h"
+#include "health.h"
 #include "lb.h"
+#include "log.h"
+#include "members.h"
 #include "text.h"
+#include "worker.h"
 
 #include <pthread.h>
 #include <stdio.h>

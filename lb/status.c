@@ -11,9 +11,14 @@
  * listener answers them 404.
  */
 #define _GNU_SOURCE
-#include "lb.h"
+#include "status.h"
 #include "allow.h"
+#include "config.h"
+#include "conn.h"
 #include "listen.h"
+#include "log.h"
+#include "proxy.h"
+#include "worker.h"
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>

@@ -4,8 +4,15 @@
  * SPDX-License-Identifier: MIT
  */
 #define _GNU_SOURCE
+#include "worker.h"
+#include "backend.h"
+#include "config.h"
+#include "conn.h"
 #include "lb.h"
+#include "limits.h"
 #include "listen.h"
+#include "proxy.h"
+#include "status.h"
 
 #include <errno.h>
 #include <event2/listener.h>
