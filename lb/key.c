@@ -9,7 +9,6 @@
 #include "prompt.h"
 #include "proxy.h"
 
-
 #include <event2/buffer.h>
 #include <stdlib.h>
 #include <string.h>
