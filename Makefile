@@ -10,7 +10,7 @@
 #   make demo     install the build and bench packages, build, run the demo (bench/demo/chring-demo)
 #   make bench    install the build and bench packages, build, run the benchmark harness
 #                 (meson test --benchmark)
-#   make llm-demo install the build and examples packages, build, run bench/llm/demo.py: four
+#   make llm-demo install the build and lb packages, build, run bench/llm/demo.py: four
 #                 simulated LLM engines behind chring-lb --key prompt (docs/llm.md)
 #   make fuzz     run fuzz/run.sh
 #   make install  build, then meson install into PREFIX (default /usr/local, set on every
@@ -22,7 +22,7 @@
 # Variables: BUILD (build directory, default build), BUILDTYPE (default release), MESON_ARGS
 # (extra meson options, e.g. MESON_ARGS=-Durcu_lgpl=false), TEST_ARGS (extra `meson test`
 # arguments, e.g. TEST_ARGS="--suite unit"), PREFIX, DESTDIR (docs/install.md), DEPS_GROUPS
-# (make deps: build, test, bench, examples; default all).  How to add a target, a test or a CI
+# (make deps: build, test, bench, lb; default all).  How to add a target, a test or a CI
 # step: CONTRIBUTING.md.
 
 BUILD ?= build
@@ -68,7 +68,7 @@ demo: build-bench
 # Four simulated engines (bench/llm/engine.py) and one chring-lb on 127.0.0.1, a few requests,
 # which engine served each and its prefix-cache hits; stops what it started (docs/llm.md).
 llm-demo:
-	@scripts/deps.sh --group build examples
+	@scripts/deps.sh --group build lb
 	@scripts/build.sh $(BUILD) $(if $(findstring -Dtests=,$(MESON_ARGS)),,$(if $(wildcard $(BUILD)/build.ninja),,-Dtests=false)) $(MESON_ARGS)
 	@test -x $(BUILD)/lb/chring-lb || \
 		{ echo "make llm-demo: $(BUILD)/lb/chring-lb was not built (libevent missing?)"; exit 1; }

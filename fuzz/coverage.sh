@@ -16,7 +16,7 @@ build=build-fuzz-cov
 if [ ! -f "$build/build.ninja" ]; then
     rm -rf "$build"
     CC=clang meson setup "$build" --buildtype=debug -Dfuzz=true -Dtests=false -Dbench=false \
-        -Dexamples=false -Dtools=false -Db_lundef=false \
+        -Dlb=disabled -Dtools=false -Db_lundef=false \
         -Durcu_lgpl=false "-Dc_args=-fprofile-instr-generate -fcoverage-mapping" \
         "-Dc_link_args=-fprofile-instr-generate"
 fi

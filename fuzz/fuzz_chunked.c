@@ -10,7 +10,7 @@
  * Then the input itself, raw, is decoded: any outcome but a crash, a read out of bounds or an
  * output larger than the input is a finding.
  */
-#include "lb.h"
+#include "h1.h"
 
 #include <event2/buffer.h>
 #include <stdio.h>

@@ -12,7 +12,7 @@
  * by fuzz/meson.build (clang, -Dfuzz=true) and, as a plain replay of fuzz/corpus/h1 and
  * fuzz/regress/h1, by tests/lb/meson.build (docs/fuzz.md).
  */
-#include "lb.h"
+#include "h1.h"
 
 #include <event2/buffer.h>
 #include <stdlib.h>

@@ -41,7 +41,7 @@ if [ ! -f "$build/build.ninja" ]; then
     # _LGPL_SOURCE is left out: liburcu 0.13's bp flavour with it makes UBSan report a misaligned
     # reader struct (docs/sanitizers.md).  The tests are on for the regression suite below.
     CC=clang meson setup "$build" --buildtype=debugoptimized -Dfuzz=true -Dtests=true \
-        -Dbench=false -Dexamples=false -Dtools=false \
+        -Dbench=false -Dlb=disabled -Dtools=false \
         -Db_sanitize=address,undefined -Db_lundef=false -Durcu_lgpl=false
 fi
 nice ninja -C "$build" -j "${NINJA_JOBS:-2}"

@@ -9,7 +9,11 @@
  * worker w's thread, so the request path takes no lock.
  */
 #define _GNU_SOURCE
-#include "lb.h"
+#include "backend.h"
+#include "config.h"
+#include "log.h"
+#include "members.h"
+#include "worker.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>

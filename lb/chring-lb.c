@@ -5,7 +5,19 @@
  * The balancer's shape and its files are described at the top of lb.h.
  */
 #define _GNU_SOURCE
-#include "lb.h"
+#include "backend.h"
+#include "config.h"
+#include "etcd.h"
+#include "health.h"
+#include "limits.h"
+#include "listen.h"
+#include "loadmetrics.h"
+#include "log.h"
+#include "members.h"
+#include "membership.h"
+#include "proxy.h"
+#include "status.h"
+#include "worker.h"
 
 #include <signal.h>
 #include <stdlib.h>

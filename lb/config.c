@@ -3,7 +3,9 @@
  * SPDX-License-Identifier: MIT
  */
 #define _GNU_SOURCE
-#include "lb.h"
+#include "config.h"
+#include "allow.h"
+#include "members.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -30,7 +30,14 @@
  * socket not read, until lb_conn_admit_parked gives it the first slot that frees.
  */
 #define _GNU_SOURCE
+#include "conn.h"
+#include "allow.h"
+#include "config.h"
+#include "h1.h"
 #include "lb.h"
+#include "limits.h"
+#include "log.h"
+#include "worker.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -1051,4 +1058,11 @@ void lb_server_close_all(struct worker *w)
     struct conn **list = list_of(w);
     while (*list)
         conn_free(*list);
+}
+
+void lb_send_overloaded(struct lb_req *req, const char *why)
+{
+    evhttp_add_header(req->out, "Retry-After", "1");
+    lb_req_close_after(req);
+    lb_send_text(req, 503, "Service Unavailable", why);
 }

@@ -74,6 +74,8 @@ void lb_req_close_after(struct lb_req *req);
 
 /* Answers req with a text/plain body (body plus a newline).  Frees req. */
 void lb_send_text(struct lb_req *req, int code, const char *reason, const char *body);
+/* Answers req 503 with Retry-After, the connection closed.  req's thread. */
+void lb_send_overloaded(struct lb_req *req, const char *why);
 
 /* Connections to the stats listener closed at their accept: a peer outside --stats-allow, or
  * more than the listener's 16 at a time.  Read with relaxed loads. */

@@ -42,9 +42,16 @@
  * Every connection is freed from the step event, never from inside its own callbacks.
  */
 #define _GNU_SOURCE
+#include "etcd.h"
+#include "backend.h"
+#include "config.h"
 #include "etcd_read.h"
 #include "lb.h"
+#include "log.h"
+#include "members.h"
+#include "membership.h"
 #include "text.h"
+#include "worker.h"
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -408,6 +415,7 @@ static void apply(const char *what, uint64_t rev, bool full)
     atomic_store_explicit(&st_members, table_n, memory_order_relaxed);
     atomic_store_explicit(&st_points, total_points, memory_order_relaxed);
     atomic_store_explicit(&st_active, true, memory_order_release);
+    lb_membership_from_etcd();
 }
 
 /* Resolver answers (main thread): each name that is still wanted joins with its weight now. */

@@ -3,7 +3,8 @@
  * SPDX-License-Identifier: MIT
  */
 #define _GNU_SOURCE
-#include "lb.h"
+#include "conn.h"
+#include "proxy.h"
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>

@@ -10,7 +10,7 @@
  * and nothing else.
  */
 #define _GNU_SOURCE
-#include "lb.h"
+#include "h1.h"
 
 #include <event2/buffer.h>
 #include <stdio.h>

@@ -36,7 +36,12 @@
  * HEALTH_POLL_MS while a drain waits for its load to reach 0.
  */
 #define _GNU_SOURCE
+#include "health.h"
+#include "backend.h"
+#include "config.h"
 #include "lb.h"
+#include "log.h"
+#include "worker.h"
 
 #include <stdlib.h>
 #include <time.h>

@@ -4,7 +4,9 @@
  * SPDX-License-Identifier: MIT
  */
 #define _GNU_SOURCE
-#include "lb.h"
+#include "config.h"
+#include "h1.h"
+#include "proxy.h"
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>

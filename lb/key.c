@@ -4,9 +4,10 @@
  * SPDX-License-Identifier: MIT
  */
 #define _GNU_SOURCE
-#include "lb.h"
-
+#include "config.h"
+#include "conn.h"
 #include "prompt.h"
+#include "proxy.h"
 
 #include <event2/buffer.h>
 #include <stdlib.h>

@@ -27,10 +27,15 @@
  * shared by every worker.  A body with a Content-Length is reserved whole when its head arrives
  * (before any of it is read), a chunked one as it grows; the guard holds the reservation while
  * the body is read and hands it over with the request, which holds it until the proxy finished.
- * Above either limit the answer is 503 with Retry-After.
+ * Above either limit the caller answers 503 with Retry-After (lb_send_overloaded, conn.c):
+ * limits.c only counts, and reaches conn.c only through the callback lb_limits_attach is given.
  */
 #define _GNU_SOURCE
+#include "limits.h"
+#include "config.h"
 #include "lb.h"
+#include "log.h"
+#include "worker.h"
 
 #include <errno.h>
 #include <event2/listener.h>
@@ -119,11 +124,15 @@ static void listener_update(struct worker *w)
     w->listener_off = off;
 }
 
+/* What lb_limits_attach was given: conn.c's lb_conn_admit_parked (a callback, so that limits.c
+ * counts and conn.c answers and admits: neither file calls the other both ways). */
+static void (*admit_parked)(struct worker *w);
+
 static void on_limit(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    lb_conn_admit_parked(arg); /* the parked first: they were accepted before any still queued */
+    admit_parked(arg); /* the parked first: they were accepted before any still queued */
     listener_update(arg);
 }
 
@@ -177,8 +186,12 @@ static void on_accept_error(struct evconnlistener *listener, void *arg)
     event_add(w->backoff_ev, &tv);
 }
 
-int lb_limits_attach(struct worker *w, struct evconnlistener *listener)
+int lb_limits_attach(struct worker *w, struct evconnlistener *listener,
+                     void (*on_slot_free)(struct worker *w))
 {
+    if (!w || !listener || !on_slot_free)
+        return -1;
+    admit_parked = on_slot_free;
     w->listener = listener;
     w->limit_ev = event_new(w->base, -1, 0, on_limit, w);
     w->backoff_ev = evtimer_new(w->base, on_backoff_end, w);
@@ -283,11 +296,4 @@ void lb_body_charge(uint64_t n)
 void lb_body_release(uint64_t n)
 {
     SUB(body_bytes, n);
-}
-
-void lb_send_overloaded(struct lb_req *req, const char *why)
-{
-    evhttp_add_header(req->out, "Retry-After", "1");
-    lb_req_close_after(req);
-    lb_send_text(req, 503, "Service Unavailable", why);
 }

@@ -6,8 +6,6 @@
 #ifndef CHRING_LB_LIMITS_H
 #define CHRING_LB_LIMITS_H
 
-#include "conn.h"
-
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -26,8 +24,11 @@ void lb_client_too_slow(void);
 /* Sets the defaults that depend on the process (max_conns from RLIMIT_NOFILE) and the random
  * target of the 503 stand-in.  Main thread, before the workers. */
 void lb_limits_init(void);
-/* Worker w's listener: error callback (EMFILE backoff) and the limit event.  Returns 0 / -1. */
-int lb_limits_attach(struct worker *w, struct evconnlistener *listener);
+/* Worker w's listener: error callback (EMFILE backoff) and the limit event, which calls
+ * on_slot_free(w) on w's thread when a slot may have freed (worker.c passes conn.c's
+ * lb_conn_admit_parked) before resuming the listener.  Returns 0 / -1. */
+int lb_limits_attach(struct worker *w, struct evconnlistener *listener,
+                     void (*on_slot_free)(struct worker *w));
 /* A client connection was accepted on w (its thread).  True: it took one of the --max-conns
  * slots; lb_conn_close gives it back.  False: every slot is taken (another worker accepted in
  * parallel): the caller parks the connection (reads nothing of it) until lb_conn_admit gives it
@@ -47,7 +48,5 @@ void lb_inflight_leave(void);
 bool lb_body_reserve(uint64_t n);
 void lb_body_charge(uint64_t n);
 void lb_body_release(uint64_t n);
-/* Answers req 503 with Retry-After, the connection closed. */
-void lb_send_overloaded(struct lb_req *req, const char *why);
 
 #endif

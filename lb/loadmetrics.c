@@ -17,8 +17,12 @@
  * scrape names the member by its name, looked up again when the answer arrives (a member that
  * left meanwhile is not reported: chring_report_load would say -ENOENT).
  */
-#include "lb.h"
+#include "loadmetrics.h"
+#include "backend.h"
+#include "config.h"
+#include "log.h"
 #include "prom_read.h"
+#include "worker.h"
 
 #include <event2/buffer.h>
 #include <event2/http.h>

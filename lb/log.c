@@ -3,7 +3,7 @@
  * SPDX-License-Identifier: MIT
  */
 #define _GNU_SOURCE
-#include "lb.h"
+#include "log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

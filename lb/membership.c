@@ -5,8 +5,15 @@
  * SPDX-License-Identifier: MIT
  */
 #define _GNU_SOURCE
+#include "membership.h"
+#include "backend.h"
+#include "config.h"
+#include "health.h"
 #include "lb.h"
+#include "log.h"
+#include "members.h"
 #include "text.h"
+#include "worker.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -161,6 +168,13 @@ static struct reload *pending; /* with the thread (main thread) */
 static bool reload_again;      /* a SIGHUP came meanwhile */
 static pthread_t reload_thread;
 static struct event *reload_done_ev;
+/* Set once by the etcd feed (lb_membership_from_etcd): --members is not applied any more. */
+static _Atomic bool from_etcd;
+
+void lb_membership_from_etcd(void)
+{
+    atomic_store_explicit(&from_etcd, true, memory_order_release);
+}
 _Atomic uint64_t lb_reload_resolving;
 
 static void reload_free(struct reload *r)
@@ -194,7 +208,7 @@ static void reload_finish(struct reload *r)
     int rc = -1;
     if (r->failed)
         log_quoted(r->err, "membership unchanged");
-    else if (lb_etcd_active())
+    else if (from_etcd)
         lb_log("SIGHUP: the membership comes from etcd (--etcd) now; --members not applied");
     else
         rc = set_with(&r->es, r->be, "reloaded");
@@ -266,7 +280,7 @@ void lb_membership_reload(void)
         lb_log("SIGHUP: a reload is resolving names; the members file is read again after it");
         return;
     }
-    if (lb_etcd_active()) {
+    if (from_etcd) {
         lb_log("SIGHUP: the membership comes from etcd (--etcd); --members not applied");
         ADD(lb_reload_errors, 1);
         return;

@@ -10,7 +10,16 @@
  * same members; ?members=0 leaves them out.  Nothing here scans the ring's points.
  */
 #define _GNU_SOURCE
+#include "backend.h"
+#include "config.h"
+#include "conn.h"
+#include "etcd.h"
+#include "health.h"
 #include "lb.h"
+#include "limits.h"
+#include "membership.h"
+#include "status.h"
+#include "worker.h"
 
 #include <event2/buffer.h>
 #include <jansson.h>

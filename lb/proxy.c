@@ -15,8 +15,16 @@
  * connection closed).
  */
 #define _GNU_SOURCE
+#include "proxy.h"
+#include "backend.h"
+#include "config.h"
+#include "conn.h"
+#include "h1.h"
 #include "lb.h"
+#include "limits.h"
+#include "log.h"
 #include "text.h"
+#include "worker.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>

@@ -4,8 +4,18 @@
  * SPDX-License-Identifier: MIT
  */
 #define _GNU_SOURCE
+#include "backend.h"
+#include "config.h"
+#include "conn.h"
+#include "etcd.h"
+#include "health.h"
 #include "lb.h"
+#include "limits.h"
+#include "membership.h"
+#include "proxy.h"
+#include "status.h"
 #include "text.h"
+#include "worker.h"
 
 #include <event2/buffer.h>
 #include <pthread.h>

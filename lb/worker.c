@@ -4,7 +4,15 @@
  * SPDX-License-Identifier: MIT
  */
 #define _GNU_SOURCE
+#include "worker.h"
+#include "backend.h"
+#include "config.h"
+#include "conn.h"
 #include "lb.h"
+#include "limits.h"
+#include "listen.h"
+#include "proxy.h"
+#include "status.h"
 
 #include <errno.h>
 #include <event2/listener.h>
@@ -45,54 +53,6 @@ void *lb_worker_main(void *arg)
     return NULL;
 }
 
-/* Closes fd and frees res, then returns rc. */
-static int listen_fail(int fd, struct addrinfo *res, int rc)
-{
-    close(fd);
-    freeaddrinfo(res);
-    return rc;
-}
-
-int lb_listen_socket(bool reuseport)
-{
-    return lb_listen_on(lb_cfg.listen_host, lb_cfg.listen_port, reuseport);
-}
-
-int lb_listen_on(const char *host, uint16_t listen_port, bool reuseport)
-{
-    struct addrinfo hints = {0}, *res = NULL;
-    char port[8];
-    snprintf(port, sizeof port, "%u", listen_port);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    int gai = getaddrinfo(host, port, &hints, &res);
-    if (gai != 0) {
-        lb_log("listen %s:%s: %s", host, port, gai_strerror(gai));
-        return -1;
-    }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        freeaddrinfo(res);
-        return -1;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-#ifdef SO_REUSEPORT
-    if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0)
-        return listen_fail(fd, res, -2);
-#else
-    if (reuseport)
-        return listen_fail(fd, res, -2);
-#endif
-    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
-        lb_log("listen %s:%s: %s", host, port, strerror(errno));
-        return listen_fail(fd, res, -1);
-    }
-    freeaddrinfo(res);
-    return fd;
-}
-
 int lb_worker_init(struct worker *w, unsigned id, int shared_fd)
 {
     w->id = id;
@@ -120,7 +80,7 @@ int lb_worker_init(struct worker *w, unsigned id, int shared_fd)
         close(fd);
         return -1;
     }
-    return lb_limits_attach(w, listener);
+    return lb_limits_attach(w, listener, lb_conn_admit_parked);
 }
 
 void lb_worker_cleanup(struct worker *w)

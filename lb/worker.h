@@ -44,11 +44,6 @@ void lb_workers_sum(uint64_t t[10], uint64_t o[5]);
 /* The one ring: created by main before the workers start, freed after they stopped. */
 extern chring_t *lb_ring;
 
-/* Opens a listening socket on --listen.  Returns the descriptor, -2 when reuseport was asked
- * for and SO_REUSEPORT is unavailable, -1 on another error (logged). */
-int lb_listen_socket(bool reuseport);
-/* The same on host:port. */
-int lb_listen_on(const char *host, uint16_t port, bool reuseport);
 /* Sets up worker id: event base, HTTP/1.1 server (conn.c), listener (its own, or a dup of
  * shared_fd when that is >= 0).  Returns 0 / -1; on failure lb_worker_free still cleans up. */
 int lb_worker_init(struct worker *w, unsigned id, int shared_fd);

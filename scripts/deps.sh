@@ -2,7 +2,7 @@
 # Installs the Debian packages chring needs, by group.
 #
 #   scripts/deps.sh                    every group (what `make test` needs: all of them)
-#   scripts/deps.sh --group G [G...]   only these groups: build, test, bench, examples, all
+#   scripts/deps.sh --group G [G...]   only these groups: build, test, bench, lb, all
 #   scripts/deps.sh --list G [G...]    print the groups' packages, one per line, and exit
 #   scripts/deps.sh pkg1 pkg2          only these packages
 #   scripts/deps.sh --check [...]      only report what is missing (exit 1 if anything is)
@@ -21,15 +21,15 @@ set -euo pipefail
 #   module),
 #   libevent and libjansson for chring-lb.
 # bench: the benchmark harness and the demo: gnuplot, libmemcached (the ketama baseline).
-# examples: chring-lb (libevent, libjansson for the etcd feed).
+# lb: chring-lb (libevent, libjansson for the etcd feed; the meson option -Dlb).
 DEPS_BUILD="liburcu-dev libck-dev libxxhash-dev libmd-dev zlib1g-dev make meson ninja-build
 pkg-config gcc"
 DEPS_TEST="libcriterion-dev g++ clang libclang-rt-14-dev cmake man-db python3 libevent-dev nginx-light
 wrk curl chromium etcd-server etcd-client libmemcached-dev nginx-dev varnish libvarnishapi-dev
 libjansson-dev prometheus python3-prometheus-client"
 DEPS_BENCH="gnuplot-nox libmemcached-dev"
-DEPS_EXAMPLES="libevent-dev libjansson-dev"
-DEPS_ALL="$DEPS_BUILD $DEPS_TEST $DEPS_BENCH $DEPS_EXAMPLES"
+DEPS_LB="libevent-dev libjansson-dev"
+DEPS_ALL="$DEPS_BUILD $DEPS_TEST $DEPS_BENCH $DEPS_LB"
 
 group_packages() { # GROUP...
     local g
@@ -38,10 +38,10 @@ group_packages() { # GROUP...
         build) echo $DEPS_BUILD ;;
         test) echo $DEPS_TEST ;;
         bench) echo $DEPS_BENCH ;;
-        examples) echo $DEPS_EXAMPLES ;;
+        lb | examples) echo $DEPS_LB ;; # examples: the old name of the group
         all) echo $DEPS_ALL ;;
         *)
-            echo "deps.sh: unknown group '$g' (build, test, bench, examples, all)" >&2
+            echo "deps.sh: unknown group '$g' (build, test, bench, lb, all)" >&2
             return 1
             ;;
         esac

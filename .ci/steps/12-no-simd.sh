@@ -8,7 +8,7 @@ scripts/deps.sh --group build
 scripts/deps.sh libcriterion-dev
 dir=build-nosimd
 [ -f "$dir/build.ninja" ] || meson setup "$dir" --buildtype=release -Dc_args=-DCHRING_NO_SIMD \
-    -Dtests=true -Dbench=false -Dexamples=false -Dtools=false -Dfuzz=false \
+    -Dtests=true -Dbench=false -Dlb=disabled -Dtools=false -Dfuzz=false \
     -Dnginx_module=disabled -Dvarnish_vmod=disabled
 nice ninja -C "$dir" -j2
 # The scalar scan is what the library holds: no SSE2 compare in its line search.

@@ -8,7 +8,7 @@ scripts/deps.sh --group build
 scripts/deps.sh clang
 dir=build-clang
 [ -f "$dir/build.ninja" ] || CC=clang meson setup "$dir" --buildtype=release -Dtests=false \
-    -Dbench=false -Dexamples=false -Dtools=false -Dfuzz=false -Dnginx_module=disabled \
+    -Dbench=false -Dlb=disabled -Dtools=false -Dfuzz=false -Dnginx_module=disabled \
     -Dvarnish_vmod=disabled
 nice ninja -C "$dir" -j2
 tests/objcode/check_prefetch.sh "$dir/src/libchring.so" 3

@@ -17,7 +17,7 @@ seconds=${CHRING_SAN_SECONDS:-10}
 tsan_cc=${CHRING_TSAN_CC:-clang}
 # The library and the test areas, of which only the torture test is built (setup below): the
 # other areas are checked elsewhere.
-areas=(-Dtests=true -Dbench=false -Dexamples=false -Dtools=false -Dfuzz=false)
+areas=(-Dtests=true -Dbench=false -Dlb=disabled -Dtools=false -Dfuzz=false)
 
 setup() { # DIR CC MESON_OPTION...
     local dir=$1 cc=$2

@@ -19,7 +19,7 @@ cap=${CHRING_PLANTED_CAP:-60}
 per_run=${CHRING_PLANTED_RUN:-4}
 tsan_cc=${CHRING_TSAN_CC:-clang}
 # As in step 20: the test areas are configured, only the torture test is built.
-areas=(-Dtests=true -Dbench=false -Dexamples=false -Dtools=false -Dfuzz=false)
+areas=(-Dtests=true -Dbench=false -Dlb=disabled -Dtools=false -Dfuzz=false)
 
 setup() { # DIR CC MESON_OPTION...
     local dir=$1 cc=$2

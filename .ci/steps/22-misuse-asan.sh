@@ -17,7 +17,7 @@ if [ ! -f "$dir/build.ninja" ]; then
     # references to the sanitizer runtime, which the test executables link (docs/sanitizers.md;
     # src/meson.build turns UBSan's alignment check off for liburcu's inlined read side).
     CC=gcc meson setup "$dir" --buildtype=debugoptimized -Db_lundef=false \
-        -Db_sanitize=address,undefined -Dtests=true -Dbench=false -Dexamples=false \
+        -Db_sanitize=address,undefined -Dtests=true -Dbench=false -Dlb=disabled \
         -Dtools=false -Dfuzz=false
 fi
 targets=()

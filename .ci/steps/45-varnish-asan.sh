@@ -13,7 +13,7 @@ scripts/deps.sh varnish libvarnishapi-dev python3
 dir=build-varnish-asan
 if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
-        -Durcu_lgpl=false -Dtests=true -Dbench=false -Dexamples=false -Dfuzz=false \
+        -Durcu_lgpl=false -Dtests=true -Dbench=false -Dlb=disabled -Dfuzz=false \
         -Dnginx_module=disabled -Dvarnish_vmod=enabled
 fi
 # Only what the cases use: the VMOD and the chring tool they compare with.

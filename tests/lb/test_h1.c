@@ -4,10 +4,11 @@
  *
  * SPDX-License-Identifier: MIT
  */
-#include "lb.h"
+#include "h1.h"
 
 #include <criterion/criterion.h>
 #include <event2/buffer.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
