@@ -32,11 +32,14 @@
  *   conn.c        the client side: chring-lb's own HTTP/1.1 server connections (conn.h)
  *   http.c        hop-by-hop headers (RFC 9110 section 7.6.1) and plain-text answers
  *   key.c         the routing key of a request
+ *   prompt.c      --key prompt: the model and the prompt of an OpenAI-compatible JSON body,
+ *                 read with libjansson after a bounds scan (prompt.h; pure code, fuzzed)
  *   forward.c     the backend request built from the client's request
  *   proxy.c       the proxying of one request: lease, attempts, retry, relay of the answer
  *   limits.c      limits: connections (accept paused at the limit, EMFILE backoff), requests in
  *                 flight, buffered body bytes in all
  *   stats.c       GET /_chring/stats: the JSON, O(points) per request
+ *   metrics.c     GET /_chring/metrics: the same in Prometheus' text format
  *   status.c      the stats listener (--stats-listen, --stats-allow) and the status page
  *                 GET /_chring/
  *   worker.c      worker threads: event loop, listener, the request entry point
@@ -47,6 +50,9 @@
  *   allow.c       --stats-allow: which peers may read /_chring/ (allow.h)
  *   listen.c      listening sockets for --listen and --stats-listen (listen.h)
  *   etcd.c        the membership from etcd: range, then watch, over etcd's v3 JSON gateway
+ *   loadmetrics.c --load-metrics: every backend's Prometheus text scraped from the main
+ *                 thread, the named gauges summed (prom_read.c, pure code, fuzzed) and
+ *                 reported to the ring (chring_report_load)
  *   etcd_read.c   etcd's answers (JSON through libjansson, base64) read into changes
  *                 (etcd_read.h)
  *   text.c        bytes from outside made safe for a log line or JSON (text.h)
