@@ -412,16 +412,5 @@ TESTS = {"passive": passive, "slow-start": slow_start, "drain": drain, "digest":
          "outcome": outcome}
 
 
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
-        print("usage: lb_health.py %s" % "|".join(TESTS), file=sys.stderr)
-        return 2
-    for prog in (h.CHRING_LB, h.CHRING_LB_EXPECT, h.NGINX):
-        if not os.access(prog, os.X_OK):
-            print("missing %s: skipped" % prog)
-            return 77
-    return h.run(TESTS[sys.argv[1]])
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(h.main(TESTS, (h.CHRING_LB, h.CHRING_LB_EXPECT, h.NGINX)))

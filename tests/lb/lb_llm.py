@@ -673,15 +673,5 @@ TESTS = {
 }
 
 
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
-        print("usage: lb_llm.py %s" % "|".join(TESTS), file=sys.stderr)
-        return 2
-    if not os.access(h.CHRING_LB, os.X_OK):
-        print("missing %s: skipped" % h.CHRING_LB)
-        return 77
-    return h.run(TESTS[sys.argv[1]])
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(h.main(TESTS))

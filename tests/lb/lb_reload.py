@@ -283,16 +283,5 @@ def resolve(env):
 TESTS = {"big": big, "duplicates": duplicates, "resolve": resolve}
 
 
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
-        print("usage: lb_reload.py %s" % "|".join(TESTS), file=sys.stderr)
-        return 2
-    for prog in (h.CHRING_LB, h.CHRING_LB_EXPECT, h.NGINX):
-        if not os.access(prog, os.X_OK):
-            print("missing %s: skipped" % prog)
-            return 77
-    return h.run(TESTS[sys.argv[1]])
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(h.main(TESTS, (h.CHRING_LB, h.CHRING_LB_EXPECT, h.NGINX)))

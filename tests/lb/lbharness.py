@@ -401,6 +401,20 @@ def port_of(body):
         return None
 
 
+def main(tests, needs=None, why=""):
+    """The command line of a suite script: `SCRIPT NAME` runs tests[NAME] through run(); exit 2
+    for a usage error, 77 (skipped) when a program of needs (default: chring-lb) is missing."""
+    script = os.path.basename(sys.argv[0])
+    if len(sys.argv) != 2 or sys.argv[1] not in tests:
+        print("usage: %s %s" % (script, "|".join(tests)), file=sys.stderr)
+        return 2
+    for prog in needs or (CHRING_LB,):
+        if not os.access(prog, os.X_OK):
+            print("missing %s%s: skipped" % (prog, why))
+            return 77
+    return run(tests[sys.argv[1]])
+
+
 def run(main):
     """Runs one test function with an Env; exit status 0 = pass, 1 = fail, 77 = skip."""
     name = main.__name__
