@@ -146,6 +146,7 @@ int main(int argc, char **argv)
 out_signals:
     lb_membership_stop();
     lb_etcd_stop();
+    lb_stats_stop(); /* the digest thread reads the ring */
     lb_load_stop();
     lb_health_stop(); /* workers have stopped: nobody wakes it any more */
     if (sig_hup)

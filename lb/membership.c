@@ -12,6 +12,7 @@
 #include "lb.h"
 #include "log.h"
 #include "members.h"
+#include "status.h"
 #include "text.h"
 #include "worker.h"
 
@@ -394,6 +395,8 @@ int lb_membership_change(struct lb_change *ch, size_t n, bool (*known)(const cha
         if (ch[i].be && (rc < 0 || !kept[i]))
             lb_backend_discard(ch[i].be);
     if (rc == 0) {
+        if (k > 0)
+            lb_stats_kick(); /* a large ring's digest, off this thread */
         for (size_t j = 0; j < nd; j++)
             lb_health_drain(s, drain[j]);
         for (size_t j = 0; j < nu; j++)

@@ -35,25 +35,104 @@ static void json_str(struct evbuffer *b, const char *s)
     evbuffer_add(b, buf, len);
 }
 
-/* The snapshot's digest, O(points) (16 million points at 100,000 members: most of a summary's
- * cost), computed once per snapshot version and kept: requests on any thread share it. */
-static uint64_t digest_of(const chring_snap_t *s)
+/* The snapshot's digest (docs/lb.md, "Statistics"), O(points): 0.8 s at 16 million points, so
+ * a large ring's is never computed on the thread that answers.  Up to DIGEST_INLINE points it
+ * is computed by the request (a few milliseconds) and kept per snapshot version; above, by the
+ * digest thread, which a request (or a publish, once a digest was asked for: lb_stats_kick)
+ * wakes, and which computes the digest of whatever snapshot is current when it runs (a burst of
+ * publishes costs one pass, of the last).  Until it is done the answer says "digest":null. */
+#define DIGEST_INLINE ((size_t)1 << 20)
+
+static pthread_mutex_t dg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dg_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t dg_version = UINT64_MAX, dg_digest; /* the last digest computed, its version */
+static bool dg_want, dg_quit, dg_running, dg_asked; /* under dg_lock */
+static pthread_t dg_thread;
+
+static void *digest_main(void *arg)
 {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static uint64_t version = UINT64_MAX, digest;
+    (void)arg;
+    pthread_mutex_lock(&dg_lock);
+    for (;;) {
+        while (!dg_want && !dg_quit)
+            pthread_cond_wait(&dg_cond, &dg_lock);
+        if (dg_quit)
+            break;
+        dg_want = false;
+        pthread_mutex_unlock(&dg_lock);
+        const chring_snap_t *s = chring_snap_enter(lb_ring);
+        uint64_t v = chring_snap_version(s), d = chring_snap_digest(s);
+        chring_snap_exit(lb_ring, s);
+        pthread_mutex_lock(&dg_lock);
+        if (dg_version == UINT64_MAX || v > dg_version) {
+            dg_version = v;
+            dg_digest = d;
+        }
+    }
+    pthread_mutex_unlock(&dg_lock);
+    return NULL;
+}
+
+/* Wakes the digest thread (started on first use).  Under dg_lock. */
+static void digest_wake(void)
+{
+    if (!dg_running && !dg_quit) {
+        if (pthread_create(&dg_thread, NULL, digest_main, NULL) != 0)
+            return;
+        dg_running = true;
+    }
+    dg_want = true;
+    pthread_cond_signal(&dg_cond);
+}
+
+void lb_stats_kick(void)
+{
+    pthread_mutex_lock(&dg_lock);
+    if (dg_asked) {
+        const chring_snap_t *s = chring_snap_enter(lb_ring);
+        bool big = chring_snap_points(s) > DIGEST_INLINE;
+        chring_snap_exit(lb_ring, s);
+        if (big)
+            digest_wake();
+    }
+    pthread_mutex_unlock(&dg_lock);
+}
+
+void lb_stats_stop(void)
+{
+    pthread_mutex_lock(&dg_lock);
+    dg_quit = true;
+    bool running = dg_running;
+    dg_running = false;
+    pthread_cond_signal(&dg_cond);
+    pthread_mutex_unlock(&dg_lock);
+    if (running)
+        pthread_join(dg_thread, NULL);
+}
+
+/* s's digest into *out; false while the digest thread computes it. */
+static bool digest_of(const chring_snap_t *s, uint64_t *out)
+{
     uint64_t v = chring_snap_version(s);
-    pthread_mutex_lock(&lock);
-    bool hit = v == version;
-    uint64_t d = digest;
-    pthread_mutex_unlock(&lock);
-    if (hit)
-        return d;
-    d = chring_snap_digest(s); /* outside the lock: two computing it at once agree */
-    pthread_mutex_lock(&lock);
-    version = v;
-    digest = d;
-    pthread_mutex_unlock(&lock);
-    return d;
+    pthread_mutex_lock(&dg_lock);
+    dg_asked = true;
+    bool hit = v == dg_version;
+    *out = dg_digest;
+    bool big = !hit && chring_snap_points(s) > DIGEST_INLINE;
+    if (big)
+        digest_wake();
+    pthread_mutex_unlock(&dg_lock);
+    if (hit || big)
+        return hit;
+    uint64_t d = chring_snap_digest(s); /* outside the lock: two computing it at once agree */
+    pthread_mutex_lock(&dg_lock);
+    if (dg_version == UINT64_MAX || v > dg_version) {
+        dg_version = v;
+        dg_digest = d;
+    }
+    pthread_mutex_unlock(&dg_lock);
+    *out = d;
+    return true;
 }
 
 static void add_ring(struct evbuffer *b, const chring_snap_t *s, const chring_stats_t *st)
@@ -65,13 +144,18 @@ static void add_ring(struct evbuffer *b, const chring_snap_t *s, const chring_st
                         ",\"balance\":%.17g,\"version\":%llu,\"publishes\":%llu,\"members\":%llu,"
                         "\"points\":%llu,\"leases\":%llu,\"acquires\":%llu,\"spills\":%llu,"
                         "\"saturated\":%llu,\"down\":%llu,\"retries\":%llu,"
-                        "\"digest\":\"%016llx\",",
+                        "\"digest\":",
                         lb_cfg.balance, (unsigned long long)st->version,
                         (unsigned long long)st->publishes, (unsigned long long)st->members,
                         (unsigned long long)st->points, (unsigned long long)st->leases,
                         (unsigned long long)st->acquires, (unsigned long long)st->spills,
                         (unsigned long long)st->saturated, (unsigned long long)st->down,
-                        (unsigned long long)st->retries, (unsigned long long)digest_of(s));
+                        (unsigned long long)st->retries);
+    uint64_t d;
+    if (digest_of(s, &d))
+        evbuffer_add_printf(b, "\"%016llx\",", (unsigned long long)d);
+    else
+        evbuffer_add(b, "null,", 5);
 }
 
 /* Member index by pointer: an open-addressing table built once per request, O(members). */

@@ -28,6 +28,11 @@ void lb_metrics_serve(struct worker *w, struct lb_req *req);
 /* Opens --stats-listen on the main thread's event base.  Returns 0 (also without
  * --stats-listen) / -1 (logged). */
 int lb_status_start(struct event_base *base);
+/* Says a new snapshot was published (membership.c, after chring_update): a large ring's digest
+ * is computed again off the main thread, once a digest was asked for (stats.c).  Any thread. */
+void lb_stats_kick(void);
+/* Stops the digest thread (stats.c).  Main thread, at exit, before the ring is freed. */
+void lb_stats_stop(void);
 void lb_status_stop(void);
 
 #endif
