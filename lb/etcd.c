@@ -155,7 +155,7 @@ struct fentry {
 
 static struct fentry **table;
 static size_t table_cap, table_n; /* buckets (a power of two), entries */
-static uint32_t stamp;
+static uint32_t stamp = 1; /* the touches since the last apply carry it */
 static uint64_t total_points; /* of every entry's weight */
 static size_t refused;        /* puts refused in the message being applied */
 static struct fentry **touched;
@@ -364,16 +364,92 @@ static void resolve_queue(struct fentry *e)
 /* ------------------------------------------------------------------------------------------ */
 /* applying                                                                                    */
 
-/* Applies the touched entries (what, rev: for the log) with one lb_membership_change; full: a
- * range, every ring member that is not etcd's leaves too.  Deleted entries are freed. */
+/* What waits to be applied (touched entries, since a change is being published), and the
+ * change under way, for the stats and the log once it is published. */
+static bool pend, pend_full;
+static uint64_t pend_rev;
+static char pend_what[32];
+static struct {
+    bool full;
+    uint64_t rev, members, points;
+    char why[96];
+} applying;
+/* The range's timing line, written once its change is published. */
+static struct {
+    bool on;
+    size_t len;
+    int64_t answered, read_cpu, t_read, c_read;
+} range_line;
+
+static void apply_now(void);
+static void schedule(int ms);
+static bool watch_waits;   /* the watch starts when the range's change is published */
+static uint64_t watch_gen; /* feed_gen then: a failure meanwhile ranges again instead */
+
+/* The touched entries' change was published (main thread; rc < 0: not applied). */
+static void applied(int rc, int64_t publish_cpu, void *arg)
+{
+    (void)arg;
+    if (rc < 0)
+        lb_log("etcd: %s not applied; the next range applies the whole set", applying.why);
+    atomic_store_explicit(&st_revision, applying.rev, memory_order_relaxed);
+    atomic_store_explicit(&st_members, applying.members, memory_order_relaxed);
+    atomic_store_explicit(&st_points, applying.points, memory_order_relaxed);
+    atomic_store_explicit(&st_active, true, memory_order_release);
+    if (applying.full && range_line.on) {
+        range_line.on = false;
+        lb_log("etcd: range of %zu bytes: answered in %lld ms, read in %lld ms (%lld ms of CPU "
+               "off the main thread), applied in %lld ms (%lld ms of CPU)",
+               range_line.len, (long long)(range_line.answered - range_started_ms),
+               (long long)(range_line.t_read - range_line.answered), (long long)range_line.read_cpu,
+               (long long)(now_ms() - range_line.t_read),
+               (long long)(cpu_ms() - range_line.c_read + publish_cpu));
+    }
+    if (watch_waits && !pend) {
+        watch_waits = false;
+        if (watch_gen == feed_gen && next_action == ACT_WATCH)
+            schedule(0);
+    }
+    if (pend)
+        apply_now();
+    else if (resolved_ev)
+        event_active(resolved_ev, 0, 0); /* answers that came while the change was published */
+}
+
+/* Applies the touched entries (what, rev: for the log) with one change; full: a range, every
+ * ring member that is not etcd's leaves too.  While a change is being published (by the writer
+ * thread, membership.c) they wait, and whatever more is touched meanwhile joins them: one
+ * change for all once it is done. */
 static void apply(const char *what, uint64_t rev, bool full)
 {
-    char why[96];
-    snprintf(why, sizeof why, "etcd %s at revision %llu", what, (unsigned long long)rev);
+    pend = true;
+    pend_full |= full;
+    pend_rev = rev;
+    snprintf(pend_what, sizeof pend_what, "%s", what);
+    if (!lb_membership_busy())
+        apply_now();
+}
+
+/* Deleted entries are freed once their change was handed over (names are copied). */
+static void apply_now(void)
+{
+    bool full = pend_full;
+    pend = pend_full = false;
+    snprintf(applying.why, sizeof applying.why, "etcd %s at revision %llu", pend_what,
+             (unsigned long long)pend_rev);
+    applying.full = full;
+    applying.rev = pend_rev;
+    applying.members = table_n;
+    applying.points = total_points;
+    for (size_t i = 0; i < ntouched; i++)
+        applying.members -= touched[i]->weight == 0;
     struct lb_change *ch = calloc(ntouched + 1, sizeof *ch);
     size_t k = 0;
+    /* from now on etcd, not --members, is the membership (a SIGHUP applies nothing) */
+    lb_membership_from_etcd();
     if (!ch) {
-        lb_log("%s: out of memory; not applied", why);
+        lb_log("%s: out of memory; not applied", applying.why);
+        applied(-1, 0, NULL);
     } else {
         const chring_snap_t *s = chring_snap_enter(lb_ring);
         for (size_t i = 0; i < ntouched; i++) {
@@ -403,19 +479,28 @@ static void apply(const char *what, uint64_t rev, bool full)
             ch[k++] = (struct lb_change){e->name, e->weight, be};
         }
         chring_snap_exit(lb_ring, s);
-        if (lb_membership_change(ch, k, full ? entry_known : NULL, NULL, why) < 0)
-            lb_log("etcd: %s not applied; the next range applies the whole set", why);
+        if (lb_membership_change_async(ch, k, full ? entry_known : NULL, NULL, applying.why,
+                                       applied, NULL) < 0)
+            applied(-1, 0, NULL);
     }
     free(ch);
     for (size_t i = 0; i < ntouched; i++)
         if (touched[i]->weight == 0)
             entry_delete(touched[i]);
     ntouched = 0;
-    atomic_store_explicit(&st_revision, rev, memory_order_relaxed);
-    atomic_store_explicit(&st_members, table_n, memory_order_relaxed);
-    atomic_store_explicit(&st_points, total_points, memory_order_relaxed);
-    atomic_store_explicit(&st_active, true, memory_order_release);
-    lb_membership_from_etcd();
+    stamp++;
+}
+
+static void resolved_applied(int rc, int64_t cpu, void *arg)
+{
+    (void)cpu;
+    (void)arg;
+    if (rc < 0)
+        lb_log("etcd: resolved names not applied");
+    if (pend)
+        apply_now();
+    else if (resolved_ev)
+        event_active(resolved_ev, 0, 0);
 }
 
 /* Resolver answers (main thread): each name that is still wanted joins with its weight now. */
@@ -424,6 +509,8 @@ static void on_resolved(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     (void)arg;
+    if (lb_membership_busy())
+        return; /* activated again once the change under way is published */
     pthread_mutex_lock(&rq_lock);
     struct resolved *done = rq_done;
     rq_done = NULL;
@@ -455,7 +542,8 @@ static void on_resolved(evutil_socket_t fd, short what, void *arg)
         set_resolve(e, RS_FAILED);
         failed = true;
     }
-    if (k && lb_membership_change(ch, k, NULL, NULL, "etcd: names resolved") < 0)
+    if (k && lb_membership_change_async(ch, k, NULL, NULL, "etcd: names resolved",
+                                        resolved_applied, NULL) < 0)
         lb_log("etcd: resolved names not applied");
     free(ch);
     while (done) {
@@ -741,8 +829,6 @@ static void on_parsed(evutil_socket_t fd, short what, void *arg)
     struct lb_etcd_msg *m = &job->m;
     log_bad(m);
     /* The set becomes the range's keys: every entry is touched, the ones absent deleted. */
-    stamp++;
-    ntouched = 0;
     for (size_t i = 0; i < table_cap; i++)
         for (struct fentry *e = table[i]; e; e = e->next)
             e->weight = 0;
@@ -761,20 +847,32 @@ static void on_parsed(evutil_socket_t fd, short what, void *arg)
     range_job_free(job); /* the names were moved into the set */
     log_refused();
     if (oom) {
+        ntouched = 0;
+        stamp++;
         fail("range: out of memory");
         return;
     }
     ADD(st_ranges, 1);
     if (total_points == 0)
         lb_log("etcd: no key under %s: the ring is empty", lb_cfg.etcd_prefix);
+    /* the timing line is written once the change is published (applied) */
+    range_line.on = true;
+    range_line.len = len;
+    range_line.answered = answered;
+    range_line.read_cpu = read_cpu;
+    range_line.t_read = t_read;
+    range_line.c_read = c_read;
     apply("range", rev, true);
-    lb_log("etcd: range of %zu bytes: answered in %lld ms, read in %lld ms (%lld ms of CPU off "
-           "the main thread), applied in %lld ms (%lld ms of CPU)",
-           len, (long long)(answered - range_started_ms), (long long)(t_read - answered),
-           (long long)read_cpu, (long long)(now_ms() - t_read), (long long)(cpu_ms() - c_read));
-    watch_from = GET(st_revision) + 1;
+    /* The watch starts once the range's change is published (applied): "watching" in the
+     * stats means the ring holds the range. */
+    watch_from = rev + 1;
     next_action = ACT_WATCH;
-    schedule(0);
+    if (lb_membership_busy() || pend) {
+        watch_waits = true;
+        watch_gen = feed_gen;
+    } else {
+        schedule(0);
+    }
 }
 
 /* A watch message read: applied (m freed).  Returns false when the watch must be replaced (a
@@ -798,8 +896,6 @@ static bool watch_apply(struct lb_etcd_msg *m)
                (unsigned long long)watch_from);
     }
     log_bad(m);
-    stamp++;
-    ntouched = 0;
     bool oom = false;
     for (size_t i = 0; i < m->n && !oom; i++) {
         if (m->events[i].weight == 0) {
@@ -815,6 +911,7 @@ static bool watch_apply(struct lb_etcd_msg *m)
     log_refused();
     if (oom) {
         ntouched = 0;
+        stamp++;
         fail("watch: out of memory");
         return false;
     }
@@ -822,6 +919,10 @@ static bool watch_apply(struct lb_etcd_msg *m)
         ADD(st_batches, 1);
         ADD(st_events, n);
         apply("watch batch", rev, false);
+    } else if (rev && pend) {
+        pend_rev = rev; /* the revision the waiting change brings the set to */
+    } else if (rev && lb_membership_busy()) {
+        applying.rev = rev;
     } else if (rev) {
         atomic_store_explicit(&st_revision, rev, memory_order_relaxed);
     }

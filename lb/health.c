@@ -41,6 +41,7 @@
 #include "config.h"
 #include "lb.h"
 #include "log.h"
+#include "membership.h"
 #include "worker.h"
 
 #include <stdlib.h>
@@ -189,7 +190,11 @@ static void on_health(evutil_socket_t fd, short what, void *arg)
             lb_log("%s up again after --fail-timeout", name);
         }
         int64_t drain = GET(be->drain_until_ms);
-        if (drain) {
+        if (drain && atomic_load_explicit(&lb_ring_writing, memory_order_acquire)) {
+            /* a change is being published (membership.c): the drained leave after it */
+            if (now + HEALTH_POLL_MS < next)
+                next = now + HEALTH_POLL_MS;
+        } else if (drain) {
             if (chring_member_load(m) == 0 || drain <= now) {
                 if (!gone)
                     gone = calloc(n, sizeof *gone);

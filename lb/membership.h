@@ -56,8 +56,26 @@ struct lb_change {
 /* Applies ch[0..n) (distinct names) with one chring_update, --drain applied as in
  * lb_membership_set; with known (not NULL), every member of the ring for which known(name, ctx)
  * is false is removed too (a range: the ring becomes the feed's set).  O(n) plus O(members)
- * with known.  Main thread only.  Returns 0, or -1 with the membership unchanged (logged). */
+ * with known, and the publish, on the calling thread.  Main thread only; refused (-1, logged)
+ * while a change of lb_membership_change_async is under way.  Returns 0, or -1 with the
+ * membership unchanged (logged). */
 int lb_membership_change(struct lb_change *ch, size_t n, bool (*known)(const char *, void *),
                          void *ctx, const char *what);
+/* The same change, its publish (chring_update: 1 to 2 s at 16 million points) made by the
+ * writer thread so that the main thread goes on (docs/lb.md, "The etcd feed"): the differences
+ * are computed here, the drains and the log line once published, then done(rc, cpu_ms, arg) is
+ * called on the main thread (rc as lb_membership_change's; cpu_ms: the publish's CPU time).  Before lb_membership_start, or without done,
+ * done-less and synchronous.  One change at a time: while one is under way
+ * (lb_membership_busy), the call returns -1 at once (backends discarded, nothing logged) and the
+ * caller applies later.  Returns 0 (under way, or done called already), -1 (out of memory
+ * (logged) or busy).  Main thread only. */
+int lb_membership_change_async(struct lb_change *ch, size_t n,
+                               bool (*known)(const char *, void *), void *ctx, const char *what,
+                               void (*done)(int, int64_t, void *), void *arg);
+/* True while a change is being published by the writer thread.  Main thread. */
+bool lb_membership_busy(void);
+/* The same for any thread (health.c leaves drained members in the ring while it is true, so
+ * that the change under way, computed before, meets the membership it was computed against). */
+extern _Atomic bool lb_ring_writing;
 
 #endif

@@ -249,7 +249,7 @@ def main():
         procs.remove(lb)
         with open(logp) as f:
             for l in f:
-                if "range of" in l or "apply" in l.lower() and "etcd" in l and "watch" not in l:
+                if "range of" in l or "published in" in l:
                     print("log: " + l.rstrip())
         print("changes: worst %d ms, median %d ms (%d)" % (max(lat), sorted(lat)[len(lat) // 2], len(lat)))
         print("summary: %d answers, worst %.3f s after the apply (%.3f s from the start), %d errors" %
