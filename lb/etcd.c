@@ -1236,7 +1236,7 @@ void lb_etcd_stats(struct evbuffer *b)
         ",\n\"etcd\":{\"state\":\"%s\",\"applied\":%s,\"revision\":%llu,\"members\":%llu,"
         "\"ranges\":%llu,\"batches\":%llu,\"events\":%llu,\"bad_entries\":%llu,"
         "\"errors\":%llu,\"compacted\":%llu,\"resolving\":%llu,\"unresolved\":%llu,"
-        "\"resolves\":%llu,\"points\":%llu,\"refused\":%llu}",
+        "\"resolves\":%llu,\"points\":%llu,\"refused\":%llu,\"publishing\":%s}",
         state_names[s >= 0 && s <= ETCD_RETRYING ? s : 0], lb_etcd_active() ? "true" : "false",
         (unsigned long long)GET(st_revision), (unsigned long long)GET(st_members),
         (unsigned long long)GET(st_ranges), (unsigned long long)GET(st_batches),
@@ -1244,5 +1244,6 @@ void lb_etcd_stats(struct evbuffer *b)
         (unsigned long long)GET(st_errors), (unsigned long long)GET(st_compacted),
         (unsigned long long)GET(st_resolving), (unsigned long long)GET(st_unresolved),
         (unsigned long long)GET(st_resolves), (unsigned long long)GET(st_points),
-        (unsigned long long)GET(st_refused));
+        (unsigned long long)GET(st_refused),
+        atomic_load_explicit(&lb_ring_writing, memory_order_relaxed) ? "true" : "false");
 }

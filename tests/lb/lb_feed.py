@@ -19,9 +19,15 @@ it started.
                         (a handful in 4 s, not thousands)
     lb_feed.py drip     a range answer dripped a byte at a time fails at --etcd-range-timeout
                         and is retried
+    lb_feed.py publish  4 million points (4 keys of weight 10,000 at --vnodes 100): the range's
+                        change and a re-weighting are published off the main thread, the
+                        summary answered while they are ("publishing": true, the old ring); the
+                        summary's digest is null or the oracle's, and the oracle's once computed
     lb_feed.py quote    keys with newlines, terminal escapes and invalid UTF-8 are logged
                         quoted: no forged line, no escape byte in the log
 """
+import http.client
+import json
 import os
 import re
 import socket
@@ -292,8 +298,68 @@ def test_quote(env):
         srv.close()
 
 
+def summary(port):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request("GET", "/_chring/stats?members=0")
+        r = c.getresponse()
+        body = r.read()
+        check(r.status == 200, "summary answered %d" % r.status)
+        return json.loads(body)
+    finally:
+        c.close()
+
+
+def test_publish(env):
+    srv = FakeEtcd()
+    try:
+        names = ["10.3.0.%d:80" % i for i in range(1, 5)]
+        srv.members = {m: 10000 for m in names}
+        lb = h.Balancer(env, ["--etcd", srv.url, "--vnodes", "100"], threads=1,
+                        stats_listen=True).start()
+        seen = []  # (publishing, ring members, ring version, digest) per summary
+
+        def poll_until(what, cond, timeout):
+            end = time.time() + timeout
+            while time.time() < end:
+                st = summary(lb.stats_port)
+                seen.append((st["etcd"].get("publishing", False), st["ring"]["members"], st["ring"]["version"],
+                             st["ring"]["digest"]))
+                if cond(st):
+                    return st
+                time.sleep(0.02)
+            raise h.TestFailure("not within %.0f s: %s" % (timeout, what))
+
+        st = poll_until("the range in the ring", lambda st: st["ring"]["points"] == 4000000
+                        and not st["etcd"].get("publishing"), 120)
+        during = [x for x in seen if x[0]]
+        log("range: %d summaries, %d answered while its change was published" % (len(seen), len(during)))
+        check(during and all(x[1] == 0 for x in during),
+              "no summary answered while the range's 4 million points were published: %r" % seen[:5])
+        want = h.expect_digest([m + "=10000" for m in names], vnodes=100)
+        st = poll_until("the digest", lambda st: st["ring"]["digest"] is not None, 60)
+        check(st["ring"]["digest"] == want, "digest %r, the oracle's %s" % (st["ring"]["digest"], want))
+        check(all(x[3] in (None, want) for x in seen if x[2] == st["ring"]["version"]),
+              "a summary showed another digest: %r" % seen)
+        v0 = st["ring"]["version"]
+        del seen[:]
+        srv.send([srv.put_event(names[0], 9000)])
+        st = poll_until("the re-weighting", lambda st: st["ring"]["version"] > v0
+                        and not st["etcd"].get("publishing"), 120)
+        during = [x for x in seen if x[0]]
+        log("re-weighting 1 million points: %d summaries, %d while published" % (len(seen), len(during)))
+        check(during and all(x[2] == v0 for x in during),
+              "no summary answered while the change was published: %r" % seen[:5])
+        check(st["ring"]["points"] == 3900000, "points %d" % st["ring"]["points"])
+        check(("etcd watch batch at revision %d: 0 added, 0 removed, 1 weights set" % srv.revision)
+              in lb.output(), "the batch's line is missing")
+        lb.stop()
+    finally:
+        srv.close()
+
+
 TESTS = {"apply": test_apply, "big-batch": test_big_batch, "resolve": test_resolve, "bounds": test_bounds,
-         "cancel": test_cancel, "drip": test_drip, "quote": test_quote}
+         "cancel": test_cancel, "drip": test_drip, "quote": test_quote, "publish": test_publish}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
