@@ -22,7 +22,8 @@ it started.
     lb_feed.py publish  4 million points (4 keys of weight 10,000 at --vnodes 100): the range's
                         change and a re-weighting are published off the main thread, the
                         summary answered while they are ("publishing": true, the old ring); the
-                        summary's digest is null or the oracle's, and the oracle's once computed
+                        summary's digest is null or the oracle's, and the oracle's once computed;
+                        RSS at rest within 64 bytes per point + 64 MB, its peak 192 + 64 MB
     lb_feed.py quote    keys with newlines, terminal escapes and invalid UTF-8 are logged
                         quoted: no forged line, no escape byte in the log
 """
@@ -54,6 +55,23 @@ def wait_for(what, fn, timeout):
 
 def etcd_stats(lb):
     return lb.stats().get("etcd", {})
+
+
+# chring-lb's memory against its ring's points (docs/lb.md, "Memory at 16 million points"): at
+# rest (after the last publish's grace period) 21 to 42 bytes per point measured, the ring's own 20 to
+# 22 (docs/bench.md §6); the peak during a build 124 to 138 at 4 million points (the library's
+# build and the replaced snapshot); MARGIN for the process itself (threads, buffers, libevent).
+REST_BYTES_PER_POINT = 64
+PEAK_BYTES_PER_POINT = 192
+MARGIN = 64 << 20
+
+
+def vm_kb(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1])
+    return 0
 
 
 def vm_hwm_kb(pid):
@@ -353,6 +371,20 @@ def test_publish(env):
         check(st["ring"]["points"] == 3900000, "points %d" % st["ring"]["points"])
         check(("etcd watch batch at revision %d: 0 added, 0 removed, 1 weights set" % srv.revision)
               in lb.output(), "the batch's line is missing")
+        # memory (docs/lb.md, "Memory"): a second after the last publish, and the peak
+        pts = st["ring"]["points"]
+        rest = REST_BYTES_PER_POINT * pts + MARGIN
+        end = time.time() + 10
+        rss = vm_kb(lb.proc.pid, "VmRSS:")
+        while rss * 1024 > rest and time.time() < end:  # replaced snapshots go after a grace period
+            time.sleep(0.1)
+            rss = vm_kb(lb.proc.pid, "VmRSS:")
+        hwm = vm_kb(lb.proc.pid, "VmHWM:")
+        log("memory at %d points: RSS %.0f MB (%.1f bytes per point), peak %.0f MB (%.1f)" %
+            (pts, rss / 1024, rss * 1024 / pts, hwm / 1024, hwm * 1024 / pts))
+        check(rss * 1024 <= rest, "RSS %.0f MB at rest, above %.0f MB" % (rss / 1024, rest / 2**20))
+        peak = PEAK_BYTES_PER_POINT * pts + MARGIN
+        check(hwm * 1024 <= peak, "peak RSS %.0f MB, above %.0f MB" % (hwm / 1024, peak / 2**20))
         lb.stop()
     finally:
         srv.close()
