@@ -16,6 +16,7 @@
 #include "members.h"
 #include "membership.h"
 #include "proxy.h"
+#include "resolver.h"
 #include "status.h"
 #include "worker.h"
 
@@ -111,7 +112,7 @@ int main(int argc, char **argv)
         goto out_signals;
     }
     if (lb_status_start(main_base) < 0 || lb_health_start(main_base) < 0 ||
-        lb_membership_start(main_base) < 0 || lb_etcd_start(main_base) < 0 ||
+        lb_resolver_start(main_base) < 0 || lb_membership_start(main_base) < 0 || lb_etcd_start(main_base) < 0 ||
         lb_load_start(main_base) < 0)
         goto out_signals;
 
@@ -146,7 +147,8 @@ int main(int argc, char **argv)
 out_signals:
     lb_membership_stop();
     lb_etcd_stop();
-    lb_stats_stop(); /* the digest thread reads the ring */
+    lb_resolver_stop(); /* after its clients: answers still queued are dropped */
+    lb_stats_stop();    /* the digest thread reads the ring */
     lb_load_stop();
     lb_health_stop(); /* workers have stopped: nobody wakes it any more */
     if (sig_hup)

@@ -8,19 +8,21 @@
  *
  *   range    POST /v3/kv/range {key: prefix, range_end: prefix + 1}: every key and the store's
  *            revision R, read (JSON, base64) on a thread of its own.  The feed's set becomes
- *            these keys; the ring is brought to it with one chring_update holding only the
- *            differences (members that are not etcd's, the starting list among them, leave).
+ *            these keys (a replace); the ring is brought to it with one chring_update holding
+ *            only the differences (members that are not etcd's, the starting list among them,
+ *            leave).
  *   watch    POST /v3/watch {create_request: {key, range_end, start_revision: R + 1}}: a stream
  *            of JSON objects, one per line; each batch of events is applied as the changes it
- *            holds, one chring_update per batch (several events of one key: the last counts).
+ *            holds, one chring_update per batch (several events of one key: the last counts;
+ *            batches that come while a change is published join the next one).
  *            A message above WATCH_INLINE (a prefix deleted at once) is read on a thread of its
  *            own like a range, the messages behind it waiting, in order and bounded.
  *
- * The set is a hash table by name, so a batch costs O(its events), never O(members).  A new
- * name with a numeric address is set up at once; any other name is resolved by the resolver
- * thread (getaddrinfo may take seconds) and joins the ring when its answer comes back; a name
- * that does not resolve is tried again every RESOLVE_RETRY_MS, in the background, never again
- * for each batch.
+ * etcd.c is the client alone: the requests, their answers' bounds, the backoff.  What it reads
+ * goes into the feed's set (feed.c: puts, deletes, a replace for a range), which brings the ring
+ * to it as the differences, published off the main thread (membership.c's writer thread), and
+ * has names that need DNS resolved by the resolver thread (resolver.c).  The watch starts once
+ * the range's change is published: "watching" in the stats means the ring holds the range.
  *
  * Bounds (docs/lb.md, "The etcd feed").  A range answer or one watch message above
  * --etcd-max-answer bytes, or whose JSON would need more than 4 times that (at least 64 MiB) of
@@ -46,6 +48,7 @@
 #include "backend.h"
 #include "config.h"
 #include "etcd_read.h"
+#include "feed.h"
 #include "lb.h"
 #include "log.h"
 #include "members.h"
@@ -66,7 +69,6 @@
 #define ETCD_STABLE_MS 5000
 #define ETCD_WATCH_IDLE_S 60 /* an idle watch is renewed (range, watch) this often */
 #define ETCD_MAX_HEADERS 65536
-#define RESOLVE_RETRY_MS 10000
 #define WATCH_INLINE ((size_t)256 << 10) /* a larger watch message is read off the main thread */
 
 enum etcd_state {
@@ -83,7 +85,7 @@ enum etcd_action {
 };
 
 static struct event_base *base;
-static struct event *step_ev, *close_ev, *deadline_ev, *resolved_ev, *retry_ev;
+static struct event *step_ev, *close_ev, *deadline_ev;
 static void on_parsed(evutil_socket_t fd, short what, void *arg);
 static uint64_t feed_gen; /* one more at each failure: results read before it are dropped */
 struct range_job;
@@ -103,13 +105,15 @@ static int64_t range_started_ms; /* for the log: how long a range took */
 
 /* For the stats (any thread). */
 static _Atomic int st_state;
-static _Atomic bool st_active;
-static _Atomic uint64_t st_revision, st_members, st_ranges, st_batches, st_events, st_bad,
-    st_errors, st_compacted, st_resolving, st_unresolved, st_resolves, st_points, st_refused;
+static struct lb_feed *feed; /* etcd's set (feed.c) */
+static _Atomic uint64_t st_ranges, st_batches, st_events, st_bad, st_errors, st_compacted;
 
 bool lb_etcd_active(void)
 {
-    return atomic_load_explicit(&st_active, memory_order_acquire);
+    struct lb_feed_stats fs = {0};
+    if (feed)
+        lb_feed_stats(feed, &fs);
+    return fs.applied;
 }
 
 static int64_t now_ms(void)
@@ -127,158 +131,6 @@ static int64_t cpu_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The retry of names that did not resolve, every RESOLVE_RETRY_MS while there are any. */
-static void arm_retry(void)
-{
-    struct timeval tv = {RESOLVE_RETRY_MS / 1000, (RESOLVE_RETRY_MS % 1000) * 1000};
-    if (retry_ev && !evtimer_pending(retry_ev, NULL))
-        evtimer_add(retry_ev, &tv);
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* the set: etcd's members by name (main thread)                                               */
-
-enum resolve_state {
-    RS_NONE,   /* nothing pending: in the ring, or to be set up when next wanted */
-    RS_QUEUED, /* with the resolver thread */
-    RS_FAILED  /* did not resolve: tried again at retry_at */
-};
-
-struct fentry {
-    char *name;
-    uint32_t weight; /* 0: deleted in the batch being applied (freed after it) */
-    uint32_t stamp;  /* the batch that touched it last */
-    enum resolve_state resolve;
-    int64_t retry_at;
-    struct fentry *next; /* hash chain */
-};
-
-static struct fentry **table;
-static size_t table_cap, table_n; /* buckets (a power of two), entries */
-static uint32_t stamp = 1; /* the touches since the last apply carry it */
-static uint64_t total_points; /* of every entry's weight */
-static size_t refused;        /* puts refused in the message being applied */
-static struct fentry **touched;
-static size_t ntouched, touched_cap;
-
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a, mixed */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return chring_mix64(h);
-}
-
-static struct fentry **slot(const char *name)
-{
-    struct fentry **p = &table[name_hash(name) & (table_cap - 1)];
-    while (*p && strcmp((*p)->name, name) != 0)
-        p = &(*p)->next;
-    return p;
-}
-
-static struct fentry *find(const char *name)
-{
-    return table_cap ? *slot(name) : NULL;
-}
-
-static int grow(void)
-{
-    size_t nc = table_cap ? table_cap * 2 : 1024;
-    struct fentry **nt = calloc(nc, sizeof *nt);
-    if (!nt)
-        return -1;
-    for (size_t i = 0; i < table_cap; i++)
-        for (struct fentry *e = table[i], *next; e; e = next) {
-            next = e->next;
-            size_t b = name_hash(e->name) & (nc - 1);
-            e->next = nt[b];
-            nt[b] = e;
-        }
-    free(table);
-    table = nt;
-    table_cap = nc;
-    return 0;
-}
-
-/* The entry of name, created (weight 0, owning name) when it is new; NULL when out of memory
- * (name freed then). */
-static struct fentry *find_or_add(char *name, bool *fresh)
-{
-    *fresh = false;
-    struct fentry *e = find(name);
-    if (e) {
-        free(name);
-        return e;
-    }
-    if (table_n >= table_cap && grow() < 0) {
-        free(name);
-        return NULL;
-    }
-    e = calloc(1, sizeof *e);
-    if (!e) {
-        free(name);
-        return NULL;
-    }
-    e->name = name;
-    struct fentry **p = slot(name);
-    e->next = *p;
-    *p = e;
-    table_n++;
-    *fresh = true;
-    return e;
-}
-
-static void set_resolve(struct fentry *e, enum resolve_state rs)
-{
-    if (e->resolve == RS_FAILED && rs != RS_FAILED)
-        SUB(st_unresolved, 1);
-    else if (e->resolve != RS_FAILED && rs == RS_FAILED)
-        ADD(st_unresolved, 1);
-    e->resolve = rs;
-    if (rs == RS_FAILED)
-        e->retry_at = now_ms() + RESOLVE_RETRY_MS;
-}
-
-static void entry_delete(struct fentry *e)
-{
-    set_resolve(e, RS_NONE);
-    struct fentry **p = slot(e->name);
-    *p = e->next;
-    table_n--;
-    free(e->name);
-    free(e);
-}
-
-static bool entry_known(const char *name, void *ctx)
-{
-    (void)ctx;
-    return find(name) != NULL;
-}
-
-static int touch(struct fentry *e)
-{
-    if (e->stamp == stamp)
-        return 0;
-    if (ntouched == touched_cap) {
-        size_t nc = touched_cap ? touched_cap * 2 : 64;
-        struct fentry **nt = realloc(touched, nc * sizeof *nt);
-        if (!nt)
-            return -1;
-        touched = nt;
-        touched_cap = nc;
-    }
-    e->stamp = stamp;
-    touched[ntouched++] = e;
-    return 0;
-}
-
-static void log_refused(void)
-{
-    if (refused > LB_ETCD_BAD_SHOWN)
-        lb_log("etcd: %zu more puts refused (--etcd-max-points)", refused - LB_ETCD_BAD_SHOWN);
-    refused = 0;
-}
 
 static void log_bad(const struct lb_etcd_msg *m)
 {
@@ -289,91 +141,9 @@ static void log_bad(const struct lb_etcd_msg *m)
     ADD(st_bad, m->bad);
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* the resolver thread: names that are not numeric addresses                                  */
-
-struct resolved {
-    char *name;
-    struct backend *be; /* NULL: did not resolve (err) */
-    char err[256];
-    struct resolved *next;
-};
-
-static pthread_t resolver;
-static bool resolver_running;
-static pthread_mutex_t rq_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t rq_cond = PTHREAD_COND_INITIALIZER;
-static struct resolved *rq_todo, *rq_done; /* under rq_lock */
-static bool rq_quit;
-
-/* lb_backend_new only allocates, resolves and registers the object under the backends' lock,
- * so this thread may call it: the object is handed to the main thread, which puts it in the
- * ring or discards it. */
-static void *resolver_main(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&rq_lock);
-    for (;;) {
-        while (!rq_todo && !rq_quit)
-            pthread_cond_wait(&rq_cond, &rq_lock);
-        if (rq_quit)
-            break;
-        struct resolved *r = rq_todo;
-        rq_todo = r->next;
-        pthread_mutex_unlock(&rq_lock);
-        r->be = lb_backend_new(r->name, r->err, sizeof r->err);
-        ADD(st_resolves, 1);
-        pthread_mutex_lock(&rq_lock);
-        r->next = rq_done;
-        rq_done = r;
-        if (resolved_ev)
-            event_active(resolved_ev, 0, 0);
-    }
-    pthread_mutex_unlock(&rq_lock);
-    return NULL;
-}
-
-static void resolve_queue(struct fentry *e)
-{
-    struct resolved *r = calloc(1, sizeof *r);
-    if (!r || !(r->name = strdup(e->name))) {
-        free(r);
-        set_resolve(e, RS_FAILED);
-        return;
-    }
-    if (!resolver_running) {
-        rq_quit = false;
-        if (pthread_create(&resolver, NULL, resolver_main, NULL) != 0) {
-            free(r->name);
-            free(r);
-            set_resolve(e, RS_FAILED);
-            lb_log("etcd: cannot start the resolver thread");
-            return;
-        }
-        resolver_running = true;
-    }
-    set_resolve(e, RS_QUEUED);
-    ADD(st_resolving, 1);
-    pthread_mutex_lock(&rq_lock);
-    r->next = rq_todo;
-    rq_todo = r;
-    pthread_cond_signal(&rq_cond);
-    pthread_mutex_unlock(&rq_lock);
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* applying                                                                                    */
-
-/* What waits to be applied (touched entries, since a change is being published), and the
- * change under way, for the stats and the log once it is published. */
-static bool pend, pend_full;
-static uint64_t pend_rev;
-static char pend_what[32];
-static struct {
-    bool full;
-    uint64_t rev, members, points;
-    char why[96];
-} applying;
+static void schedule(int ms);
+static bool watch_waits;   /* the watch starts when the range's change is published */
+static uint64_t watch_gen; /* feed_gen then: a failure meanwhile ranges again instead */
 /* The range's timing line, written once its change is published. */
 static struct {
     bool on;
@@ -381,22 +151,13 @@ static struct {
     int64_t answered, read_cpu, t_read, c_read;
 } range_line;
 
-static void apply_now(void);
-static void schedule(int ms);
-static bool watch_waits;   /* the watch starts when the range's change is published */
-static uint64_t watch_gen; /* feed_gen then: a failure meanwhile ranges again instead */
-
-/* The touched entries' change was published (main thread; rc < 0: not applied). */
-static void applied(int rc, int64_t publish_cpu, void *arg)
+/* A change of the set was published (main thread): the range's line; the watch starts. */
+static void on_applied(bool full, int64_t publish_cpu, void *arg)
 {
     (void)arg;
-    if (rc < 0)
-        lb_log("etcd: %s not applied; the next range applies the whole set", applying.why);
-    atomic_store_explicit(&st_revision, applying.rev, memory_order_relaxed);
-    atomic_store_explicit(&st_members, applying.members, memory_order_relaxed);
-    atomic_store_explicit(&st_points, applying.points, memory_order_relaxed);
-    atomic_store_explicit(&st_active, true, memory_order_release);
-    if (applying.full && range_line.on) {
+    /* from now on etcd, not --members, is the membership (a SIGHUP applies nothing) */
+    lb_membership_from_etcd();
+    if (full && range_line.on) {
         range_line.on = false;
         lb_log("etcd: range of %zu bytes: answered in %lld ms, read in %lld ms (%lld ms of CPU "
                "off the main thread), applied in %lld ms (%lld ms of CPU)",
@@ -405,220 +166,11 @@ static void applied(int rc, int64_t publish_cpu, void *arg)
                (long long)(now_ms() - range_line.t_read),
                (long long)(cpu_ms() - range_line.c_read + publish_cpu));
     }
-    if (watch_waits && !pend) {
+    if (watch_waits && !lb_feed_busy(feed)) {
         watch_waits = false;
         if (watch_gen == feed_gen && next_action == ACT_WATCH)
             schedule(0);
     }
-    if (pend)
-        apply_now();
-    else if (resolved_ev)
-        event_active(resolved_ev, 0, 0); /* answers that came while the change was published */
-}
-
-/* Applies the touched entries (what, rev: for the log) with one change; full: a range, every
- * ring member that is not etcd's leaves too.  While a change is being published (by the writer
- * thread, membership.c) they wait, and whatever more is touched meanwhile joins them: one
- * change for all once it is done. */
-static void apply(const char *what, uint64_t rev, bool full)
-{
-    pend = true;
-    pend_full |= full;
-    pend_rev = rev;
-    snprintf(pend_what, sizeof pend_what, "%s", what);
-    if (!lb_membership_busy())
-        apply_now();
-}
-
-/* Deleted entries are freed once their change was handed over (names are copied). */
-static void apply_now(void)
-{
-    bool full = pend_full;
-    pend = pend_full = false;
-    snprintf(applying.why, sizeof applying.why, "etcd %s at revision %llu", pend_what,
-             (unsigned long long)pend_rev);
-    applying.full = full;
-    applying.rev = pend_rev;
-    applying.members = table_n;
-    applying.points = total_points;
-    for (size_t i = 0; i < ntouched; i++)
-        applying.members -= touched[i]->weight == 0;
-    struct lb_change *ch = calloc(ntouched + 1, sizeof *ch);
-    size_t k = 0;
-    /* from now on etcd, not --members, is the membership (a SIGHUP applies nothing) */
-    lb_membership_from_etcd();
-    if (!ch) {
-        lb_log("%s: out of memory; not applied", applying.why);
-        applied(-1, 0, NULL);
-    } else {
-        const chring_snap_t *s = chring_snap_enter(lb_ring);
-        for (size_t i = 0; i < ntouched; i++) {
-            struct fentry *e = touched[i];
-            if (e->weight == 0 || chring_snap_find(s, e->name)) {
-                ch[k++] = (struct lb_change){e->name, e->weight, NULL};
-                continue;
-            }
-            if (e->resolve == RS_QUEUED)
-                continue; /* joins when its answer comes back, with the weight it has then */
-            if (e->resolve == RS_FAILED)
-                continue; /* tried again by on_retry, never once per batch */
-            if (!lb_name_is_numeric(e->name)) {
-                resolve_queue(e);
-                continue;
-            }
-            char err[256];
-            struct backend *be = lb_backend_new(e->name, err, sizeof err);
-            if (!be) {
-                char q[300];
-                lb_text_quote(q, sizeof q, err, strlen(err));
-                lb_log("etcd: %s; left out", q);
-                set_resolve(e, RS_FAILED);
-                arm_retry();
-                continue;
-            }
-            ch[k++] = (struct lb_change){e->name, e->weight, be};
-        }
-        chring_snap_exit(lb_ring, s);
-        if (lb_membership_change_async(ch, k, full ? entry_known : NULL, NULL, applying.why,
-                                       applied, NULL) < 0)
-            applied(-1, 0, NULL);
-    }
-    free(ch);
-    for (size_t i = 0; i < ntouched; i++)
-        if (touched[i]->weight == 0)
-            entry_delete(touched[i]);
-    ntouched = 0;
-    stamp++;
-}
-
-static void resolved_applied(int rc, int64_t cpu, void *arg)
-{
-    (void)cpu;
-    (void)arg;
-    if (rc < 0)
-        lb_log("etcd: resolved names not applied");
-    if (pend)
-        apply_now();
-    else if (resolved_ev)
-        event_active(resolved_ev, 0, 0);
-}
-
-/* Resolver answers (main thread): each name that is still wanted joins with its weight now. */
-static void on_resolved(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-    if (lb_membership_busy())
-        return; /* activated again once the change under way is published */
-    pthread_mutex_lock(&rq_lock);
-    struct resolved *done = rq_done;
-    rq_done = NULL;
-    pthread_mutex_unlock(&rq_lock);
-    size_t n = 0;
-    for (struct resolved *r = done; r; r = r->next)
-        n++;
-    struct lb_change *ch = calloc(n + 1, sizeof *ch);
-    size_t k = 0;
-    bool failed = false;
-    for (struct resolved *r = done; r; r = r->next) {
-        SUB(st_resolving, 1);
-        struct fentry *e = find(r->name);
-        if (!e || e->weight == 0 || e->resolve != RS_QUEUED || !ch) {
-            if (r->be)
-                lb_backend_discard(r->be);
-            if (e && e->resolve == RS_QUEUED)
-                set_resolve(e, RS_NONE);
-            continue;
-        }
-        if (r->be) {
-            set_resolve(e, RS_NONE);
-            ch[k++] = (struct lb_change){e->name, e->weight, r->be};
-            continue;
-        }
-        char q[300];
-        lb_text_quote(q, sizeof q, r->err, strlen(r->err));
-        lb_log("etcd: %s; left out, tried again in %d s", q, RESOLVE_RETRY_MS / 1000);
-        set_resolve(e, RS_FAILED);
-        failed = true;
-    }
-    if (k && lb_membership_change_async(ch, k, NULL, NULL, "etcd: names resolved",
-                                        resolved_applied, NULL) < 0)
-        lb_log("etcd: resolved names not applied");
-    free(ch);
-    while (done) {
-        struct resolved *next = done->next;
-        free(done->name);
-        free(done);
-        done = next;
-    }
-    if (failed)
-        arm_retry();
-}
-
-/* Names that did not resolve are handed to the resolver thread again once their time came. */
-static void on_retry(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-    int64_t now = now_ms();
-    bool left = false;
-    for (size_t i = 0; i < table_cap; i++)
-        for (struct fentry *e = table[i]; e; e = e->next) {
-            if (e->resolve != RS_FAILED)
-                continue;
-            if (e->retry_at <= now && e->weight > 0)
-                resolve_queue(e);
-            else
-                left = true;
-        }
-    if (left)
-        arm_retry();
-}
-
-/* A put of name at weight (name owned).  Refused (logged) when etcd's points would pass
- * --etcd-max-points.  Returns 0, -1 out of memory. */
-static int put(char *name, uint32_t weight)
-{
-    bool fresh;
-    struct fentry *e = find_or_add(name, &fresh);
-    if (!e)
-        return -1;
-    uint64_t was = (uint64_t)e->weight * points_per_weight,
-             now = (uint64_t)weight * points_per_weight;
-    if (total_points - was + now > lb_cfg.etcd_max_points) {
-        if (refused++ >= LB_ETCD_BAD_SHOWN)
-            goto counted;
-        char q[300];
-        lb_text_quote(q, sizeof q, e->name, strlen(e->name));
-        lb_log("etcd: %s=%u refused: etcd's members would have %llu points, above "
-               "--etcd-max-points %llu",
-               q, weight, (unsigned long long)(total_points - was + now),
-               (unsigned long long)lb_cfg.etcd_max_points);
-    counted:
-        ADD(st_refused, 1);
-        if (fresh)
-            entry_delete(e);
-        return 0;
-    }
-    if (touch(e) < 0)
-        return -1;
-    total_points = total_points - was + now;
-    e->weight = weight;
-    return 0;
-}
-
-static int del(const char *name)
-{
-    struct fentry *e = find(name);
-    if (!e)
-        return 0;
-    if (touch(e) < 0)
-        return -1;
-    total_points -= (uint64_t)e->weight * points_per_weight;
-    e->weight = 0;
-    return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -829,31 +381,25 @@ static void on_parsed(evutil_socket_t fd, short what, void *arg)
     struct lb_etcd_msg *m = &job->m;
     log_bad(m);
     /* The set becomes the range's keys: every entry is touched, the ones absent deleted. */
-    for (size_t i = 0; i < table_cap; i++)
-        for (struct fentry *e = table[i]; e; e = e->next)
-            e->weight = 0;
-    total_points = 0;
+    lb_feed_replace_begin(feed);
     bool oom = false;
     for (size_t i = 0; i < m->n && !oom; i++) {
-        oom = put(m->events[i].name, m->events[i].weight) < 0;
+        oom = lb_feed_put(feed, m->events[i].name, m->events[i].weight) < 0;
         m->events[i].name = NULL;
     }
-    for (size_t i = 0; i < table_cap && !oom; i++)
-        for (struct fentry *e = table[i]; e && !oom; e = e->next)
-            oom = e->weight == 0 && touch(e) < 0;
+    oom = oom || lb_feed_replace_end(feed) < 0;
     uint64_t rev = m->revision;
     size_t len = job->len;
     int64_t answered = job->answered_ms, read_cpu = job->read_cpu_ms;
     range_job_free(job); /* the names were moved into the set */
-    log_refused();
+    lb_feed_log_refused(feed);
     if (oom) {
-        ntouched = 0;
-        stamp++;
+        lb_feed_drop(feed);
         fail("range: out of memory");
         return;
     }
     ADD(st_ranges, 1);
-    if (total_points == 0)
+    if (lb_feed_points(feed) == 0)
         lb_log("etcd: no key under %s: the ring is empty", lb_cfg.etcd_prefix);
     /* the timing line is written once the change is published (applied) */
     range_line.on = true;
@@ -862,12 +408,12 @@ static void on_parsed(evutil_socket_t fd, short what, void *arg)
     range_line.read_cpu = read_cpu;
     range_line.t_read = t_read;
     range_line.c_read = c_read;
-    apply("range", rev, true);
+    lb_feed_apply(feed, "range", rev, true);
     /* The watch starts once the range's change is published (applied): "watching" in the
      * stats means the ring holds the range. */
     watch_from = rev + 1;
     next_action = ACT_WATCH;
-    if (lb_membership_busy() || pend) {
+    if (lb_feed_busy(feed)) {
         watch_waits = true;
         watch_gen = feed_gen;
     } else {
@@ -899,32 +445,27 @@ static bool watch_apply(struct lb_etcd_msg *m)
     bool oom = false;
     for (size_t i = 0; i < m->n && !oom; i++) {
         if (m->events[i].weight == 0) {
-            oom = del(m->events[i].name) < 0;
+            oom = lb_feed_del(feed, m->events[i].name) < 0;
         } else {
-            oom = put(m->events[i].name, m->events[i].weight) < 0;
+            oom = lb_feed_put(feed, m->events[i].name, m->events[i].weight) < 0;
             m->events[i].name = NULL;
         }
     }
     size_t n = m->n + m->bad;
     uint64_t rev = m->revision;
     lb_etcd_msg_free(m);
-    log_refused();
+    lb_feed_log_refused(feed);
     if (oom) {
-        ntouched = 0;
-        stamp++;
+        lb_feed_drop(feed);
         fail("watch: out of memory");
         return false;
     }
     if (n) {
         ADD(st_batches, 1);
         ADD(st_events, n);
-        apply("watch batch", rev, false);
-    } else if (rev && pend) {
-        pend_rev = rev; /* the revision the waiting change brings the set to */
-    } else if (rev && lb_membership_busy()) {
-        applying.rev = rev;
+        lb_feed_apply(feed, "watch batch", rev, false);
     } else if (rev) {
-        atomic_store_explicit(&st_revision, rev, memory_order_relaxed);
+        lb_feed_revision(feed, rev);
     }
     return true;
 }
@@ -1153,11 +694,11 @@ int lb_etcd_start(struct event_base *b)
     step_ev = event_new(base, -1, 0, on_step, NULL);
     close_ev = event_new(base, -1, 0, on_close, NULL);
     deadline_ev = evtimer_new(base, on_deadline, NULL);
-    resolved_ev = event_new(base, -1, 0, on_resolved, NULL);
-    retry_ev = evtimer_new(base, on_retry, NULL);
     parsed_ev = event_new(base, -1, 0, on_parsed, NULL);
+    feed = lb_feed_new(base, "etcd", "--etcd-max-points", lb_cfg.etcd_max_points,
+                       points_per_weight, on_applied, NULL);
     if (!key_b64 || !end_b64 || !wbuf || !rbuf || !step_ev || !close_ev || !deadline_ev ||
-        !resolved_ev || !retry_ev || !parsed_ev || grow() < 0) {
+        !parsed_ev || !feed) {
         lb_etcd_stop();
         return -1;
     }
@@ -1175,28 +716,10 @@ void lb_etcd_stop(void)
         range_job_free(range_job);
         range_job = NULL;
     }
-    if (resolver_running) {
-        pthread_mutex_lock(&rq_lock);
-        rq_quit = true;
-        pthread_cond_signal(&rq_cond);
-        pthread_mutex_unlock(&rq_lock);
-        pthread_join(resolver, NULL);
-        resolver_running = false;
-    }
-    for (struct resolved *lists[2] = {rq_todo, rq_done}, **l = lists; l < lists + 2; l++)
-        while (*l) {
-            struct resolved *r = *l;
-            *l = r->next;
-            if (r->be)
-                lb_backend_discard(r->be);
-            free(r->name);
-            free(r);
-        }
-    rq_todo = rq_done = NULL;
     if (conn)
         evhttp_connection_free(conn);
     conn = NULL;
-    struct event **evs[] = {&step_ev, &close_ev, &deadline_ev, &resolved_ev, &retry_ev, &parsed_ev};
+    struct event **evs[] = {&step_ev, &close_ev, &deadline_ev, &parsed_ev};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) {
         if (*evs[i])
             event_free(*evs[i]);
@@ -1210,19 +733,8 @@ void lb_etcd_stop(void)
     free(key_b64);
     free(end_b64);
     key_b64 = end_b64 = NULL;
-    for (size_t i = 0; i < table_cap; i++)
-        while (table[i]) {
-            struct fentry *e = table[i];
-            table[i] = e->next;
-            free(e->name);
-            free(e);
-        }
-    free(table);
-    table = NULL;
-    table_cap = table_n = 0;
-    free(touched);
-    touched = NULL;
-    ntouched = touched_cap = 0;
+    lb_feed_free(feed);
+    feed = NULL;
     set_state(ETCD_OFF);
 }
 
@@ -1231,19 +743,22 @@ void lb_etcd_stats(struct evbuffer *b)
     if (!lb_cfg.etcd_url)
         return;
     int s = atomic_load_explicit(&st_state, memory_order_relaxed);
+    struct lb_feed_stats fs = {0};
+    if (feed)
+        lb_feed_stats(feed, &fs);
     evbuffer_add_printf(
         b,
         ",\n\"etcd\":{\"state\":\"%s\",\"applied\":%s,\"revision\":%llu,\"members\":%llu,"
         "\"ranges\":%llu,\"batches\":%llu,\"events\":%llu,\"bad_entries\":%llu,"
         "\"errors\":%llu,\"compacted\":%llu,\"resolving\":%llu,\"unresolved\":%llu,"
         "\"resolves\":%llu,\"points\":%llu,\"refused\":%llu,\"publishing\":%s}",
-        state_names[s >= 0 && s <= ETCD_RETRYING ? s : 0], lb_etcd_active() ? "true" : "false",
-        (unsigned long long)GET(st_revision), (unsigned long long)GET(st_members),
+        state_names[s >= 0 && s <= ETCD_RETRYING ? s : 0], fs.applied ? "true" : "false",
+        (unsigned long long)fs.revision, (unsigned long long)fs.members,
         (unsigned long long)GET(st_ranges), (unsigned long long)GET(st_batches),
         (unsigned long long)GET(st_events), (unsigned long long)GET(st_bad),
         (unsigned long long)GET(st_errors), (unsigned long long)GET(st_compacted),
-        (unsigned long long)GET(st_resolving), (unsigned long long)GET(st_unresolved),
-        (unsigned long long)GET(st_resolves), (unsigned long long)GET(st_points),
-        (unsigned long long)GET(st_refused),
+        (unsigned long long)fs.resolving, (unsigned long long)fs.unresolved,
+        (unsigned long long)fs.resolves, (unsigned long long)fs.points,
+        (unsigned long long)fs.refused,
         atomic_load_explicit(&lb_ring_writing, memory_order_relaxed) ? "true" : "false");
 }
