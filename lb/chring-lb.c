@@ -19,6 +19,7 @@
 #include "resolver.h"
 #include "status.h"
 #include "worker.h"
+#include "writer.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -112,7 +113,8 @@ int main(int argc, char **argv)
         goto out_signals;
     }
     if (lb_status_start(main_base) < 0 || lb_health_start(main_base) < 0 ||
-        lb_resolver_start(main_base) < 0 || lb_membership_start(main_base) < 0 || lb_etcd_start(main_base) < 0 ||
+        lb_resolver_start(main_base) < 0 || lb_writer_start(main_base) < 0 ||
+        lb_membership_start(main_base) < 0 || lb_etcd_start(main_base) < 0 ||
         lb_load_start(main_base) < 0)
         goto out_signals;
 
@@ -145,6 +147,7 @@ int main(int argc, char **argv)
         pthread_join(lb_workers[i].thread, NULL);
 
 out_signals:
+    lb_writer_stop(); /* a publish under way, before the feeds go */
     lb_membership_stop();
     lb_etcd_stop();
     lb_resolver_stop(); /* after its clients: answers still queued are dropped */

@@ -55,6 +55,7 @@
 #include "membership.h"
 #include "text.h"
 #include "worker.h"
+#include "writer.h"
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -408,7 +409,9 @@ static void on_parsed(evutil_socket_t fd, short what, void *arg)
     range_line.read_cpu = read_cpu;
     range_line.t_read = t_read;
     range_line.c_read = c_read;
-    lb_feed_apply(feed, "range", rev, true);
+    char why[64];
+    snprintf(why, sizeof why, "etcd range at revision %llu", (unsigned long long)rev);
+    lb_feed_apply(feed, why, rev, true);
     /* The watch starts once the range's change is published (applied): "watching" in the
      * stats means the ring holds the range. */
     watch_from = rev + 1;
@@ -463,7 +466,9 @@ static bool watch_apply(struct lb_etcd_msg *m)
     if (n) {
         ADD(st_batches, 1);
         ADD(st_events, n);
-        lb_feed_apply(feed, "watch batch", rev, false);
+        char why[64];
+        snprintf(why, sizeof why, "etcd watch batch at revision %llu", (unsigned long long)rev);
+        lb_feed_apply(feed, why, rev, false);
     } else if (rev) {
         lb_feed_revision(feed, rev);
     }
@@ -696,7 +701,7 @@ int lb_etcd_start(struct event_base *b)
     deadline_ev = evtimer_new(base, on_deadline, NULL);
     parsed_ev = event_new(base, -1, 0, on_parsed, NULL);
     feed = lb_feed_new(base, "etcd", "--etcd-max-points", lb_cfg.etcd_max_points,
-                       points_per_weight, on_applied, NULL);
+                       points_per_weight, false, on_applied, NULL);
     if (!key_b64 || !end_b64 || !wbuf || !rbuf || !step_ev || !close_ev || !deadline_ev ||
         !parsed_ev || !feed) {
         lb_etcd_stop();

@@ -10,7 +10,7 @@
  * back, with the weight it has then; a name that does not resolve is tried again every
  * RESOLVE_RETRY_MS, in the background, never again for each batch.
  *
- * The change is published by membership.c's writer thread (lb_membership_change_async): the
+ * The change is published by membership.c's writer thread (lb_ring_change_async): the
  * main thread computes the differences and goes on.  What is put or deleted while a change is
  * being published waits (touched entries, a stamp per apply) and is applied as one change when
  * that one is done; so are the resolver's answers.
@@ -19,7 +19,8 @@
 #include "feed.h"
 #include "backend.h"
 #include "log.h"
-#include "membership.h"
+#include "members.h"
+#include "writer.h"
 #include "resolver.h"
 #include "text.h"
 #include "worker.h"
@@ -51,12 +52,14 @@ struct fentry {
     uint32_t stamp;  /* the apply that touched it last */
     enum resolve_state resolve;
     int64_t retry_at;
+    struct backend *be;  /* set up by the caller (lb_feed_put_backend), not in the ring yet */
     struct fentry *next; /* hash chain */
 };
 
 struct lb_feed {
     char label[32], cap_option[48];
     uint64_t max_points, points_per_weight;
+    bool sync; /* published on the calling thread (the members file) */
     lb_feed_applied_fn *applied_cb;
     void *applied_arg;
     struct lb_resolver_client client;
@@ -74,9 +77,10 @@ struct lb_feed {
     /* What waits to be applied, and the change under way (for the stats once published). */
     bool pend, pend_full, publishing;
     uint64_t pend_rev;
-    char pend_what[32];
+    char pend_what[96];
     struct {
         bool full;
+        int rc;
         uint64_t rev, members, points;
         char why[96];
     } applying;
@@ -85,6 +89,13 @@ struct lb_feed {
     _Atomic uint64_t st_revision, st_members, st_points, st_refused, st_resolving,
         st_unresolved, st_resolves;
 };
+
+static int64_t cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static int64_t now_ms(void)
 {
@@ -181,6 +192,8 @@ static void entry_delete(struct lb_feed *f, struct fentry *e)
     struct fentry **p = slot(f, e->name);
     *p = e->next;
     f->table_n--;
+    if (e->be)
+        lb_backend_discard(e->be);
     free(e->name);
     free(e);
 }
@@ -236,6 +249,33 @@ int lb_feed_put(struct lb_feed *f, char *name, uint32_t weight)
         return -1;
     f->total_points = f->total_points - was + now;
     e->weight = weight;
+    return 0;
+}
+
+int lb_feed_put_backend(struct lb_feed *f, char *name, uint32_t weight, struct backend *be)
+{
+    bool fresh;
+    struct fentry *e = find_or_add(f, name, &fresh);
+    if (!e) {
+        if (be)
+            lb_backend_discard(be);
+        return -1;
+    }
+    if (touch(f, e) < 0) {
+        if (fresh)
+            entry_delete(f, e);
+        if (be)
+            lb_backend_discard(be);
+        return -1;
+    }
+    f->total_points = f->total_points - (uint64_t)e->weight * f->points_per_weight +
+                      (uint64_t)weight * f->points_per_weight;
+    e->weight = weight;
+    if (be) {
+        if (e->be)
+            lb_backend_discard(e->be);
+        e->be = be;
+    }
     return 0;
 }
 
@@ -313,7 +353,8 @@ static void on_answers(struct lb_lookup *list, void *arg)
     while (*t)
         t = &(*t)->next;
     *t = list;
-    event_active(f->resolved_ev, 0, 0);
+    if (f->resolved_ev)
+        event_active(f->resolved_ev, 0, 0);
 }
 
 static void resolved_applied(int rc, int64_t cpu, void *arg)
@@ -325,7 +366,7 @@ static void resolved_applied(int rc, int64_t cpu, void *arg)
         lb_log("%s: resolved names not applied", f->label);
     if (f->pend)
         lb_feed_apply(f, f->pend_what, f->pend_rev, f->pend_full);
-    else if (f->answers)
+    else if (f->answers && f->resolved_ev)
         event_active(f->resolved_ev, 0, 0);
 }
 
@@ -336,7 +377,7 @@ static void on_resolved(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct lb_feed *f = arg;
-    if (f->publishing || lb_membership_busy())
+    if (f->publishing || lb_ring_busy())
         return; /* activated again once the change under way is published */
     struct lb_lookup *done = f->answers;
     f->answers = NULL;
@@ -371,7 +412,7 @@ static void on_resolved(evutil_socket_t fd, short what, void *arg)
         char why[64];
         snprintf(why, sizeof why, "%s: names resolved", f->label);
         f->publishing = true;
-        if (lb_membership_change_async(ch, k, NULL, NULL, why, resolved_applied, f) < 0) {
+        if (lb_ring_change_async(ch, k, NULL, NULL, why, resolved_applied, f) < 0) {
             f->publishing = false;
             lb_log("%s: resolved names not applied", f->label);
         }
@@ -413,30 +454,41 @@ static void applied(int rc, int64_t publish_cpu, void *arg)
 {
     struct lb_feed *f = arg;
     f->publishing = false;
-    if (rc < 0)
+    if (rc < 0 && !f->sync)
         lb_log("%s: %s not applied; the next range applies the whole set", f->label,
                f->applying.why);
     SET(f->st_revision, f->applying.rev);
     SET(f->st_members, f->applying.members);
     SET(f->st_points, f->applying.points);
     atomic_store_explicit(&f->st_applied, true, memory_order_release);
+    f->applying.rc = rc;
     if (f->applied_cb)
         f->applied_cb(f->applying.full, publish_cpu, f->applied_arg);
     if (f->pend)
         apply_now(f);
-    else if (f->answers)
+    else if (f->answers && f->resolved_ev)
         event_active(f->resolved_ev, 0, 0); /* answers that came while the change was published */
 }
 
-void lb_feed_apply(struct lb_feed *f, const char *what, uint64_t rev, bool full)
+int lb_feed_apply(struct lb_feed *f, const char *why, uint64_t rev, bool full)
 {
     f->pend = true;
     f->pend_full |= full;
     f->pend_rev = rev;
-    if (what != f->pend_what)
-        snprintf(f->pend_what, sizeof f->pend_what, "%s", what);
-    if (!f->publishing && !lb_membership_busy())
+    if (why != f->pend_what)
+        snprintf(f->pend_what, sizeof f->pend_what, "%s", why);
+    if (f->sync) {
+        if (f->publishing || lb_ring_busy()) {
+            lb_feed_drop(f);
+            lb_log("%s: a change is being published; membership unchanged", why);
+            return -1;
+        }
         apply_now(f);
+        return f->applying.rc;
+    }
+    if (!f->publishing && !lb_ring_busy())
+        apply_now(f);
+    return 0;
 }
 
 /* Deleted entries are freed once their change was handed over (names are copied). */
@@ -444,8 +496,7 @@ static void apply_now(struct lb_feed *f)
 {
     bool full = f->pend_full;
     f->pend = f->pend_full = false;
-    snprintf(f->applying.why, sizeof f->applying.why, "%s %s at revision %llu", f->label,
-             f->pend_what, (unsigned long long)f->pend_rev);
+    snprintf(f->applying.why, sizeof f->applying.why, "%s", f->pend_what);
     f->applying.full = full;
     f->applying.rev = f->pend_rev;
     f->applying.members = f->table_n;
@@ -464,6 +515,15 @@ static void apply_now(struct lb_feed *f)
             struct fentry *e = f->touched[i];
             if (e->weight == 0 || chring_snap_find(s, e->name)) {
                 ch[k++] = (struct lb_change){e->name, e->weight, NULL};
+                if (e->be) { /* a member already: the caller's backend is not needed */
+                    lb_backend_discard(e->be);
+                    e->be = NULL;
+                }
+                continue;
+            }
+            if (e->be) { /* set up by the caller */
+                ch[k++] = (struct lb_change){e->name, e->weight, e->be};
+                e->be = NULL;
                 continue;
             }
             if (e->resolve == RS_QUEUED)
@@ -488,9 +548,14 @@ static void apply_now(struct lb_feed *f)
         }
         chring_snap_exit(lb_ring, s);
         f->publishing = true;
-        if (lb_membership_change_async(ch, k, full ? entry_known : NULL, f, f->applying.why,
-                                       applied, f) < 0)
+        if (f->sync) {
+            int64_t c = cpu_now();
+            int rc = lb_ring_change(ch, k, full ? entry_known : NULL, f, f->applying.why);
+            applied(rc, cpu_now() - c, f);
+        } else if (lb_ring_change_async(ch, k, full ? entry_known : NULL, f,
+                                              f->applying.why, applied, f) < 0) {
             applied(-1, 0, f);
+        }
     }
     free(ch);
     for (size_t i = 0; i < f->ntouched; i++)
@@ -535,7 +600,7 @@ void lb_feed_stats(const struct lb_feed *f, struct lb_feed_stats *out)
 /* ------------------------------------------------------------------------------------------ */
 
 struct lb_feed *lb_feed_new(struct event_base *base, const char *label, const char *cap_option,
-                            uint64_t max_points, uint64_t points_per_weight,
+                            uint64_t max_points, uint64_t points_per_weight, bool sync,
                             lb_feed_applied_fn *applied_cb, void *arg)
 {
     struct lb_feed *f = calloc(1, sizeof *f);
@@ -548,10 +613,13 @@ struct lb_feed *lb_feed_new(struct event_base *base, const char *label, const ch
     f->applied_cb = applied_cb;
     f->applied_arg = arg;
     f->client = (struct lb_resolver_client){on_answers, f};
+    f->sync = sync;
     f->stamp = 1;
-    f->retry_ev = evtimer_new(base, on_retry, f);
-    f->resolved_ev = event_new(base, -1, 0, on_resolved, f);
-    if (!f->retry_ev || !f->resolved_ev || grow(f) < 0) {
+    if (base) {
+        f->retry_ev = evtimer_new(base, on_retry, f);
+        f->resolved_ev = event_new(base, -1, 0, on_resolved, f);
+    }
+    if ((base && (!f->retry_ev || !f->resolved_ev)) || grow(f) < 0) {
         lb_feed_free(f);
         return NULL;
     }
@@ -571,6 +639,8 @@ void lb_feed_free(struct lb_feed *f)
         while (f->table[i]) {
             struct fentry *e = f->table[i];
             f->table[i] = e->next;
+            if (e->be)
+                lb_backend_discard(e->be);
             free(e->name);
             free(e);
         }

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct backend;
 struct event_base;
 struct lb_feed;
 
@@ -28,11 +29,14 @@ struct lb_feed_stats {
     uint64_t resolves;  /* lookups answered */
 };
 
-/* A new empty set on the main thread's base.  label names it in the log ("etcd": lines start
- * "etcd: "), cap_option is the option of max_points (points in all: weights x points_per_weight)
- * for the refusal's line; applied (may be NULL) is told of each publish.  NULL: out of memory. */
+/* A new empty set on the main thread's base (NULL: names that need DNS must come with their
+ * backend, lb_feed_put_backend).  label names it in the log ("etcd": lines start "etcd: "),
+ * cap_option is the option of max_points (points in all: weights x points_per_weight) for the
+ * refusal's line; sync: its changes are published on the calling thread (lb_membership_change),
+ * else by the writer thread; applied (may be NULL) is told of each publish.  NULL: out of
+ * memory. */
 struct lb_feed *lb_feed_new(struct event_base *base, const char *label, const char *cap_option,
-                            uint64_t max_points, uint64_t points_per_weight,
+                            uint64_t max_points, uint64_t points_per_weight, bool sync,
                             lb_feed_applied_fn *applied, void *arg);
 /* Frees the set (a change under way is membership.c's to finish).  Main thread. */
 void lb_feed_free(struct lb_feed *f);
@@ -42,6 +46,10 @@ void lb_feed_free(struct lb_feed *f);
  * refused (the first 3 since lb_feed_log_refused logged, all counted) and the entry keeps
  * its weight.  Returns 0 (applied or refused), -1 out of memory. */
 int lb_feed_put(struct lb_feed *f, char *name, uint32_t weight);
+/* A put of name (owned) at weight with its backend be (owned; may be NULL), set up by the caller:
+ * used if the name joins the ring with the next apply, discarded otherwise.  No points cap
+ * (the caller checked it).  Returns 0, -1 out of memory (be discarded). */
+int lb_feed_put_backend(struct lb_feed *f, char *name, uint32_t weight, struct backend *be);
 /* A delete of name (absent: nothing).  Returns 0, -1 out of memory. */
 int lb_feed_del(struct lb_feed *f, const char *name);
 /* A replace: between _begin and _end the set is what is put, every other entry deleted.
@@ -52,12 +60,15 @@ int lb_feed_replace_end(struct lb_feed *f);
 void lb_feed_log_refused(struct lb_feed *f);
 /* Forgets what was put or deleted since the last apply (after a failure: a replace follows). */
 void lb_feed_drop(struct lb_feed *f);
-/* The puts and deletes since the last apply, as one change of the ring (what, rev: for the log,
- * "LABEL WHAT at revision REV"; full: also every ring member that is not in the set leaves):
- * published by membership.c's writer thread; while a change is being published, they wait and
- * join whatever comes next.  Names that are not numeric addresses are resolved by the resolver
- * thread and join the ring when their answer comes back.  Main thread. */
-void lb_feed_apply(struct lb_feed *f, const char *what, uint64_t rev, bool full);
+/* The puts and deletes since the last apply, as one change of the ring (why: the log line's
+ * start; rev: the feed's revision, for the stats; full: also every ring member that is not in
+ * the set leaves): published by membership.c's writer thread; while a change is being
+ * published, they wait and join whatever comes next.  Names that are not numeric addresses and
+ * came without a backend are resolved by the resolver thread and join the ring when their
+ * answer comes back.  A sync feed publishes here, or refuses (-1, logged, what was put
+ * forgotten) while another change is under way.  Main thread.  Returns 0 (under way, or
+ * applied), -1 (sync: not applied). */
+int lb_feed_apply(struct lb_feed *f, const char *why, uint64_t rev, bool full);
 /* A message that changed nothing but moved the revision to rev. */
 void lb_feed_revision(struct lb_feed *f, uint64_t rev);
 /* The set's points now (weights x points_per_weight, what is put, applied or not). */

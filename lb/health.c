@@ -41,7 +41,7 @@
 #include "config.h"
 #include "lb.h"
 #include "log.h"
-#include "membership.h"
+#include "writer.h"
 #include "worker.h"
 
 #include <stdlib.h>

@@ -24,7 +24,7 @@
  * Files, each one concept and its header (config.h, h1.h, conn.h, log.h, backend.h, worker.h,
  * proxy.h, limits.h, status.h for status.c, stats.c and metrics.c, membership.h, health.h,
  * etcd.h, loadmetrics.h, allow.h, listen.h, members.h, text.h, prompt.h, prom_read.h,
- * etcd_read.h):
+ * etcd_read.h, feed.h, writer.h, resolver.h):
  *   config.c      the options: lb_cfg and its parsing
  *   log.c         the timestamped log line on standard error
  *   backend.c     backend objects, per-worker connection pools, retirement
@@ -38,18 +38,26 @@
  *   proxy.c       the proxying of one request: lease, attempts, retry, relay of the answer
  *   limits.c      limits: connections (accept paused at the limit, EMFILE backoff), requests in
  *                 flight, buffered body bytes in all
- *   stats.c       GET /_chring/stats: the JSON, O(points) per request
+ *   stats.c       GET /_chring/stats: the JSON, O(points) per request but the summary; a
+ *                 large ring's digest computed by a thread of its own
  *   metrics.c     GET /_chring/metrics: the same in Prometheus' text format
  *   status.c      the stats listener (--stats-listen, --stats-allow) and the status page
  *                 GET /_chring/
  *   worker.c      worker threads: event loop, listener, the request entry point
- *   membership.c  the ring's writer side: --backend plus --members (or etcd's set) applied
- *                 as differences with chring_update, members leaving through a drain kept
- *                 until they leave
+ *   membership.c  the members file's feed: --backend plus --members at start and on SIGHUP,
+ *                 a replace of its set (feed.c)
+ *   writer.c      the ring's writer: a membership change as one chring_update of its
+ *                 differences, published on the main thread or by the writer thread, members
+ *                 leaving through a drain kept until they leave (writer.h)
+ *   feed.c        a feed's set (etcd's, the members file's): names -> weights, puts and
+ *                 deletes applied as the differences (feed.h)
+ *   resolver.c    the one resolver thread and its queue, answers handed to the main loop
+ *                 (resolver.h)
  *   health.c      passive health through the ring (chring_set_down), drains, on the main thread
  *   allow.c       --stats-allow: which peers may read /_chring/ (allow.h)
  *   listen.c      listening sockets for --listen and --stats-listen (listen.h)
- *   etcd.c        the membership from etcd: range, then watch, over etcd's v3 JSON gateway
+ *   etcd.c        the etcd client: range, then watch, over etcd's v3 JSON gateway, into its
+ *                 feed's set
  *   loadmetrics.c --load-metrics: every backend's Prometheus text scraped from the main
  *                 thread, the named gauges summed (prom_read.c, pure code, fuzzed) and
  *                 reported to the ring (chring_report_load)
