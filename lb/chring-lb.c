@@ -151,7 +151,6 @@ out_signals:
     lb_membership_stop();
     lb_etcd_stop();
     lb_resolver_stop(); /* after its clients: answers still queued are dropped */
-    lb_stats_stop();    /* the digest thread reads the ring */
     lb_load_stop();
     lb_health_stop(); /* workers have stopped: nobody wakes it any more */
     if (sig_hup)
@@ -178,6 +177,14 @@ out_ring:
             lb_log("exit: %llu leases outstanding, %llu acquires, %llu spills",
                    (unsigned long long)st.leases, (unsigned long long)st.acquires,
                    (unsigned long long)st.spills);
+    }
+    if (!lb_stats_stop()) {
+        /* The digest thread is in a pass over a large ring (up to a second or two at 16 million
+         * points): SIGTERM does not wait for it.  The ring cannot be freed under its read
+         * section, nor the library's state torn down by exit handlers, so the process ends
+         * here; the system takes its memory back. */
+        lb_log("exit: the ring's digest is being computed; the ring is not freed");
+        _exit(status);
     }
     chring_free(&lb_ring);
     lb_backends_free_all(); /* retired but not reaped: ours now */

@@ -11,6 +11,7 @@
 #include "health.h"
 #include "lb.h"
 #include "limits.h"
+#include "log.h"
 #include "membership.h"
 #include "proxy.h"
 #include "status.h"
@@ -22,6 +23,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Names come from outside (the members file, etcd): any bytes, written as valid JSON with the
  * invisible and direction-changing characters escaped (text.h). */
@@ -42,20 +47,42 @@ static void json_str(struct evbuffer *b, const char *s)
  * wakes, and which computes the digest of whatever snapshot is current when it runs (a burst of
  * publishes costs one pass, of the last).  Until it is done the answer says "digest":null. */
 #define DIGEST_INLINE ((size_t)1 << 20)
+/* The digest thread starts a pass only once the ring has not changed for this long: a burst of
+ * publishes costs one pass, and a pass (which holds its snapshot, so the replaced snapshot's
+ * memory stays until it ends) seldom overlaps the next publish of a burst. */
+#define DIGEST_QUIET_MS 300
 
 static pthread_mutex_t dg_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t dg_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t dg_cond; /* CLOCK_MONOTONIC: set up with the thread */
 static uint64_t dg_version = UINT64_MAX, dg_digest; /* the last digest computed, its version */
 static bool dg_want, dg_quit, dg_running, dg_asked; /* under dg_lock */
+static struct timespec dg_kicked;                   /* the last publish (CLOCK_MONOTONIC) */
 static pthread_t dg_thread;
 
 static void *digest_main(void *arg)
 {
     (void)arg;
+    /* The lowest priority (Linux: a thread's own nice value): the writer thread publishing a
+     * change and the main thread come first on a busy machine. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19) != 0)
+        lb_log("stats: the digest thread keeps its priority");
     pthread_mutex_lock(&dg_lock);
     for (;;) {
         while (!dg_want && !dg_quit)
             pthread_cond_wait(&dg_cond, &dg_lock);
+        /* quiet: no publish for DIGEST_QUIET_MS */
+        for (;;) {
+            struct timespec until = dg_kicked;
+            until.tv_nsec += DIGEST_QUIET_MS * 1000000L;
+            until.tv_sec += until.tv_nsec / 1000000000L;
+            until.tv_nsec %= 1000000000L;
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (dg_quit || now.tv_sec > until.tv_sec ||
+                (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec))
+                break;
+            pthread_cond_timedwait(&dg_cond, &dg_lock, &until);
+        }
         if (dg_quit)
             break;
         dg_want = false;
@@ -77,6 +104,12 @@ static void *digest_main(void *arg)
 static void digest_wake(void)
 {
     if (!dg_running && !dg_quit) {
+        pthread_condattr_t a;
+        if (pthread_condattr_init(&a) != 0 ||
+            pthread_condattr_setclock(&a, CLOCK_MONOTONIC) != 0 ||
+            pthread_cond_init(&dg_cond, &a) != 0) /* timed waits on CLOCK_MONOTONIC */
+            return;
+        pthread_condattr_destroy(&a);
         if (pthread_create(&dg_thread, NULL, digest_main, NULL) != 0)
             return;
         dg_running = true;
@@ -88,6 +121,7 @@ static void digest_wake(void)
 void lb_stats_kick(void)
 {
     pthread_mutex_lock(&dg_lock);
+    clock_gettime(CLOCK_MONOTONIC, &dg_kicked);
     if (dg_asked) {
         const chring_snap_t *s = chring_snap_enter(lb_ring);
         bool big = chring_snap_points(s) > DIGEST_INLINE;
@@ -98,16 +132,26 @@ void lb_stats_kick(void)
     pthread_mutex_unlock(&dg_lock);
 }
 
-void lb_stats_stop(void)
+bool lb_stats_stop(void)
 {
     pthread_mutex_lock(&dg_lock);
     dg_quit = true;
     bool running = dg_running;
-    dg_running = false;
     pthread_cond_signal(&dg_cond);
     pthread_mutex_unlock(&dg_lock);
-    if (running)
-        pthread_join(dg_thread, NULL);
+    if (!running)
+        return true;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until); /* pthread_timedjoin_np's clock */
+    until.tv_nsec += 100 * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    if (pthread_timedjoin_np(dg_thread, NULL, &until) != 0)
+        return false; /* in a pass: it ends with the process */
+    pthread_mutex_lock(&dg_lock);
+    dg_running = false;
+    pthread_mutex_unlock(&dg_lock);
+    return true;
 }
 
 /* s's digest into *out; false while the digest thread computes it. */

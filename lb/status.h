@@ -6,6 +6,7 @@
 #ifndef CHRING_LB_STATUS_H
 #define CHRING_LB_STATUS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct event_base;
@@ -31,8 +32,10 @@ int lb_status_start(struct event_base *base);
 /* Says a new snapshot was published (membership.c, after chring_update): a large ring's digest
  * is computed again off the main thread, once a digest was asked for (stats.c).  Any thread. */
 void lb_stats_kick(void);
-/* Stops the digest thread (stats.c).  Main thread, at exit, before the ring is freed. */
-void lb_stats_stop(void);
+/* Stops the digest thread (stats.c).  Main thread, at exit, before the ring is freed.  Returns
+ * true, or false when the thread is in a pass over the ring still after 100 ms: the ring must
+ * not be freed then (the caller ends the process). */
+bool lb_stats_stop(void);
 void lb_status_stop(void);
 
 #endif

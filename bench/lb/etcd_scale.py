@@ -248,9 +248,12 @@ def main():
         t_term = time.monotonic() - t
         procs.remove(lb)
         with open(logp) as f:
-            for l in f:
-                if "range of" in l or "published in" in l:
-                    print("log: " + l.rstrip())
+            lines = f.read().splitlines()
+        for l in lines:
+            if "range of" in l or "published in" in l:
+                print("log: " + l.rstrip())
+        for l in [x for x in lines if "exit" in x][-5:]:
+            print("log (end): " + l)
         print("changes: worst %d ms, median %d ms (%d)" % (max(lat), sorted(lat)[len(lat) // 2], len(lat)))
         print("summary: %d answers, worst %.3f s after the apply (%.3f s from the start), %d errors" %
               (poller.count, poller.worst_marked, poller.worst, poller.errors))
