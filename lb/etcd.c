@@ -153,9 +153,10 @@ static struct {
 } range_line;
 
 /* A change of the set was published (main thread): the range's line; the watch starts. */
-static void on_applied(bool full, int64_t publish_cpu, void *arg)
+static void on_applied(int rc, bool full, int64_t publish_cpu, void *arg)
 {
     (void)arg;
+    (void)rc; /* logged by feed.c */
     /* from now on etcd, not --members, is the membership (a SIGHUP applies nothing) */
     lb_membership_from_etcd();
     if (full && range_line.on) {

@@ -323,6 +323,25 @@ void lb_feed_drop(struct lb_feed *f)
     f->pend = f->pend_full = false;
 }
 
+/* Every feed (two: etcd's, the members file's), so that the end of one's change lets another's
+ * waiting change go (main thread). */
+static struct lb_feed *feeds[4];
+
+static void apply_now(struct lb_feed *f);
+
+static void kick_others(struct lb_feed *self)
+{
+    for (size_t i = 0; i < sizeof feeds / sizeof feeds[0]; i++) {
+        struct lb_feed *f = feeds[i];
+        if (!f || f == self || f->publishing || lb_ring_busy())
+            continue;
+        if (f->pend)
+            apply_now(f);
+        else if (f->answers && f->resolved_ev)
+            event_active(f->resolved_ev, 0, 0);
+    }
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* resolving                                                                                   */
 
@@ -368,6 +387,7 @@ static void resolved_applied(int rc, int64_t cpu, void *arg)
         lb_feed_apply(f, f->pend_what, f->pend_rev, f->pend_full);
     else if (f->answers && f->resolved_ev)
         event_active(f->resolved_ev, 0, 0);
+    kick_others(f);
 }
 
 /* The resolver's answers (main thread): each name that is still wanted joins with its weight
@@ -447,7 +467,6 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 /* ------------------------------------------------------------------------------------------ */
 /* applying                                                                                    */
 
-static void apply_now(struct lb_feed *f);
 
 /* The touched entries' change was published (main thread; rc < 0: not applied). */
 static void applied(int rc, int64_t publish_cpu, void *arg)
@@ -463,11 +482,12 @@ static void applied(int rc, int64_t publish_cpu, void *arg)
     atomic_store_explicit(&f->st_applied, true, memory_order_release);
     f->applying.rc = rc;
     if (f->applied_cb)
-        f->applied_cb(f->applying.full, publish_cpu, f->applied_arg);
+        f->applied_cb(rc, f->applying.full, publish_cpu, f->applied_arg);
     if (f->pend)
         apply_now(f);
     else if (f->answers && f->resolved_ev)
         event_active(f->resolved_ev, 0, 0); /* answers that came while the change was published */
+    kick_others(f);
 }
 
 int lb_feed_apply(struct lb_feed *f, const char *why, uint64_t rev, bool full)
@@ -619,10 +639,15 @@ struct lb_feed *lb_feed_new(struct event_base *base, const char *label, const ch
         f->retry_ev = evtimer_new(base, on_retry, f);
         f->resolved_ev = event_new(base, -1, 0, on_resolved, f);
     }
-    if ((base && (!f->retry_ev || !f->resolved_ev)) || grow(f) < 0) {
+    size_t slot_i = 0;
+    while (slot_i < sizeof feeds / sizeof feeds[0] && feeds[slot_i])
+        slot_i++;
+    if ((base && (!f->retry_ev || !f->resolved_ev)) || grow(f) < 0 ||
+        slot_i == sizeof feeds / sizeof feeds[0]) {
         lb_feed_free(f);
         return NULL;
     }
+    feeds[slot_i] = f;
     return f;
 }
 
@@ -630,6 +655,9 @@ void lb_feed_free(struct lb_feed *f)
 {
     if (!f)
         return;
+    for (size_t i = 0; i < sizeof feeds / sizeof feeds[0]; i++)
+        if (feeds[i] == f)
+            feeds[i] = NULL;
     if (f->retry_ev)
         event_free(f->retry_ev);
     if (f->resolved_ev)

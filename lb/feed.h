@@ -13,9 +13,10 @@ struct backend;
 struct event_base;
 struct lb_feed;
 
-/* Called on the main thread once a change of the set is published (full: it held a replace,
- * lb_feed_replace_begin/_end; cpu_ms: the publish's CPU time). */
-typedef void lb_feed_applied_fn(bool full, int64_t cpu_ms, void *arg);
+/* Called on the main thread once a change of the set is published (rc 0), or was not (rc -1,
+ * logged); full: it held a replace (lb_feed_replace_begin/_end); cpu_ms: the publish's CPU time.
+ * Before lb_writer_start, before lb_feed_apply returns. */
+typedef void lb_feed_applied_fn(int rc, bool full, int64_t cpu_ms, void *arg);
 
 /* A feed's statistics (any thread; a copy). */
 struct lb_feed_stats {

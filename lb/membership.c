@@ -75,6 +75,20 @@ static int read_entries(lb_entries_t *es)
  * changes are published on the main thread.  A load or a reload is a replace of its entries:
  * the puts and deletes against the set, applied as the ring's differences. */
 static struct lb_feed *file_feed;
+static int file_rc;                    /* the last change's, for a load (published at once) */
+struct reload;
+static struct reload *applying_reload; /* the reload whose change is being published */
+static void reload_applied(int rc);
+
+static void file_applied(int rc, bool full, int64_t cpu, void *arg)
+{
+    (void)full;
+    (void)cpu;
+    (void)arg;
+    file_rc = rc;
+    if (applying_reload)
+        reload_applied(rc);
+}
 
 /* Replaces the file feed's entries by es, be[i] the backend set up for entry i (NULL: none; be
  * NULL: none at all), each owned by the call, and applies them (what: the log line's start).
@@ -82,8 +96,8 @@ static struct lb_feed *file_feed;
 static int apply_file(const lb_entries_t *es, struct backend **be, const char *what)
 {
     if (!file_feed)
-        file_feed = lb_feed_new(NULL, "members", "--members-max-points", UINT64_MAX, 1, true,
-                                NULL, NULL);
+        file_feed = lb_feed_new(NULL, "members", "--members-max-points", UINT64_MAX, 1, false,
+                                file_applied, NULL);
     bool oom = !file_feed;
     if (!oom)
         lb_feed_replace_begin(file_feed);
@@ -108,7 +122,9 @@ static int apply_file(const lb_entries_t *es, struct backend **be, const char *w
         lb_log("%s: out of memory; membership unchanged", what);
         return -1;
     }
-    return lb_feed_apply(file_feed, what, 0, true);
+    file_rc = 0;
+    lb_feed_apply(file_feed, what, 0, true); /* file_applied says how it went */
+    return 0;
 }
 
 /* Sets up, on this thread, a backend for each entry the ring does not hold (be[i]).  Returns 0,
@@ -145,9 +161,9 @@ int lb_membership_set(const lb_entries_t *es, const char *what)
     }
     int rc = backends_here(es, be);
     if (rc == 0)
-        rc = apply_file(es, be, what);
+        rc = apply_file(es, be, what); /* before lb_writer_start: published here */
     free(be);
-    return rc;
+    return rc < 0 ? rc : file_rc;
 }
 
 static int64_t ms_of(clockid_t clock)
@@ -189,6 +205,7 @@ struct reload {
     struct backend **be; /* [es.n]: entry i's backend */
     size_t nresolve, waiting;
     int64_t read_ms, read_cpu, resolve_t0;
+    int64_t apply_t0, apply_c0, resolved_ms; /* when the apply began (wall, process CPU) */
     bool failed;   /* a name did not resolve (err) */
     char err[512]; /* its reason */
 };
@@ -215,34 +232,59 @@ static void reload_free(struct reload *r)
     free(r);
 }
 
-/* Applies r (or refuses it: a name did not resolve, or etcd took over meanwhile), counts it,
- * logs its timing line and frees it.  Main thread. */
-static void reload_finish(struct reload *r)
+/* The reload's line and count, once its change is published or refused (rc); r freed.  A SIGHUP
+ * that came meanwhile reads the file again. */
+static void reload_done(struct reload *r, int rc)
 {
-    int64_t t = ms_of(CLOCK_MONOTONIC), c = ms_of(CLOCK_PROCESS_CPUTIME_ID);
-    int rc = -1;
-    if (r->failed)
-        log_quoted(r->err, "membership unchanged");
-    else if (from_etcd)
-        lb_log("SIGHUP: the membership comes from etcd (--etcd) now; --members not applied");
-    else if (backends_here(&r->es, r->be) == 0) /* numeric names, and any the ring lost */
-        rc = apply_file(&r->es, r->be, "reloaded");
     char resolved[96] = "";
     if (r->nresolve)
         snprintf(resolved, sizeof resolved, ", %zu names resolved off the main thread in %lld ms",
-                 r->nresolve, (long long)(t - r->resolve_t0));
+                 r->nresolve, (long long)r->resolved_ms);
     /* The process's CPU time: the workers' share of it is small while a reload runs, and it is
      * what the tests bound (wall clock on a shared machine says less). */
     lb_log("reload: %zu entries read in %lld ms (%lld ms of CPU), applied in %lld ms (%lld ms of "
            "CPU)%s%s",
            r->es.n, (long long)r->read_ms, (long long)r->read_cpu,
-           (long long)(ms_of(CLOCK_MONOTONIC) - t),
-           (long long)(ms_of(CLOCK_PROCESS_CPUTIME_ID) - c), resolved, rc < 0 ? "; failed" : "");
+           (long long)(ms_of(CLOCK_MONOTONIC) - r->apply_t0),
+           (long long)(ms_of(CLOCK_PROCESS_CPUTIME_ID) - r->apply_c0), resolved,
+           rc < 0 ? "; failed" : "");
     if (rc == 0)
         ADD(lb_reloads, 1);
     else
         ADD(lb_reload_errors, 1);
     reload_free(r);
+    if (reload_again) {
+        reload_again = false;
+        lb_membership_reload();
+    }
+}
+
+static void reload_applied(int rc)
+{
+    struct reload *r = applying_reload;
+    applying_reload = NULL;
+    reload_done(r, rc);
+}
+
+/* Applies r (or refuses it: a name did not resolve, or etcd took over meanwhile); its change is
+ * published by the writer thread, and reload_done counts it then.  Main thread. */
+static void reload_finish(struct reload *r)
+{
+    r->apply_t0 = ms_of(CLOCK_MONOTONIC);
+    r->apply_c0 = ms_of(CLOCK_PROCESS_CPUTIME_ID);
+    if (r->nresolve)
+        r->resolved_ms = r->apply_t0 - r->resolve_t0;
+    if (r->failed) {
+        log_quoted(r->err, "membership unchanged");
+    } else if (from_etcd) {
+        lb_log("SIGHUP: the membership comes from etcd (--etcd) now; --members not applied");
+    } else if (backends_here(&r->es, r->be) == 0) { /* numeric names, and any the ring lost */
+        applying_reload = r;
+        if (apply_file(&r->es, r->be, "reloaded") == 0)
+            return; /* reload_applied, now or once published */
+        applying_reload = NULL;
+    }
+    reload_done(r, -1);
 }
 
 /* The resolver's answers for the reload under way (main thread). */
@@ -267,10 +309,6 @@ static void on_reload_answers(struct lb_lookup *list, void *arg)
     pending = NULL;
     SUB(lb_reload_resolving, r->nresolve);
     reload_finish(r);
-    if (reload_again) {
-        reload_again = false;
-        lb_membership_reload();
-    }
 }
 
 static const struct lb_resolver_client reload_client = {on_reload_answers, NULL};
@@ -289,6 +327,10 @@ void lb_membership_stop(void)
         reload_free(pending);
         pending = NULL;
     }
+    if (applying_reload) { /* published or not, lb_writer_stop told nobody */
+        reload_free(applying_reload);
+        applying_reload = NULL;
+    }
     started = false;
     lb_feed_free(file_feed);
     file_feed = NULL;
@@ -302,9 +344,10 @@ static void reload_refused(const char *why)
 
 void lb_membership_reload(void)
 {
-    if (pending) {
+    if (pending || applying_reload) {
         reload_again = true;
-        lb_log("SIGHUP: a reload is resolving names; the members file is read again after it");
+        lb_log("SIGHUP: a reload is %s; the members file is read again after it",
+               pending ? "resolving names" : "being published");
         return;
     }
     if (from_etcd) {

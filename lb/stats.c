@@ -13,6 +13,7 @@
 #include "limits.h"
 #include "log.h"
 #include "membership.h"
+#include "writer.h"
 #include "proxy.h"
 #include "status.h"
 #include "text.h"
@@ -372,7 +373,7 @@ static void add_balancer(struct evbuffer *b)
         "\"retries\":%llu,\"bad_gateway\":%llu,\"aborted\":%llu,\"client_gone\":%llu,"
         "\"no_backend\":%llu,\"stats\":%llu,\"active\":%llu,\"reloads\":%llu,"
         "\"reload_errors\":%llu,\"reload_resolving\":%llu,\"backpressure_pauses\":%llu,"
-        "\"health_panics\":%llu,"
+        "\"health_panics\":%llu,\"publishing\":%s,"
         "\"outcomes\":{\"owner\":%llu,\"spilled\":%llu,\"saturated\":%llu,"
         "\"owner_down\":%llu}}",
         lb_cfg.threads, (unsigned long long)t[0], (unsigned long long)t[1],
@@ -381,6 +382,7 @@ static void add_balancer(struct evbuffer *b)
         (unsigned long long)t[8], (unsigned long long)GET(lb_reloads),
         (unsigned long long)GET(lb_reload_errors), (unsigned long long)GET(lb_reload_resolving),
         (unsigned long long)t[9], (unsigned long long)GET(lb_health_panics),
+        atomic_load_explicit(&lb_ring_writing, memory_order_relaxed) ? "true" : "false",
         (unsigned long long)o[CHRING_OUTCOME_OWNER],
         (unsigned long long)o[CHRING_OUTCOME_SPILLED],
         (unsigned long long)o[CHRING_OUTCOME_SATURATED],

@@ -18,9 +18,15 @@
                              while a reload resolves reads the file again after it; a name that
                              does not resolve refuses the reload, the membership unchanged;
                              SIGTERM while a reload resolves: a clean exit
+    lb_reload.py publish     4 members of weight 10,000 at --vnodes 100 (4 million points): a
+                             SIGHUP re-weighting one (1 million points) is published off the main
+                             thread: the summary is answered meanwhile ("publishing": true, the
+                             old version), then the new ring, one reload counted
 
 Everything on 127.0.0.1 under a temporary directory, stopped by PID; every wait bounded.
 """
+import http.client
+import json
 import os
 import re
 import sys
@@ -280,7 +286,50 @@ def resolve(env):
     log("SIGTERM while a reload resolved: clean exit")
 
 
-TESTS = {"big": big, "duplicates": duplicates, "resolve": resolve}
+def summary(port):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request("GET", "/_chring/stats?members=0")
+        r = c.getresponse()
+        body = r.read()
+        check(r.status == 200, "summary answered %d" % r.status)
+        return json.loads(body)
+    finally:
+        c.close()
+
+
+def publish(env):
+    path = env.path("members")
+    names = ["127.0.3.%d:80" % i for i in range(1, 5)]
+    write_members(path, [n + "=10000" for n in names])
+    lb = h.Balancer(env, ["--members", path, "--vnodes", "100"], threads=1, stats_listen=True).start()
+    st = summary(lb.stats_port)
+    check(st["ring"]["points"] == 4000000, "points %d at start" % st["ring"]["points"])
+    v0 = st["ring"]["version"]
+    write_members(path, [names[0] + "=9000"] + [n + "=10000" for n in names[1:]])
+    lb.hup()
+    seen = []  # (publishing, version) per summary
+    end = time.time() + 120
+    while time.time() < end:
+        st = summary(lb.stats_port)
+        seen.append((st["balancer"].get("publishing", False), st["ring"]["version"]))
+        if st["balancer"]["reloads"] == 1 and not st["balancer"].get("publishing"):
+            break
+        time.sleep(0.02)
+    check(st["balancer"]["reloads"] == 1, "the reload not counted within 120 s: %r" % st["balancer"])
+    during = [x for x in seen if x[0]]
+    log("re-weighting 1 million points by SIGHUP: %d summaries, %d while published" % (len(seen), len(during)))
+    # (the flag falls once the main thread hears of the publish: a summary just after it may
+    # show the new ring still "publishing")
+    check(any(v == v0 for p, v in during), "no summary answered while the reload was published: %r" % seen[:5])
+    check(st["ring"]["version"] > v0 and st["ring"]["points"] == 3900000,
+          "ring version %d, %d points after the reload" % (st["ring"]["version"], st["ring"]["points"]))
+    check(re.search(r"reload: 4 entries read in \d+ ms \(\d+ ms of CPU\), applied in \d+ ms", lb.output()),
+          "no reload line")
+    lb.stop()
+
+
+TESTS = {"big": big, "duplicates": duplicates, "resolve": resolve, "publish": publish}
 
 
 if __name__ == "__main__":
