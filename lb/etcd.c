@@ -157,8 +157,6 @@ static void on_applied(int rc, bool full, int64_t publish_cpu, void *arg)
 {
     (void)arg;
     (void)rc; /* logged by feed.c */
-    /* from now on etcd, not --members, is the membership (a SIGHUP applies nothing) */
-    lb_membership_from_etcd();
     if (full && range_line.on) {
         range_line.on = false;
         lb_log("etcd: range of %zu bytes: answered in %lld ms, read in %lld ms (%lld ms of CPU "
@@ -412,6 +410,8 @@ static void on_parsed(evutil_socket_t fd, short what, void *arg)
     range_line.c_read = c_read;
     char why[64];
     snprintf(why, sizeof why, "etcd range at revision %llu", (unsigned long long)rev);
+    /* from now on etcd, not --members, is the membership: a SIGHUP meanwhile applies nothing */
+    lb_membership_from_etcd();
     lb_feed_apply(feed, why, rev, true);
     /* The watch starts once the range's change is published (applied): "watching" in the
      * stats means the ring holds the range. */
