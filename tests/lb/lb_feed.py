@@ -23,7 +23,7 @@ it started.
                         change and a re-weighting are published off the main thread, the
                         summary answered while they are ("publishing": true, the old ring); the
                         summary's digest is null or the oracle's, and the oracle's once computed;
-                        RSS at rest within 64 bytes per point + 64 MB, its peak 192 + 64 MB
+                        RSS at rest within 80 bytes per point + 64 MB, its peak 192 + 64 MB
     lb_feed.py quote    keys with newlines, terminal escapes and invalid UTF-8 are logged
                         quoted: no forged line, no escape byte in the log
 """
@@ -58,10 +58,12 @@ def etcd_stats(lb):
 
 
 # chring-lb's memory against its ring's points (docs/lb.md, "Memory at 16 million points"): at
-# rest (after the last publish's grace period) 21 to 42 bytes per point measured, the ring's own 20 to
-# 22 (docs/bench.md §6); the peak during a build 124 to 138 at 4 million points (the library's
-# build and the replaced snapshot); MARGIN for the process itself (threads, buffers, libevent).
-REST_BYTES_PER_POINT = 64
+# rest (after the last publish's grace period) 21 to 42 bytes per point measured here, 27 to 74
+# at 100,000 x 160 (the ring, 20 to 22 bytes per point in the library's own count, docs/bench.md
+# §6, and up to two replaced snapshots' blocks kept as spares); the peak during a build 124 to
+# 138 here (the library's build and the replaced snapshot); MARGIN for the process itself
+# (threads, buffers, libevent).
+REST_BYTES_PER_POINT = 80
 PEAK_BYTES_PER_POINT = 192
 MARGIN = 64 << 20
 
