@@ -156,7 +156,8 @@ static struct {
 static void on_applied(int rc, bool full, int64_t publish_cpu, void *arg)
 {
     (void)arg;
-    (void)rc; /* logged by feed.c */
+    if (rc < 0) /* its line says why (writer.c) */
+        lb_log("etcd: that change was not applied; the next range applies the whole set");
     if (full && range_line.on) {
         range_line.on = false;
         lb_log("etcd: range of %zu bytes: answered in %lld ms, read in %lld ms (%lld ms of CPU "
@@ -702,7 +703,7 @@ int lb_etcd_start(struct event_base *b)
     deadline_ev = evtimer_new(base, on_deadline, NULL);
     parsed_ev = event_new(base, -1, 0, on_parsed, NULL);
     feed = lb_feed_new(base, "etcd", "--etcd-max-points", lb_cfg.etcd_max_points,
-                       points_per_weight, false, on_applied, NULL);
+                       points_per_weight, on_applied, NULL);
     if (!key_b64 || !end_b64 || !wbuf || !rbuf || !step_ev || !close_ev || !deadline_ev ||
         !parsed_ev || !feed) {
         lb_etcd_stop();

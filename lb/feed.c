@@ -10,7 +10,7 @@
  * back, with the weight it has then; a name that does not resolve is tried again every
  * RESOLVE_RETRY_MS, in the background, never again for each batch.
  *
- * The change is published by membership.c's writer thread (lb_ring_change_async): the
+ * The change is published by writer.c's writer thread (lb_ring_change_async): the
  * main thread computes the differences and goes on.  What is put or deleted while a change is
  * being published waits (touched entries, a stamp per apply) and is applied as one change when
  * that one is done; so are the resolver's answers.
@@ -59,7 +59,6 @@ struct fentry {
 struct lb_feed {
     char label[32], cap_option[48];
     uint64_t max_points, points_per_weight;
-    bool sync; /* published on the calling thread (the members file) */
     lb_feed_applied_fn *applied_cb;
     void *applied_arg;
     struct lb_resolver_client client;
@@ -80,7 +79,6 @@ struct lb_feed {
     char pend_what[96];
     struct {
         bool full;
-        int rc;
         uint64_t rev, members, points;
         char why[96];
     } applying;
@@ -89,13 +87,6 @@ struct lb_feed {
     _Atomic uint64_t st_revision, st_members, st_points, st_refused, st_resolving,
         st_unresolved, st_resolves;
 };
-
-static int64_t cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int64_t now_ms(void)
 {
@@ -473,14 +464,10 @@ static void applied(int rc, int64_t publish_cpu, void *arg)
 {
     struct lb_feed *f = arg;
     f->publishing = false;
-    if (rc < 0 && !f->sync)
-        lb_log("%s: %s not applied; the next range applies the whole set", f->label,
-               f->applying.why);
     SET(f->st_revision, f->applying.rev);
     SET(f->st_members, f->applying.members);
     SET(f->st_points, f->applying.points);
     atomic_store_explicit(&f->st_applied, true, memory_order_release);
-    f->applying.rc = rc;
     if (f->applied_cb)
         f->applied_cb(rc, f->applying.full, publish_cpu, f->applied_arg);
     if (f->pend)
@@ -490,25 +477,15 @@ static void applied(int rc, int64_t publish_cpu, void *arg)
     kick_others(f);
 }
 
-int lb_feed_apply(struct lb_feed *f, const char *why, uint64_t rev, bool full)
+void lb_feed_apply(struct lb_feed *f, const char *why, uint64_t rev, bool full)
 {
     f->pend = true;
     f->pend_full |= full;
     f->pend_rev = rev;
     if (why != f->pend_what)
         snprintf(f->pend_what, sizeof f->pend_what, "%s", why);
-    if (f->sync) {
-        if (f->publishing || lb_ring_busy()) {
-            lb_feed_drop(f);
-            lb_log("%s: a change is being published; membership unchanged", why);
-            return -1;
-        }
-        apply_now(f);
-        return f->applying.rc;
-    }
     if (!f->publishing && !lb_ring_busy())
         apply_now(f);
-    return 0;
 }
 
 /* Deleted entries are freed once their change was handed over (names are copied). */
@@ -568,14 +545,9 @@ static void apply_now(struct lb_feed *f)
         }
         chring_snap_exit(lb_ring, s);
         f->publishing = true;
-        if (f->sync) {
-            int64_t c = cpu_now();
-            int rc = lb_ring_change(ch, k, full ? entry_known : NULL, f, f->applying.why);
-            applied(rc, cpu_now() - c, f);
-        } else if (lb_ring_change_async(ch, k, full ? entry_known : NULL, f,
-                                              f->applying.why, applied, f) < 0) {
+        if (lb_ring_change_async(ch, k, full ? entry_known : NULL, f, f->applying.why, applied,
+                                 f) < 0)
             applied(-1, 0, f);
-        }
     }
     free(ch);
     for (size_t i = 0; i < f->ntouched; i++)
@@ -620,7 +592,7 @@ void lb_feed_stats(const struct lb_feed *f, struct lb_feed_stats *out)
 /* ------------------------------------------------------------------------------------------ */
 
 struct lb_feed *lb_feed_new(struct event_base *base, const char *label, const char *cap_option,
-                            uint64_t max_points, uint64_t points_per_weight, bool sync,
+                            uint64_t max_points, uint64_t points_per_weight,
                             lb_feed_applied_fn *applied_cb, void *arg)
 {
     struct lb_feed *f = calloc(1, sizeof *f);
@@ -633,7 +605,6 @@ struct lb_feed *lb_feed_new(struct event_base *base, const char *label, const ch
     f->applied_cb = applied_cb;
     f->applied_arg = arg;
     f->client = (struct lb_resolver_client){on_answers, f};
-    f->sync = sync;
     f->stamp = 1;
     if (base) {
         f->retry_ev = evtimer_new(base, on_retry, f);

@@ -33,11 +33,9 @@ struct lb_feed_stats {
 /* A new empty set on the main thread's base (NULL: names that need DNS must come with their
  * backend, lb_feed_put_backend).  label names it in the log ("etcd": lines start "etcd: "),
  * cap_option is the option of max_points (points in all: weights x points_per_weight) for the
- * refusal's line; sync: its changes are published on the calling thread (lb_membership_change),
- * else by the writer thread; applied (may be NULL) is told of each publish.  NULL: out of
- * memory. */
+ * refusal's line; applied (may be NULL) is told of each publish.  NULL: out of memory. */
 struct lb_feed *lb_feed_new(struct event_base *base, const char *label, const char *cap_option,
-                            uint64_t max_points, uint64_t points_per_weight, bool sync,
+                            uint64_t max_points, uint64_t points_per_weight,
                             lb_feed_applied_fn *applied, void *arg);
 /* Frees the set (a change under way is membership.c's to finish).  Main thread. */
 void lb_feed_free(struct lb_feed *f);
@@ -63,13 +61,12 @@ void lb_feed_log_refused(struct lb_feed *f);
 void lb_feed_drop(struct lb_feed *f);
 /* The puts and deletes since the last apply, as one change of the ring (why: the log line's
  * start; rev: the feed's revision, for the stats; full: also every ring member that is not in
- * the set leaves): published by membership.c's writer thread; while a change is being
- * published, they wait and join whatever comes next.  Names that are not numeric addresses and
- * came without a backend are resolved by the resolver thread and join the ring when their
- * answer comes back.  A sync feed publishes here, or refuses (-1, logged, what was put
- * forgotten) while another change is under way.  Main thread.  Returns 0 (under way, or
- * applied), -1 (sync: not applied). */
-int lb_feed_apply(struct lb_feed *f, const char *why, uint64_t rev, bool full);
+ * the set leaves): published by writer.c's writer thread (before lb_writer_start: here, at
+ * once); while a change is being published, they wait and join whatever comes next.  Names
+ * that are not numeric addresses and came without a backend are resolved by the resolver
+ * thread and join the ring when their answer comes back.  The feed's applied callback says
+ * how it went.  Main thread. */
+void lb_feed_apply(struct lb_feed *f, const char *why, uint64_t rev, bool full);
 /* A message that changed nothing but moved the revision to rev. */
 void lb_feed_revision(struct lb_feed *f, uint64_t rev);
 /* The set's points now (weights x points_per_weight, what is put, applied or not). */

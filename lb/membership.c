@@ -1,7 +1,7 @@
 /* chring-lb: the members file's feed (docs/lb.md, "How a request is routed", Membership): the
  * membership is --backend plus the members file, the second feed on feed.c's set (the etcd feed
  * is the first): at start and on every SIGHUP the file replaces the set's entries, and the set's
- * differences with the ring are one change (writer.c, published on the main thread).  Names
+ * differences with the ring are one change (writer.c: the writer thread publishes it).  Names
  * that need DNS are resolved by the resolver thread (resolver.c) before a reload is applied,
  * whole or not at all.  Once etcd has given a membership (lb_membership_from_etcd), a SIGHUP
  * applies nothing.
@@ -71,9 +71,9 @@ static int read_entries(lb_entries_t *es)
     return 0;
 }
 
-/* The members file's set (--backend plus --members): the second feed on feed.c's API, whose
- * changes are published on the main thread.  A load or a reload is a replace of its entries:
- * the puts and deletes against the set, applied as the ring's differences. */
+/* The members file's set (--backend plus --members): the second feed on feed.c's API.  A load or
+ * a reload is a replace of its entries: the puts and deletes against the set, applied as the
+ * ring's differences (published here at the start, by the writer thread once serving). */
 static struct lb_feed *file_feed;
 static int file_rc;                    /* the last change's, for a load (published at once) */
 struct reload;
@@ -96,7 +96,7 @@ static void file_applied(int rc, bool full, int64_t cpu, void *arg)
 static int apply_file(const lb_entries_t *es, struct backend **be, const char *what)
 {
     if (!file_feed)
-        file_feed = lb_feed_new(NULL, "members", "--members-max-points", UINT64_MAX, 1, false,
+        file_feed = lb_feed_new(NULL, "members", "--members-max-points", UINT64_MAX, 1,
                                 file_applied, NULL);
     bool oom = !file_feed;
     if (!oom)
