@@ -84,8 +84,8 @@ struct lb_feed {
     } applying;
 
     _Atomic bool st_applied;
-    _Atomic uint64_t st_revision, st_members, st_points, st_refused, st_resolving,
-        st_unresolved, st_resolves;
+    _Atomic uint64_t st_revision, st_members, st_points, st_refused, st_resolving, st_unresolved,
+        st_resolves;
 };
 
 static int64_t now_ms(void)
@@ -227,9 +227,9 @@ int lb_feed_put(struct lb_feed *f, char *name, uint32_t weight)
             goto counted;
         char q[300];
         lb_text_quote(q, sizeof q, e->name, strlen(e->name));
-        lb_log("%s: %s=%u refused: %s's members would have %llu points, above %s %llu", f->label,
-               q, weight, f->label, (unsigned long long)(f->total_points - was + now),
-               f->cap_option, (unsigned long long)f->max_points);
+        lb_log("%s: %s=%u refused: %s's members would have %llu points, above %s %llu", f->label, q,
+               weight, f->label, (unsigned long long)(f->total_points - was + now), f->cap_option,
+               (unsigned long long)f->max_points);
     counted:
         ADD(f->st_refused, 1);
         if (fresh)
@@ -458,7 +458,6 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 /* ------------------------------------------------------------------------------------------ */
 /* applying                                                                                    */
 
-
 /* The touched entries' change was published (main thread; rc < 0: not applied). */
 static void applied(int rc, int64_t publish_cpu, void *arg)
 {
@@ -545,8 +544,8 @@ static void apply_now(struct lb_feed *f)
         }
         chring_snap_exit(lb_ring, s);
         f->publishing = true;
-        if (lb_ring_change_async(ch, k, full ? entry_known : NULL, f, f->applying.why, applied,
-                                 f) < 0)
+        if (lb_ring_change_async(ch, k, full ? entry_known : NULL, f, f->applying.why, applied, f) <
+            0)
             applied(-1, 0, f);
     }
     free(ch);

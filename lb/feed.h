@@ -20,14 +20,14 @@ typedef void lb_feed_applied_fn(int rc, bool full, int64_t cpu_ms, void *arg);
 
 /* A feed's statistics (any thread; a copy). */
 struct lb_feed_stats {
-    bool applied;       /* a change of the set has been published */
-    uint64_t revision;  /* the revision the ring holds (the feed's counter: etcd's) */
-    uint64_t members;   /* entries of the set, as applied */
-    uint64_t points;    /* their points, as applied */
-    uint64_t refused;   /* puts refused above the points cap */
-    uint64_t resolving; /* names with the resolver now */
+    bool applied;        /* a change of the set has been published */
+    uint64_t revision;   /* the revision the ring holds (the feed's counter: etcd's) */
+    uint64_t members;    /* entries of the set, as applied */
+    uint64_t points;     /* their points, as applied */
+    uint64_t refused;    /* puts refused above the points cap */
+    uint64_t resolving;  /* names with the resolver now */
     uint64_t unresolved; /* names that did not resolve, tried again every 10 s */
-    uint64_t resolves;  /* lookups answered */
+    uint64_t resolves;   /* lookups answered */
 };
 
 /* A new empty set on the main thread's base (NULL: names that need DNS must come with their

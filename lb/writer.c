@@ -215,8 +215,8 @@ static int finish(struct wjob *j)
 
 /* Main thread only, like lb_membership_set: a member found in the snapshot is still a member
  * when chring_update runs (nothing else publishes while a change is under way). */
-int lb_ring_change(struct lb_change *ch, size_t n, bool (*known)(const char *, void *),
-                         void *ctx, const char *what)
+int lb_ring_change(struct lb_change *ch, size_t n, bool (*known)(const char *, void *), void *ctx,
+                   const char *what)
 {
     if (writing) {
         for (size_t i = 0; i < n; i++)
@@ -267,9 +267,8 @@ bool lb_ring_busy(void)
     return writing != NULL;
 }
 
-int lb_ring_change_async(struct lb_change *ch, size_t n,
-                               bool (*known)(const char *, void *), void *ctx, const char *what,
-                               void (*done)(int, int64_t, void *), void *arg)
+int lb_ring_change_async(struct lb_change *ch, size_t n, bool (*known)(const char *, void *),
+                         void *ctx, const char *what, void (*done)(int, int64_t, void *), void *arg)
 {
     if (!done || !written_ev) {
         int64_t c = cpu_now();
