@@ -190,7 +190,7 @@ static void on_health(evutil_socket_t fd, short what, void *arg)
             lb_log("%s up again after --fail-timeout", name);
         }
         int64_t drain = GET(be->drain_until_ms);
-        if (drain && atomic_load_explicit(&lb_ring_writing, memory_order_acquire)) {
+        if (drain && atomic_load_explicit(&lb_ring_writing, memory_order_relaxed)) {
             /* a change is being published (membership.c): the drained leave after it */
             if (now + HEALTH_POLL_MS < next)
                 next = now + HEALTH_POLL_MS;

@@ -60,6 +60,9 @@ struct wjob {
     void *arg;
 };
 
+/* Written by the main thread only, read by it (health.c) and by the stats on any thread:
+ * relaxed, a flag that publishes no data (what it says of the ring, the ring's own snapshot
+ * says). */
 _Atomic bool lb_ring_writing;
 
 static void wjob_free(struct wjob *j)
@@ -249,7 +252,7 @@ static void on_written(evutil_socket_t fd, short what, void *arg)
         return;
     pthread_join(writer_thread, NULL);
     writing = NULL;
-    atomic_store_explicit(&lb_ring_writing, false, memory_order_release);
+    atomic_store_explicit(&lb_ring_writing, false, memory_order_relaxed);
     void (*done)(int, int64_t, void *) = j->done;
     void *darg = j->arg;
     int64_t ms = ms_of(CLOCK_MONOTONIC) - j->t0, cpu = j->cpu;
@@ -290,10 +293,10 @@ int lb_ring_change_async(struct lb_change *ch, size_t n, bool (*known)(const cha
     j->arg = arg;
     j->t0 = ms_of(CLOCK_MONOTONIC);
     writing = j;
-    atomic_store_explicit(&lb_ring_writing, true, memory_order_release);
+    atomic_store_explicit(&lb_ring_writing, true, memory_order_relaxed);
     if (pthread_create(&writer_thread, NULL, writer_main, j) != 0) {
         writing = NULL;
-        atomic_store_explicit(&lb_ring_writing, false, memory_order_release);
+        atomic_store_explicit(&lb_ring_writing, false, memory_order_relaxed);
         publish(j); /* here, then */
         int64_t cpu = j->cpu;
         done(finish(j), cpu, arg);
@@ -313,7 +316,7 @@ void lb_writer_stop(void)
         pthread_join(writer_thread, NULL);
         finish(writing);
         writing = NULL;
-        atomic_store_explicit(&lb_ring_writing, false, memory_order_release);
+        atomic_store_explicit(&lb_ring_writing, false, memory_order_relaxed);
     }
     if (written_ev)
         event_free(written_ev);
