@@ -33,7 +33,7 @@
  *   point 0 after the ring's last point: keys above every point go to the first one).  A line
  *   has 15 entries and lists at most 14 points, so at least one pad ends every line.
  *
- *   A full line, c(L) > 14 (CHRING_LINE_FULL, 1.8 % of the lines at 10,000 x 160): first is
+ *   A full line, c(L) > 14 (CHRING_LINE_FULL; how often: docs/bench.md §10): first is
  *   f | CHRING_LINE_FULL, every entry a pad (FFFF, o[x]); its keys search p[f .. F(L + 1)).
  *   An empty line, c(L) = 0: first = f = F(L + 1), every entry a pad naming o[x].
  *   After the ring's N lines, line N: first = n, every offset and slot 0xffff (the end that
@@ -93,8 +93,10 @@
  *     conditions under which chring__snap_merge shifts rather than builds;
  *   - snap_block.c: layout_for and chring__snap_alloc (the index's size, the lines' cache-line
  *     alignment, the sentinels); snap.c: chring_snap_check (the last line's or entry's first);
- *   - tests: tests/test_index.c, tests/test_lines.c, tests/objcode/check_prefetch.sh (the
- *     batch's prefetches);
+ *   - tests: tests/test_index_format.c (both invariants checked on index.c's output, with its
+ *     own arithmetic, and every probe against a plain search: a change of format changes its
+ *     invariant checkers first), tests/test_index.c, tests/test_lines.c,
+ *     tests/objcode/check_prefetch.sh (the batch's prefetches);
  *   - docs: docs/design.md §4.1, and docs/bench.md's memory figures when the size changes. */
 #ifndef CHRING_INDEX_H
 #define CHRING_INDEX_H
@@ -122,10 +124,11 @@
  * each one's offset within the line (16 bits, in position order) and its owner's slot; after
  * them, CHRING_LINE_PAD offsets whose slots name the owner of the first point after the line.
  * So a key reads its line and nothing else of the ring: the points below it are those of smaller
- * offset, the slot after them is its owner.  A key whose offset equals a point's (one key in
- * about 2,700 at 10,000 x 160: a line spans some 21,000 values of a position's top 32 bits, from
- * which the offset comes) and a line of more points than it lists (CHRING_LINE_FULL: 1.8 % of
- * lines there) search the positions instead.  The picture and the invariant: above. */
+ * offset, the slot after them is its owner.  A key whose offset equals a point's (at 10,000 x 160
+ * a line spans some 21,000 values of a position's top 32 bits, from which the offset comes) and
+ * a line of more points than it lists (CHRING_LINE_FULL) search the positions instead: how
+ * often, docs/bench.md §10 ("The line index's exact searches").  The picture and the invariant:
+ * above. */
 #define CHRING_LINE_ENTRIES 15
 #define CHRING_LINE_POINTS (CHRING_LINE_ENTRIES - 1)
 #define CHRING_LINE_FULL UINT32_C(0x80000000)
