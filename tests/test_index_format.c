@@ -291,6 +291,11 @@ static void check_probes(const chring_snap_t *s, uint64_t top, unsigned randoms,
 
 /* ---- the cases ------------------------------------------------------------------------------- */
 
+enum {
+    HAND_LINES = 64,
+    HAND_SLOT0 = 1000, /* the slot of point 0 */
+};
+
 /* Points laid out by (line, offset, low bits), in order. */
 struct layout {
     uint64_t *pos;
@@ -307,7 +312,9 @@ static void put(struct layout *y, uint64_t h)
         cr_assert(y->pos && y->owner);
     }
     y->pos[y->n] = h;
-    y->owner[y->n] = (uint32_t)y->n; /* each point its own slot: a wrong point is a wrong owner */
+    /* Each point its own slot, a wrong point a wrong owner; not the point's index, which a line
+     * that read past its slots into the next line's first would find there. */
+    y->owner[y->n] = (uint32_t)(y->n + HAND_SLOT0);
     y->n++;
 }
 
@@ -326,10 +333,6 @@ static void spread(struct layout *y, uint64_t l, unsigned count)
     for (unsigned e = 0; e < count; e++)
         put(y, at(y, l, (unsigned)(0xff00u * e / count + 0x40u), 0x1000u * e));
 }
-
-enum {
-    HAND_LINES = 64
-};
 
 /* The hand-made line index of the header comment, line by line. */
 static void hand_layout(struct layout *y)
@@ -370,7 +373,7 @@ Test(index_format, hand_made_lines_hold_the_invariant_and_answer_every_probe)
     struct layout y;
     hand_layout(&y);
     struct fixture f;
-    fixture_build(&f, y.pos, y.owner, y.n, y.n, y.nlines, true);
+    fixture_build(&f, y.pos, y.owner, y.n, y.n + HAND_SLOT0, y.nlines, true);
     check_line_invariant(&f.s, "hand-made lines");
     check_probes(&f.s, UINT64_MAX, 20000, "hand-made lines");
     /* The shapes the cases need, as the index holds them: the probes above went through each. */
@@ -378,7 +381,8 @@ Test(index_format, hand_made_lines_hold_the_invariant_and_answer_every_probe)
     cr_assert_neq(f.s.lines[3].first & CHRING_LINE_FULL, 0, "15 points do not");
     cr_assert_eq(f.s.lines[4].off[1], 0xffff, "line 4 lists a point at offset 0xffff");
     cr_assert_eq(f.s.lines[4].slot[1], f.s.owner[f.s.lines[4].first + 1]);
-    cr_assert_eq(f.s.lines[HAND_LINES - 1].slot[0], 0, "the top line names point 0's owner");
+    cr_assert_eq(f.s.lines[HAND_LINES - 1].slot[0], HAND_SLOT0,
+                 "the top line names point 0's owner");
     fixture_free(&f);
     layout_free(&y);
 }
@@ -561,7 +565,7 @@ Test(index_format, a_shifted_index_is_the_built_one, .timeout = 60)
 {
     struct layout y;
     hand_layout(&y);
-    check_shift(&y, y.n, y.nlines, true, "hand-made lines, shifted");
+    check_shift(&y, y.n + HAND_SLOT0, y.nlines, true, "hand-made lines, shifted");
     layout_free(&y);
     random_layout(&y, 100000, false, 5000, UINT64_C(0x3000000000000000),
                   UINT64_C(0x3180000000000000), UINT64_C(0xffc0000000000000));
