@@ -1,6 +1,7 @@
-/* The read side's hot path, inline: a key's position, the search for its first point, and the
- * owner of a key with members down.  The clockwise walk of the bounded and n-replica lookups is
- * walk.h's.
+/* The read side's hot path, inline: a key's position, the point a lookup starts from (the
+ * index's first point at or after the key, index.h's chring__find, moved by the profile's start
+ * rule), and the owner of a key, with members down too.  The clockwise walk of the bounded and
+ * n-replica lookups is walk.h's.
  * SPDX-License-Identifier: MIT */
 #ifndef CHRING_FIND_H
 #define CHRING_FIND_H
