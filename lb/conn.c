@@ -34,6 +34,7 @@
 #include "allow.h"
 #include "config.h"
 #include "h1.h"
+#include "h1_evbuffer.h"
 #include "lb.h"
 #include "limits.h"
 #include "log.h"
@@ -90,8 +91,8 @@ struct conn {
     struct event *send_check;         /* the client's time to take its answer (on_send_check) */
     struct evbuffer_cb_entry *out_cb; /* on_out_change on the output buffer */
     enum conn_state state;
-    size_t scanned;       /* h1_find_head_end's memory */
-    struct h1_head *head; /* scratch, allocated once */
+    struct h1_head_scan scan; /* where the head's end was looked for */
+    struct h1_head *head;     /* scratch, allocated once */
     struct h1_body body;
     struct req *req;          /* being read (BODY) or served (BUSY) */
     struct evbuffer *scratch; /* body bytes on their way into the request */
@@ -304,18 +305,6 @@ static enum evhttp_cmd_type method_cmd(const char *m, size_t n, bool *ok)
     return EVHTTP_REQ_GET;
 }
 
-/* An authority (RFC 3986 section 3.2) as a Host field may hold it. */
-static bool authority_ok(const char *a, size_t n)
-{
-    if (n == 0)
-        return false;
-    for (size_t k = 0; k < n; k++)
-        if (!strchr("-._~%!$&'()*+,;=:[]", a[k]) && !(a[k] >= 'a' && a[k] <= 'z') &&
-            !(a[k] >= 'A' && a[k] <= 'Z') && !(a[k] >= '0' && a[k] <= '9'))
-            return false;
-    return true;
-}
-
 /* Builds the request from the parsed head h.  Returns 0, or the status to refuse it with. */
 static int req_build(struct conn *c, struct h1_head *h, bool body_here, struct req **out)
 {
@@ -358,7 +347,7 @@ static int req_build(struct conn *c, struct h1_head *h, bool body_here, struct r
         size_t a = 7, e = 7;
         while (e < tl && t[e] != '/' && t[e] != '?')
             e++;
-        if (!authority_ok(t + a, e - a)) {
+        if (e == a || !h1_authority_ok(t + a, e - a)) {
             req_free(r);
             return 400;
         }
@@ -584,7 +573,7 @@ static void conn_read(struct conn *c)
             /* From the first byte on, empty lines included: a trickle of them cannot hold the
              * connection either. */
             c->state = C_HEAD;
-            c->scanned = 0;
+            c->scan = (struct h1_head_scan){0};
             c->started_ms = now_ms();
             arm_deadline(c, c->started_ms + tv_ms(&lb_cfg.client_timeout));
         }
@@ -592,7 +581,7 @@ static void conn_read(struct conn *c)
             /* RFC 9112 section 2.2: empty lines before a request line are ignored, also when
              * their CR and LF arrive in separate reads (a lone CR waits for what follows). */
             unsigned char two[2];
-            while (c->scanned == 0) {
+            while (c->scan.len == 0) {
                 ev_ssize_t got = evbuffer_copyout(in, two, 2);
                 if (got == 2 && two[0] == '\r' && two[1] == '\n')
                     evbuffer_drain(in, 2);
@@ -603,12 +592,12 @@ static void conn_read(struct conn *c)
             }
             if (evbuffer_get_length(in) == 0)
                 return;
-            ssize_t end = h1_find_head_end(in, &c->scanned);
-            if (end == -2) {
+            ssize_t end = h1_evbuffer_head_end(in, &c->scan);
+            if (end < 0) {
                 refuse(c, 400, "bare LF");
                 return;
             }
-            if (end < 0) {
+            if (end == 0) {
                 if (evbuffer_get_length(in) > lb_cfg.max_headers) {
                     refuse(c, 431, "request head above --max-headers");
                     return;
@@ -655,7 +644,7 @@ static void conn_read(struct conn *c)
         }
         if (c->state == C_BODY) {
             struct req *r = c->req;
-            int rc = h1_body_step(&c->body, in, c->scratch);
+            int rc = h1_evbuffer_body_step(&c->body, in, c->scratch);
             body_keep(r->pub.body, c->scratch);
             if (rc < 0) {
                 refuse(c, 400, "malformed chunked body");
