@@ -457,7 +457,12 @@ static int size_byte(struct h1_body *b, char c)
  * bytes) and dropped, then the empty line.  Returns 0, or -1.  At the last LF the body is done. */
 static int trailer_byte(struct h1_body *b, char c)
 {
+    /* The section's bytes count from the first after the last chunk's line; its final empty
+     * line does not count against H1_MAX_TRAILER, every other byte does, at once. */
     b->trailer_bytes++;
+    bool last_line = b->phase == TRAILER_LAST_CR || (b->phase == TRAILER_START && c == '\r');
+    if (!last_line && b->trailer_bytes > H1_MAX_TRAILER)
+        return -1;
     switch (b->phase) {
     case TRAILER_START:
         if (c == '\r') {
@@ -483,7 +488,7 @@ static int trailer_byte(struct h1_body *b, char c)
             return -1;
         break;
     case TRAILER_CR:
-        if (c != '\n' || b->trailer_bytes > H1_MAX_TRAILER)
+        if (c != '\n')
             return -1;
         b->phase = TRAILER_START;
         b->line = 0;

@@ -1,7 +1,7 @@
 /* Unit tests of chring-lb's HTTP/1 parser (lb/h1.c): heads, framing, the authority check, the
  * head's end found incrementally, bodies decoded from bytes (the same however they are cut),
- * and the evbuffer glue (lb/h1_evbuffer.c).  Each rule of docs/lb.md's security model has its case here
- * as well as its attack through the binary (tests/lb/lb_test.py, lb_hop.py).
+ * and the evbuffer glue (lb/h1_evbuffer.c).  Each rule of docs/lb.md's security model has its
+ * case here as well as its attack through the binary (tests/lb/lb_test.py, lb_hop.py).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -366,10 +366,12 @@ Test(h1_body, lines_up_to_the_limit_pass_however_they_are_cut_and_longer_ones_fa
     size_t k = (size_t)sprintf(trailer, "0\r\n");
     while (k - 3 + 10 <= H1_MAX_TRAILER)
         k += (size_t)sprintf(trailer + k, "X: 12345\r\n"); /* 10 bytes each */
-    strcpy(trailer + k, "\r\n");
-    cr_assert_eq(decode_both(H1_CHUNKED, 0, trailer, k + 2), 1);
-    strcpy(trailer + k, "X: 12345\r\n\r\n");
-    cr_assert_eq(decode_both(H1_CHUNKED, 0, trailer, k + 12), -EBADMSG);
+    cr_assert_eq(k - 3, H1_MAX_TRAILER - 4);
+    strcpy(trailer + k, "A:\r\n\r\n"); /* exactly H1_MAX_TRAILER, then the empty line */
+    cr_assert_eq(decode_both(H1_CHUNKED, 0, trailer, k + 6), 1);
+    strcpy(trailer + k, "AB:\r\n\r\n"); /* one byte more */
+    cr_assert_eq(decode_both(H1_CHUNKED, 0, trailer, k + 7), -EBADMSG);
+    cr_assert_eq(whole.stop, 3 + H1_MAX_TRAILER, "refused at the byte past the limit");
 }
 
 Test(h1_body, arguments_are_checked)
