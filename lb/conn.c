@@ -1,33 +1,38 @@
-/* chring-lb: the client side: chring-lb's own HTTP/1.1 server connection layer (conn.h).
+/* chring-lb: the client side: chring-lb's own HTTP/1.1 server connections (conn.h).
  *
  * SPDX-License-Identifier: MIT
  *
- * Every client connection is a plain bufferevent read with h1.c, the strict parser the backend
- * side uses too: one parser both ways, one parse per request.  A connection goes through
+ * Every client connection (a worker's, or the stats listener's on the main thread) is a plain
+ * bufferevent whose bytes go through h1.c, the strict parser the backend side uses too, by way
+ * of h1_evbuffer.c: one parse per request.  A connection goes through
  *
- *   IDLE  waiting for the first byte of a request (--client-timeout of silence closes it);
+ *   IDLE  waiting for the first byte of a request (--client-timeout of silence closes it), and
+ *         not reading while the answers before it hold more than LB_PIPELINE_OUT bytes;
  *   HEAD  a head is arriving: it must be whole by --client-timeout after its first byte,
- *         however it is trickled (nginx's client_header_timeout, HAProxy's timeout
- *         http-request), and at most --max-headers bytes (431);
+ *         however it is trickled, and at most --max-headers bytes (431);
  *   BODY  the body is arriving: by --client-timeout after the head plus the time the bytes so
- *         far take at --body-min-rate, so a trickle cannot hold the connection either; each
- *         byte is reserved against --max-body-total as it arrives (503 when it does not fit),
- *         never the declared length; more than --max-body: 413;
+ *         far take at --body-min-rate; each byte is reserved against --max-body-total as it
+ *         arrives (503 when it does not fit); more than --max-body: 413;
  *   BUSY  the handler has the request; the socket is still read (a close is noticed: the gone
  *         callback) but pipelined bytes are left in the input buffer, at most about
  *         --max-headers of them;
- *   CLOSING  the last answer is being written; the connection ends when it is out.
+ *   CLOSING  the last answer is being written;
+ *   LINGER   it is out and the sending side shut down: what the client still sends is read and
+ *         dropped for at most 2 s, so that a refusal is not lost to a reset.
  *
  * Every refusal (400, 408, 413, 417, 431, 501, 503) is written here, with "Connection: close",
  * after the answers to the requests before it, and nothing after it is read.  `Expect:
- * 100-continue` on a request with a body (Content-Length or chunked) is answered "100 Continue"
- * before the body is read, unless its bytes have started to arrive.  Answers carry a
- * Content-Length, or are chunked to HTTP/1.1 clients, or end with the connection for HTTP/1.0
- * ones.  HTTP/1.0 keep-alive is honoured when asked for and the answer has a length.
+ * 100-continue` on a request with a body is answered "100 Continue" before the body is read,
+ * unless its bytes have started to arrive.  Answers carry a Content-Length, or are chunked to
+ * HTTP/1.1 clients, or end with the connection for HTTP/1.0 ones.  An answer's bytes may wait
+ * for the client at most --client-timeout plus one second per --send-min-rate bytes it took
+ * (on_send_check); past that the connection is closed.
  *
  * Limits (limits.c): a worker's connection counts against --max-conns from its accept to its
  * free; one accepted while every slot is taken (another worker took the last) is parked, its
- * socket not read, until lb_conn_admit_parked gives it the first slot that frees.
+ * socket not read, until lb_conn_admit_parked gives it the first slot that frees.  The stats
+ * listener's connections take no slot: a peer outside --stats-allow is closed at its accept,
+ * and at most LB_STATS_CONNS of them are open.
  */
 #define _GNU_SOURCE
 #include "conn.h"
