@@ -6,13 +6,13 @@
  * A struct proxy lives from lb_proxy_start until proxy_finish, on its worker's thread only.  It
  * holds one lease at a time: the key's (chring_acquire), or after a failure a retry's
  * (chring_acquire_skip over the failed backend).  The backend connection is a plain bufferevent:
- * the request is written by lb_forward_write, the answer parsed by h1.c as it arrives (interim
- * 1xx answers dropped, framing checked), its head relayed, its body relayed piece by piece.  The
- * connection goes back to the pool only when the answer ended exactly at its framing, no byte
- * is left unread and neither side asked to close.  A proxy ends in one of four ways: the answer
- * relayed completely (proxy_complete), an error answered before any byte of the answer went out
- * (proxy_fail), the client gone (on_client_close), the answer broken off midway (the client
- * connection closed).
+ * the request is written by lb_forward_write, the answer parsed by h1.c (through
+ * h1_evbuffer.c) as it arrives (interim 1xx answers dropped, framing checked), its head
+ * relayed, its body relayed piece by piece.  The connection goes back to the pool only when
+ * the answer ended exactly at its framing, no byte is left unread and neither side asked to
+ * close.  A proxy ends in one of four ways: the answer relayed completely (proxy_complete), an
+ * error answered before any byte of the answer went out (proxy_fail), the client gone
+ * (on_client_gone), the answer broken off midway (the client connection closed).
  */
 #define _GNU_SOURCE
 #include "proxy.h"
