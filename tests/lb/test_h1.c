@@ -418,7 +418,7 @@ Test(h1_evbuffer, a_chunked_body_across_chains_is_moved_and_the_rest_left)
         cr_assert_eq(evbuffer_get_length(out), 15);
         cr_assert(memcmp(evbuffer_pullup(out, -1), "hello 123456789", 15) == 0);
         size_t rest = evbuffer_get_length(in);
-        cr_assert(rest <= 4 && memcmp(evbuffer_pullup(in, -1), "NEXT", rest) == 0,
+        cr_assert(rest <= 4 && (rest == 0 || memcmp(evbuffer_pullup(in, -1), "NEXT", rest) == 0),
                   "piece %zu: what follows stays", piece);
         evbuffer_free(in);
         evbuffer_free(out);
