@@ -652,7 +652,10 @@ static void conn_read(struct conn *c)
             int rc = h1_evbuffer_body_step(&c->body, in, c->scratch);
             body_keep(r->pub.body, c->scratch);
             if (rc < 0) {
-                refuse(c, 400, "malformed chunked body");
+                if (rc == -EBADMSG)
+                    refuse(c, 400, "malformed chunked body");
+                else
+                    refuse(c, 503, "out of memory");
                 return;
             }
             if (c->body.total > lb_cfg.max_body) {
