@@ -148,6 +148,7 @@ static int codings_status(const struct framing_fields *ff)
         return 501;
     return ff->te_chunked == 1 ? 0 : 400;
 }
+
 /* The start line.  Returns 0 or 400. */
 static int parse_request_line(char *l, size_t len, struct h1_head *h)
 {
