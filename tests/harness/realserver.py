@@ -100,8 +100,8 @@ def free_port():
     raise TestFailure("no free port")
 
 
-def _exited(proc):
-    msg = "process exited with %s" % proc.returncode
+def _exited(proc, when=""):
+    msg = "process exited with %s%s" % (proc.returncode, when)
     path = getattr(proc, "log_path", None)
     if path:
         msg += "; the end of %s:\n%s" % (path, tail(path))
@@ -129,7 +129,7 @@ def wait_port(port, timeout=10.0, proc=None):
     end = time.time() + timeout
     while time.time() < end:
         if proc is not None and proc.poll() is not None:
-            raise TestFailure("%s before listening on %d" % (_exited(proc), port))
+            raise TestFailure(_exited(proc, " before listening on %d" % port))
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
@@ -313,7 +313,10 @@ def run(fn, name=None, env_class=Env):
     if failed is None:
         log("PASS %s in %.1fs: %d checks passed" % (name, took, passed))
         return 0
-    log("FAIL %s in %.1fs: %d checks passed, %d failed: %s" % (name, took, passed, nfailed, failed))
+    first, _, more = failed.partition("\n")
+    if more:
+        print("--- what failed\n%s" % failed, flush=True)
+    log("FAIL %s in %.1fs: %d checks passed, %d failed: %s" % (name, took, passed, nfailed, first))
     return 1
 
 
