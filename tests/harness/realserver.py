@@ -186,7 +186,6 @@ class Env:
         os.chmod(self.dir, 0o755)
         self.procs = []  # (name, Popen)
         self.logs = []   # files whose end is printed when the test fails
-        self.closed = False
         _envs.append(self)
 
     def path(self, *p):
@@ -227,7 +226,6 @@ class Env:
         for _, p in reversed(self.procs):
             if p.poll() is None:
                 stop_process(p)
-        self.closed = True
         if not _in_run[0]:
             self.remove()
 
