@@ -100,8 +100,8 @@ def free_port():
     raise TestFailure("no free port")
 
 
-def _exited(proc, when=""):
-    msg = "process exited with %s%s" % (proc.returncode, when)
+def _exited(proc):
+    msg = "process exited with %s" % proc.returncode
     path = getattr(proc, "log_path", None)
     if path:
         msg += "; the end of %s:\n%s" % (path, tail(path))
@@ -110,7 +110,8 @@ def _exited(proc, when=""):
 
 def wait_until(what, pred, timeout=10.0, proc=None, interval=0.05):
     """Calls pred() until it returns a true value (returned) or timeout seconds pass
-    (TestFailure naming what); fails at once when proc, if given, has exited."""
+    (TestFailure: what, not after timeout); fails at once when proc, if given, has exited (with
+    the end of its output)."""
     end = time.time() + timeout
     while True:
         if proc is not None and proc.poll() is not None:
@@ -123,19 +124,18 @@ def wait_until(what, pred, timeout=10.0, proc=None, interval=0.05):
         time.sleep(interval)
 
 
+def _connects(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def wait_port(port, timeout=10.0, proc=None):
     """Waits until a TCP connection to 127.0.0.1:port succeeds, at most timeout seconds; fails at
     once when proc, if given, exits before (with the end of its output)."""
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc is not None and proc.poll() is not None:
-            raise TestFailure(_exited(proc, " before listening on %d" % port))
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TestFailure("nothing listens on port %d after %.0fs" % (port, timeout))
+    wait_until("listening on 127.0.0.1:%d" % port, lambda: _connects(port), timeout, proc)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ SIGTERM (meson's timeout) or with a server that ignores SIGTERM.
 
     selftest.py      runs every case; exit 0 when all hold, 1 otherwise
 
-Bounded: each case runs under a 60 s timeout, and every server is a sleeping Python process on
+Bounded: each case runs under a 30 s timeout, and every server is a sleeping Python process on
 127.0.0.1 that the harness must stop.
 """
 import os
@@ -21,6 +21,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+CASE_TIMEOUT = 30
 
 # The suite under test: each case starts a server (a Python process listening on 127.0.0.1 that
 # says hello on its stdout) and prints its pid and the Env's folder for the checks outside.
@@ -75,6 +76,13 @@ def early_exit(env):
     h.wait_port(h.free_port(), timeout=20, proc=p)
 
 
+def never_ready(env):
+    p = env.spawn("sleeper", [sys.executable, "-c",
+                              "import time; print('asleep', flush=True); time.sleep(120)"])
+    h.log("pid", p.pid, "dir", env.dir)
+    h.wait_port(h.free_port(), timeout=1, proc=p)
+
+
 def hanging(env):
     server(env)
     h.log("waiting")
@@ -96,7 +104,7 @@ def no_env():
 
 
 TESTS = {"passing": passing, "failing": failing, "crashing": crashing, "early-exit": early_exit,
-         "hanging": hanging, "stubborn": stubborn, "no-env": no_env}
+         "never-ready": never_ready, "hanging": hanging, "stubborn": stubborn, "no-env": no_env}
 sys.exit(h.main(TESTS, needs=(sys.executable, os.environ.get("NEED", sys.executable))))
 '''
 
@@ -127,6 +135,22 @@ def alive(pid):
         return False
 
 
+def finish(p, out=""):
+    """Waits for the suite's process (bounded): SIGTERM after CASE_TIMEOUT seconds (the harness
+    then stops its servers), SIGKILL if that does not end it.  (exit status, output)."""
+    try:
+        rest, _ = p.communicate(timeout=CASE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGTERM)
+        try:
+            rest, _ = p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rest, _ = p.communicate()
+        rest += "\n(selftest: the case did not end in %d s)" % CASE_TIMEOUT
+    return p.returncode, out + rest
+
+
 def run_case(script, case, env=None, term_after=None):
     """Runs `script case`; (exit status, output)."""
     p = subprocess.Popen([sys.executable, script, case], stdout=subprocess.PIPE,
@@ -141,10 +165,8 @@ def run_case(script, case, env=None, term_after=None):
                 break
             out += line
         p.send_signal(signal.SIGTERM)
-        rest, _ = p.communicate(timeout=60)
-        return p.returncode, out + rest
-    out, _ = p.communicate(timeout=60)
-    return p.returncode, out
+        return finish(p, out)
+    return finish(p)
 
 
 def main():
@@ -167,6 +189,8 @@ def main():
                             r"a planted error$", "Traceback", True),
             "early-exit": (1, r"FAIL early-exit in [\d.]+s: .*process exited with 3",
                            "bad config line 3", True),
+            "never-ready": (1, r"FAIL never-ready in [\d.]+s: .*listening on 127.0.0.1:\d+: not "
+                               r"after 1s$", "asleep", True),
             "hanging": (1, r"FAIL hanging in [\d.]+s: .*stopped by signal 15", "the-last-line",
                         True),
             "stubborn": (0, r"PASS stubborn in [\d.]+s: 1 checks passed$", None, False),
@@ -194,7 +218,7 @@ def main():
                     os.kill(int(pid), signal.SIGKILL)
                 if folder.startswith(tempfile.gettempdir() + "/chring-"):
                     shutil.rmtree(folder, ignore_errors=True)
-            if case != "early-exit":
+            if case not in ("early-exit", "never-ready"):
                 c.check(" pid " in out, "%s: no server started:\n%s" % (case, out))
             print("%s: exit %d, %s" % (case, rc, lines[-1] if lines else "(no output)"), flush=True)
         # the command line: a wrong case is a usage error, a missing program a skip
