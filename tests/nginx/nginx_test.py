@@ -6,9 +6,10 @@
 
 Each case starts nginx (the stock binary, the module loaded with load_module) with its own
 temporary prefix, configuration and ports on 127.0.0.1, and Python backends it starts itself;
-everything is stopped by its PID when the case ends, also on failure.  Every loop and every wait
-is bounded.  Expected owners come from chring-nginx-expect (plain chring lookups) and, for the
-nginx profile, from nginx's own `hash $arg_k consistent` on the same servers.
+everything is stopped by its PID when the case ends, also on failure (the harness of the
+real-server suites, tests/harness/realserver.py).  Every loop and every wait is bounded.
+Expected owners come from chring-nginx-expect (plain chring lookups) and, for the nginx profile,
+from nginx's own `hash $arg_k consistent` on the same servers.
 """
 import http.client
 import http.server
@@ -16,15 +17,17 @@ import json
 import math
 import os
 import signal
-import socket
 import socketserver
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from realserver import TestFailure, check, free_port, log, stop_process, wait_port  # noqa: E402
+import realserver  # noqa: E402
 
 NGINX = os.environ.get("CHRING_NGINX_BIN", "/usr/sbin/nginx")
 MODULE = os.environ.get("CHRING_NGINX_MODULE", "ngx_http_upstream_chring_module.so")
@@ -34,19 +37,6 @@ EXPECT = os.environ.get("CHRING_NGINX_EXPECT", "chring-nginx-expect")
 # nginx takes inherited listening sockets from an NGINX variable in its environment: children get
 # an environment without one.
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "NGINX"}
-
-
-class TestFailure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise TestFailure(msg)
-
-
-def log(*a):
-    print(time.strftime("%H:%M:%S"), *a, flush=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -117,73 +107,15 @@ def backend_main(port):
 # Processes
 # ------------------------------------------------------------------------------------------------
 
-_ports_taken = set()
-
-
-def free_port():
-    for _ in range(100):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        if port not in _ports_taken:
-            _ports_taken.add(port)
-            return port
-    raise TestFailure("no free port")
-
-
-def wait_port(port, timeout=10.0, proc=None):
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc is not None and proc.poll() is not None:
-            raise TestFailure("process exited with %s before listening on %d" % (proc.returncode, port))
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TestFailure("nothing listens on port %d after %.0fs" % (port, timeout))
-
-
-class Env:
-    """A temporary directory and every process started in it."""
+class Env(realserver.Env):
+    """A temporary folder (chring-nginx-*) and every process started in it, with the
+    environment nginx's children get."""
 
     def __init__(self, name):
-        self.dir = tempfile.mkdtemp(prefix="chring-nginx-%s-" % name)
-        os.chmod(self.dir, 0o755)
-        self.procs = []
-
-    def path(self, *p):
-        return os.path.join(self.dir, *p)
+        super().__init__(name, "nginx")
 
     def spawn(self, name, argv):
-        out = open(self.path(name + ".out"), "wb")
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             env=CHILD_ENV)
-        out.close()
-        self.procs.append(p)
-        return p
-
-    @staticmethod
-    def stop(p, sig=signal.SIGTERM):
-        if p.poll() is None:
-            try:
-                os.kill(p.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(p.pid, signal.SIGKILL)
-                p.wait(5)
-
-    def close(self):
-        for p in reversed(self.procs):
-            self.stop(p)
-        if os.environ.get("CHRING_NGINX_KEEP_TMP"):
-            log("kept", self.dir)
-        else:
-            subprocess.run(["rm", "-rf", self.dir], check=False)
+        return super().spawn(name, argv, env=CHILD_ENV)
 
 
 class Backend:
@@ -199,7 +131,7 @@ class Backend:
         wait_port(self.port, proc=self.proc)
 
     def stop(self):
-        Env.stop(self.proc)
+        stop_process(self.proc)
 
     def get(self, path):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
@@ -269,6 +201,7 @@ http {{
         self.write(http_body)
         self.proc = self.env.spawn("nginx", [NGINX, "-p", self.d, "-e", self.d + "/logs/error.log",
                                              "-c", self.conf])
+        self.env.watch(os.path.join(self.d, "logs", "error.log"))
         wait_port(self.port, proc=self.proc)
         self.wait_workers(set())
 
@@ -299,7 +232,7 @@ http {{
 
     def stop(self):
         if self.proc is not None:
-            Env.stop(self.proc, signal.SIGQUIT)
+            stop_process(self.proc, signal.SIGQUIT)
 
     def error_log(self):
         try:
@@ -760,25 +693,7 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--backend":
         backend_main(int(sys.argv[2]))
         return 0
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print("usage: %s {%s}" % (sys.argv[0], "|".join(CASES)), file=sys.stderr)
-        return 2
-    env = Env(sys.argv[1])
-    try:
-        CASES[sys.argv[1]](env)
-    except TestFailure as e:
-        print("FAIL:", e, flush=True)
-        for name in os.listdir(env.dir):
-            p = os.path.join(env.dir, name, "logs", "error.log")
-            if os.path.exists(p):
-                with open(p) as f:
-                    tail = f.read().splitlines()[-20:]
-                print("--- %s\n%s" % (p, "\n".join(tail)))
-        return 1
-    finally:
-        env.close()
-    print("PASS", sys.argv[1])
-    return 0
+    return realserver.main(CASES, (NGINX, EXPECT), (MODULE,), env_class=Env)
 
 
 if __name__ == "__main__":
