@@ -526,6 +526,18 @@ static ngx_int_t ngx_http_upstream_init_chring(ngx_conf_t *cf, ngx_http_upstream
             }
         }
     }
+    /* A configuration's ring is built once and then only read (health aside), so the spare
+     * blocks its build made ready for a burst of publishes (docs/design.md §4, "Spare blocks")
+     * would only cost memory: give them back now.  The ring's trimmer would free them 200 ms
+     * later, but not in the processes forked before then (nginx's daemon and its workers, which
+     * have no trimmer thread), which would keep them for as long as the configuration runs
+     * (docs/nginx.md, "Memory"). */
+    rc = chring_trim(hcf->ring);
+    if (rc != 0) {
+        ngx_log_error(NGX_LOG_EMERG, cf->log, 0, "chring: upstream \"%V\": chring_trim: %s",
+                      &us->host, chring_strerror(rc));
+        return NGX_ERROR;
+    }
     return NGX_OK;
 }
 

@@ -158,6 +158,7 @@ class Nginx:
             os.makedirs(os.path.join(self.d, sub), exist_ok=True)
         self.conf = os.path.join(self.d, "nginx.conf")
         self.workers = workers
+        self.daemon = "off"  # "on" only where a case starts nginx as a daemon (case_memory)
         self.proc = None
         self.port = free_port()
 
@@ -165,7 +166,7 @@ class Nginx:
         return """
 {load}
 worker_processes {workers};
-daemon off;
+daemon {daemon};
 master_process on;
 pid {d}/nginx.pid;
 error_log {d}/logs/error.log notice;
@@ -183,7 +184,7 @@ http {{
 {body}
 }}
 """.format(load=("load_module %s;" % os.path.abspath(MODULE)) if load else "",
-           workers=self.workers, d=self.d, body=http_body)
+           workers=self.workers, daemon=self.daemon, d=self.d, body=http_body)
 
     def write(self, http_body, path=None):
         with open(path or self.conf, "w") as f:
@@ -677,6 +678,164 @@ def case_reloads_memory(env):
           "nginx logged errors: %s" % [l for l in ng.error_log().splitlines() if "emerg" in l or "alert" in l][:3])
 
 
+def status_kb(pid, field):
+    """A /proc/PID/status figure in KiB (VmRSS, VmHWM), 0 if the process is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def big_upstream(name, directive, nservers):
+    """An upstream of nservers addresses (never connected to: nginx -t and a worker at rest)."""
+    servers = "".join("        server 127.0.%d.%d:%d;\n" % (1 + i // 50000, (i // 250) % 200 + 1,
+                                                         20000 + i % 250) for i in range(nservers))
+    return "    upstream %s {\n        %s;\n%s    }" % (name, directive, servers)
+
+
+def children(pid):
+    """The child processes of pid (its workers, for an nginx master)."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return set(int(x) for x in f.read().split())
+    except OSError:
+        return set()
+
+
+def start_daemon(ng, http_body, extra_env=None):
+    """Starts nginx as a daemon (daemon on, nginx's default): the process started forks the
+    master and exits.  Returns the master's PID (from its pid file) once its one worker is up
+    and the port answers; stop it with stop_daemon()."""
+    ng.daemon = "on"
+    ng.write(http_body)
+    env = dict(CHILD_ENV, **(extra_env or {}))
+    p = realserver.Env.spawn(ng.env, "nginx-daemon-%d" % ng.port,
+                             [NGINX, "-p", ng.d, "-e", ng.d + "/logs/error.log", "-c", ng.conf],
+                             env=env)
+    ng.env.watch(os.path.join(ng.d, "logs", "error.log"))
+    try:
+        rc = p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        raise TestFailure("nginx did not go to the background in 60 s")
+    check(rc == 0, "nginx (daemon on) exited with %d" % rc)
+    pidfile = os.path.join(ng.d, "nginx.pid")
+    end = time.time() + 30
+    master = 0
+    while time.time() < end and master == 0:
+        try:
+            with open(pidfile) as f:
+                master = int(f.read().strip() or "0")
+        except (OSError, ValueError):
+            master = 0
+        if master == 0:
+            time.sleep(0.02)
+    check(master > 0, "no pid file from the nginx daemon")
+    while time.time() < end and len(children(master)) != ng.workers:
+        time.sleep(0.02)
+    wait_port(ng.port)
+    return master
+
+
+def stop_daemon(master, timeout=10.0):
+    """SIGQUIT to a daemon master, then SIGKILL to it and its workers if it has not ended
+    within timeout (bounded; the master is not our child, so it is polled through /proc)."""
+    workers = children(master)
+    try:
+        os.kill(master, signal.SIGQUIT)
+    except ProcessLookupError:
+        return
+    end = time.time() + timeout
+    while time.time() < end and os.path.exists("/proc/%d" % master):
+        time.sleep(0.05)
+    if os.path.exists("/proc/%d" % master):
+        for pid in [master] + sorted(workers):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def nginx_t_peak_kb(ng, http_body):
+    """nginx -t on a configuration: its peak RSS (ru_maxrss of the reaped process, KiB)."""
+    p = ng.env.path("t-%d.conf" % free_port())
+    ng.write(http_body, p)
+    with open(ng.env.path("t-out-%d.txt" % free_port()), "w") as out:
+        proc = subprocess.Popen([NGINX, "-t", "-p", ng.d, "-e", ng.d + "/logs/t.log", "-c", p],
+                                stdout=out, stderr=subprocess.STDOUT, env=CHILD_ENV)
+        end = time.time() + 120
+        while time.time() < end:
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid == proc.pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                check(proc.returncode == 0, "nginx -t refused the configuration (status %d)"
+                      % proc.returncode)
+                return ru.ru_maxrss
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait()
+    raise TestFailure("nginx -t did not end in 120 s")
+
+
+# Bytes per point of an upstream's ring (docs/nginx.md "Memory"): what nginx -t and a running
+# nginx hold beyond the same servers balanced by round robin.  Bounds, generous, above the
+# measured figures (110-125 at the peak of nginx -t, 24 at rest in the master and a worker).
+MEM_PEAK_PER_POINT = 200
+MEM_REST_PER_POINT = 48
+MEM_SERVERS = int(os.environ.get("CHRING_NGINX_MEM_SERVERS", "10000"))
+MEM_VNODES = 160
+
+
+def case_memory(env):
+    """Memory per point of a large upstream (10,000 servers x 160 points): the peak of nginx -t
+    and the RSS of the master and a worker a second after the configuration was loaded, nginx
+    started as a daemon as in production, each against the same servers balanced by round
+    robin, below the documented bounds.  Run twice with chring: as it comes, and with the ring's
+    trimmer late (CHRING_SPARE_IDLE_MS=60000, what a loaded machine does when the trimmer thread
+    is not scheduled before nginx forks its daemon and workers, which have no trimmer): the
+    memory at rest must not depend on that thread."""
+    points = MEM_SERVERS * MEM_VNODES
+    runs = [("rr", "least_conn", None),
+            ("chring", "chring $arg_k vnodes=%d" % MEM_VNODES, None),
+            ("chring-late-trimmer", "chring $arg_k vnodes=%d" % MEM_VNODES,
+             {"CHRING_SPARE_IDLE_MS": "60000"})]
+    figures = {}
+    for kind, directive, extra_env in runs:
+        ng = Nginx(env, workers=1)
+        body = "\n".join([big_upstream("big", directive, MEM_SERVERS), front(ng.port, ["big"])])
+        peak = nginx_t_peak_kb(ng, body)
+        master = start_daemon(ng, body, extra_env)
+        try:
+            time.sleep(1.0)  # at rest: a second after the configuration was loaded
+            workers = children(master)
+            check(len(workers) == 1, "%s: %d workers" % (kind, len(workers)))
+            w = workers.pop()
+            figures[kind] = {"t_peak": peak, "master": status_kb(master, "VmRSS"),
+                             "worker": status_kb(w, "VmRSS")}
+        finally:
+            stop_daemon(master)
+        log("memory: %s: nginx -t peak %d KiB; at rest master %d KiB, worker %d KiB"
+            % (kind, peak, figures[kind]["master"], figures[kind]["worker"]))
+    failures = []
+    for kind in ("chring", "chring-late-trimmer"):
+        per = {k: (figures[kind][k] - figures["rr"][k]) * 1024.0 / points
+               for k in ("t_peak", "master", "worker")}
+        log("memory: %s: %d x %d = %d points; bytes per point over round robin: nginx -t peak "
+            "%.1f, at rest master %.1f, worker %.1f"
+            % (kind, MEM_SERVERS, MEM_VNODES, points, per["t_peak"], per["master"], per["worker"]))
+        if per["t_peak"] > MEM_PEAK_PER_POINT:
+            failures.append("%s: nginx -t peaked at %.1f bytes per point (bound %d)"
+                            % (kind, per["t_peak"], MEM_PEAK_PER_POINT))
+        for who in ("master", "worker"):
+            if per[who] > MEM_REST_PER_POINT:
+                failures.append("%s: the %s holds %.1f bytes per point at rest (bound %d)"
+                                % (kind, who, per[who], MEM_REST_PER_POINT))
+    check(not failures, "; ".join(failures))
+
+
 CASES = {
     "placement": case_placement,
     "hotkey": case_hotkey,
@@ -686,6 +845,7 @@ CASES = {
     "badconf": case_badconf,
     "digest": case_digest,
     "reloads-memory": case_reloads_memory,
+    "memory": case_memory,
 }
 
 
