@@ -678,18 +678,6 @@ def case_reloads_memory(env):
           "nginx logged errors: %s" % [l for l in ng.error_log().splitlines() if "emerg" in l or "alert" in l][:3])
 
 
-def status_kb(pid, field):
-    """A /proc/PID/status figure in KiB (VmRSS, VmHWM), 0 if the process is gone."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def big_upstream(name, directive, nservers):
     """An upstream of nservers addresses (never connected to: nginx -t and a worker at rest)."""
     servers = "".join("        server 127.0.%d.%d:%d;\n" % (1 + i // 50000, (i // 250) % 200 + 1,
@@ -813,8 +801,7 @@ def case_memory(env):
             workers = children(master)
             check(len(workers) == 1, "%s: %d workers" % (kind, len(workers)))
             w = workers.pop()
-            figures[kind] = {"t_peak": peak, "master": status_kb(master, "VmRSS"),
-                             "worker": status_kb(w, "VmRSS")}
+            figures[kind] = {"t_peak": peak, "master": rss_kb(master), "worker": rss_kb(w)}
         finally:
             stop_daemon(master)
         log("memory: %s: nginx -t peak %d KiB; at rest master %d KiB, worker %d KiB"
