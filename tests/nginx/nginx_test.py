@@ -823,6 +823,77 @@ def case_memory(env):
     check(not failures, "; ".join(failures))
 
 
+# Bytes a request in flight may cost beyond the same request to a one-server upstream, for an
+# upstream of 10,000 servers (docs/nginx.md "Memory"): nginx's own round-robin bitmap of tried
+# peers is 1.25 KB there; the module used to take 16 bytes per server (160 KB).
+REQ_EXTRA_BYTES = 16 * 1024
+REQ_INFLIGHT = 200
+
+
+def case_request_memory(env):
+    """What a request in flight costs does not grow with the upstream's servers: 200 requests
+    held at once through an upstream of 10,000 servers (9,999 down, so that every key reaches
+    the one backend) against the same through an upstream of that backend alone, the worker's
+    RSS read while all 200 are at the backend.  And a request that tries more servers than its
+    first room (4) keeps every try: 6 refusing servers and a live one, max_fails=0, a key walks
+    up to 7 servers and $chring_member names each once, the live one last."""
+    be = Backend(env)
+    be.start()
+    dead = [free_port() for _ in range(6)]
+    ng = Nginx(env, workers=1)
+    down = "".join("        server 127.0.%d.%d:%d down;\n" % (1 + i // 50000, (i // 250) % 200 + 1,
+                                                              20000 + i % 250) for i in range(9999))
+    walk = "".join("        server 127.0.0.1:%d max_fails=0;\n" % p for p in dead)
+    ng.start("\n".join([
+        "    upstream big {\n        chring $arg_k vnodes=1;\n        server %s;\n%s    }"
+        % (be.name, down),
+        upstream("small", "chring $arg_k vnodes=1", [be]),
+        "    upstream walk {\n        chring $arg_k vnodes=16;\n        server %s max_fails=0;\n%s"
+        "    }" % (be.name, walk),
+        front(ng.port, ["small", "big", "walk"])]))
+    worker = ng.workers_now().pop()
+
+    def wave(tag):
+        be.reset()
+        with ThreadPoolExecutor(max_workers=REQ_INFLIGHT) as pool:
+            futs = [pool.submit(get, ng.port, "/%s/?k=w%d&sleep=3000" % (tag, i))
+                    for i in range(REQ_INFLIGHT)]
+            end = time.time() + 20
+            held = 0
+            while time.time() < end:
+                held = max([v for w, v in be.stats()["peak"].items() if w.endswith(" " + tag)] or [0])
+                if held >= REQ_INFLIGHT:
+                    break
+                time.sleep(0.05)
+            rss = rss_kb(worker)
+            answers = [f.result() for f in futs]
+        check(held == REQ_INFLIGHT, "%s: %d of %d requests held at the backend at once"
+              % (tag, held, REQ_INFLIGHT))
+        check(all(a[0] == 200 for a in answers), "%s: a request failed" % tag)
+        return rss
+
+    wave("small")  # nginx's own pools and connections for 200 requests, once
+    small = wave("small")
+    big = wave("big")
+    extra = (big - small) * 1024.0 / REQ_INFLIGHT
+    log("request-memory: worker RSS with %d requests in flight: %d KiB (1 server), %d KiB "
+        "(10,000 servers): %.0f bytes a request more" % (REQ_INFLIGHT, small, big, extra))
+    check(extra <= REQ_EXTRA_BYTES, "a request in flight through 10,000 servers costs %.0f bytes "
+          "more than through one (bound %d)" % (extra, REQ_EXTRA_BYTES))
+
+    longest = 0
+    for i in range(100):
+        st, body, member, _ = get(ng.port, "/walk/?k=walk%d" % i)
+        names = member.split(", ")
+        check(st == 200 and "127.0.0.1:" + body == be.name, "walk key %d: %d %r" % (i, st, body))
+        check(names[-1] == be.name and len(set(names)) == len(names) and
+              set(names[:-1]) <= set("127.0.0.1:%d" % p for p in dead),
+              "walk key %d: $chring_member %r" % (i, member))
+        longest = max(longest, len(names))
+    check(longest == 7, "the longest walk tried %d servers (7 expected over 100 keys)" % longest)
+    log("request-memory: 100 keys through 6 refusing servers: up to %d tries each, all named" % longest)
+
+
 CASES = {
     "placement": case_placement,
     "hotkey": case_hotkey,
@@ -833,6 +904,7 @@ CASES = {
     "digest": case_digest,
     "reloads-memory": case_reloads_memory,
     "memory": case_memory,
+    "request-memory": case_request_memory,
 }
 
 
