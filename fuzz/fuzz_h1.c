@@ -8,13 +8,14 @@
  * piece size the bytes arrive in (1..256); the rest is what the peer sent.  Checked on every
  * input: every field lies inside the head and holds no CR, LF or NUL; a name is a token; the
  * framing agrees with the fields; the body decoder never produces more than a Content-Length,
- * never reports the end before it, and consumes exactly the body (what follows stays).  Built
+ * never reports the end before it, and consumes exactly the body (what follows stays); the
+ * body decoded from the pieces and decoded in one piece give the same result, data and end.  Built
  * by fuzz/meson.build (clang, -Dfuzz=true) and, as a plain replay of fuzz/corpus/h1 and
  * fuzz/regress/h1, by tests/lb/meson.build (docs/fuzz.md).
  */
 #include "h1.h"
 
-#include <event2/buffer.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,43 @@ static void check_head(const char *buf, size_t len, const struct h1_head *h, boo
     CHECK(h->minor >= 0 && h->minor <= 9);
 }
 
+/* Decodes the body that starts at in[at], the bytes up to in[avail] having arrived already and
+ * the rest (up to in[size]) arriving in pieces of `piece` bytes, as a caller of h1_body_step
+ * does.  The data goes to out; *stop is where the decoder stopped.  Returns its last result. */
+static int decode(const struct h1_head *h, const char *in, size_t at, size_t avail, size_t size,
+                  size_t piece, char *out, size_t *outlen, size_t *stop)
+{
+    struct h1_body b;
+    h1_body_init(&b, h->framing, h->length);
+    size_t n = 0;
+    int rc;
+    for (;;) {
+        size_t used;
+        struct h1_span d;
+        rc = h1_body_step(&b, in + at, avail - at, &used, &d);
+        CHECK(rc == 1 || rc == 0 || rc == -EBADMSG);
+        CHECK(used <= avail - at && (rc < 0 || d.off + d.len <= used));
+        if (rc >= 0 && d.len > 0) {
+            memcpy(out + n, in + at + d.off, d.len);
+            n += d.len;
+        }
+        CHECK(b.total == n);
+        if (h->framing == H1_LENGTH)
+            CHECK(b.total <= h->length && (rc != 1 || b.total == h->length));
+        at += used;
+        if (rc != 0)
+            break;
+        if (at < avail)
+            continue;
+        if (avail == size)
+            break;
+        avail = size - avail < piece ? size : avail + piece;
+    }
+    *outlen = n;
+    *stop = at;
+    return rc;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -66,27 +104,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     bool answer = data[0] & 1, head_req = data[0] & 2;
     size_t piece = (size_t)data[1] + 1;
-    data += 2;
-    size -= 2;
-    struct evbuffer *in = evbuffer_new(), *body = evbuffer_new();
+    const char *in = (const char *)data + 2;
+    size = size - 2;
     struct h1_head *h = malloc(sizeof *h);
-    CHECK(in && body && h);
-    size_t fed = 0, scanned = 0;
-    ssize_t end = -1;
-    /* the head, found as the bytes arrive */
-    while (fed < size) {
+    CHECK(h);
+    /* the head, found as the pieces arrive */
+    struct h1_head_scan scan = {0};
+    size_t fed = 0;
+    ssize_t end = 0;
+    while (fed < size && end == 0) {
         size_t n = size - fed < piece ? size - fed : piece;
-        evbuffer_add(in, data + fed, n);
+        end = h1_head_end(&scan, in + fed, n);
+        CHECK(end == 0 || end == -EBADMSG ||
+              (end > 0 && (size_t)end <= fed + n && (size_t)end > fed));
+        if (end == 0)
+            CHECK(scan.len == fed + n);
         fed += n;
-        end = h1_find_head_end(in, &scanned);
-        if (end != -1)
-            break;
     }
-    if (end >= 0) {
+    /* found in one piece: the same end, or the same bare LF */
+    struct h1_head_scan whole = {0};
+    ssize_t end_whole = h1_head_end(&whole, in, size);
+    CHECK(end_whole == end);
+    if (end > 0) {
         /* the head in a buffer of its exact size: a read past it is ASan's to see */
         char *buf = malloc((size_t)end);
         CHECK(buf);
-        evbuffer_remove(in, buf, (size_t)end);
+        memcpy(buf, in, (size_t)end);
         CHECK(buf[end - 1] == '\n' && buf[end - 2] == '\r');
         int rc = h1_parse_head(buf, (size_t)end, !answer, h);
         CHECK(rc == 0 || rc == (answer ? 502 : 400));
@@ -98,31 +141,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc == 0) {
             if (h->framing == H1_LENGTH)
                 CHECK(h->length > 0);
-            struct h1_body b;
-            h1_body_init(&b, h->framing, h->length);
-            int brc = 0;
-            for (;;) {
-                size_t before_in = evbuffer_get_length(in), before_out = evbuffer_get_length(body);
-                brc = h1_body_step(&b, in, body);
-                CHECK(brc >= -1 && brc <= 1);
-                size_t got = evbuffer_get_length(body) - before_out;
-                CHECK(got <= before_in - evbuffer_get_length(in));
-                CHECK(b.total == evbuffer_get_length(body) || h->framing == H1_CLOSE);
-                if (h->framing == H1_LENGTH)
-                    CHECK(b.total <= h->length && (brc != 1 || b.total == h->length));
-                if (brc != 0 || fed == size)
-                    break;
-                size_t n = size - fed < piece ? size - fed : piece;
-                evbuffer_add(in, data + fed, n);
-                fed += n;
-            }
+            /* the body, from the head's end on: the rest of the last piece, then the next
+             * ones; and again in one piece: the same outcome, data and stop */
+            char *out1 = malloc(size + 1), *out2 = malloc(size + 1);
+            CHECK(out1 && out2);
+            size_t n1, n2, stop1, stop2;
+            int rc1 = decode(h, in, (size_t)end, fed, size, piece, out1, &n1, &stop1);
+            int rc2 = decode(h, in, (size_t)end, size, size, 1, out2, &n2, &stop2);
+            CHECK(rc1 == rc2 && n1 == n2 && stop1 == stop2 && memcmp(out1, out2, n1) == 0);
             if (h->framing == H1_NONE)
-                CHECK(brc == 1 && evbuffer_get_length(body) == 0);
+                CHECK(rc1 == 1 && n1 == 0 && stop1 == (size_t)end);
+            if (h->framing == H1_CLOSE)
+                CHECK(rc1 == 0 && n1 == size - (size_t)end);
+            free(out1);
+            free(out2);
         }
         free(buf);
     }
-    evbuffer_free(in);
-    evbuffer_free(body);
     free(h);
     return 0;
 }

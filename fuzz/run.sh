@@ -7,8 +7,8 @@
 #   FUZZ_BUILD=dir      build directory (default build-fuzz), configured here with clang, ASan and
 #                       UBSan if it is not configured yet
 #   FUZZ_TARGETS="api cli h1 chunked etcd prompt"   which targets to run (default: fuzz_api, fuzz_cli,
-#                       and chring-lb's readers when they were built: fuzz_h1 and fuzz_chunked
-#                       with libevent installed, fuzz_etcd with libjansson)
+#                       fuzz_prom, fuzz_h1, fuzz_chunked, and fuzz_etcd and fuzz_prompt when
+#                       libjansson is installed)
 #   FUZZ_JOBS=n         parallel fuzzing processes per target (libFuzzer -jobs/-workers), default 1.
 #                       The targets spend most of their time waiting for RCU grace periods in
 #                       chring_free, so n above the number of cores still helps.
@@ -46,8 +46,8 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 nice ninja -C "$build" -j "${NINJA_JOBS:-2}"
 if [ -z "$targets" ]; then
-    # chring-lb's reader targets exist when libevent (h1, chunked) and libjansson (etcd) are
-    # installed (fuzz/meson.build)
+    # h1 and chunked are always built; etcd and prompt when libjansson is installed
+    # (fuzz/meson.build)
     targets="api cli prom"
     for t in h1 chunked etcd prompt; do
         if [ -x "$build/fuzz/fuzz_$t" ]; then targets="$targets $t"; fi

@@ -1,39 +1,45 @@
-/* chring-lb: the client side: chring-lb's own HTTP/1.1 server connection layer (conn.h).
+/* chring-lb: the client side: chring-lb's own HTTP/1.1 server connections (conn.h).
  *
  * SPDX-License-Identifier: MIT
  *
- * Every client connection is a plain bufferevent read with h1.c, the strict parser the backend
- * side uses too: one parser both ways, one parse per request.  A connection goes through
+ * Every client connection (a worker's, or the stats listener's on the main thread) is a plain
+ * bufferevent whose bytes go through h1.c, the strict parser the backend side uses too, by way
+ * of h1_evbuffer.c: one parse per request.  A connection goes through
  *
- *   IDLE  waiting for the first byte of a request (--client-timeout of silence closes it);
+ *   IDLE  waiting for the first byte of a request (--client-timeout of silence closes it), and
+ *         not reading while the answers before it hold more than LB_PIPELINE_OUT bytes;
  *   HEAD  a head is arriving: it must be whole by --client-timeout after its first byte,
- *         however it is trickled (nginx's client_header_timeout, HAProxy's timeout
- *         http-request), and at most --max-headers bytes (431);
+ *         however it is trickled, and at most --max-headers bytes (431);
  *   BODY  the body is arriving: by --client-timeout after the head plus the time the bytes so
- *         far take at --body-min-rate, so a trickle cannot hold the connection either; each
- *         byte is reserved against --max-body-total as it arrives (503 when it does not fit),
- *         never the declared length; more than --max-body: 413;
+ *         far take at --body-min-rate; each byte is reserved against --max-body-total as it
+ *         arrives (503 when it does not fit); more than --max-body: 413;
  *   BUSY  the handler has the request; the socket is still read (a close is noticed: the gone
  *         callback) but pipelined bytes are left in the input buffer, at most about
  *         --max-headers of them;
- *   CLOSING  the last answer is being written; the connection ends when it is out.
+ *   CLOSING  the last answer is being written;
+ *   LINGER   it is out and the sending side shut down: what the client still sends is read and
+ *         dropped for at most 2 s, so that a refusal is not lost to a reset.
  *
  * Every refusal (400, 408, 413, 417, 431, 501, 503) is written here, with "Connection: close",
  * after the answers to the requests before it, and nothing after it is read.  `Expect:
- * 100-continue` on a request with a body (Content-Length or chunked) is answered "100 Continue"
- * before the body is read, unless its bytes have started to arrive.  Answers carry a
- * Content-Length, or are chunked to HTTP/1.1 clients, or end with the connection for HTTP/1.0
- * ones.  HTTP/1.0 keep-alive is honoured when asked for and the answer has a length.
+ * 100-continue` on a request with a body is answered "100 Continue" before the body is read,
+ * unless its bytes have started to arrive.  Answers carry a Content-Length, or are chunked to
+ * HTTP/1.1 clients, or end with the connection for HTTP/1.0 ones.  An answer's bytes may wait
+ * for the client at most --client-timeout plus one second per --send-min-rate bytes it took
+ * (on_send_check); past that the connection is closed.
  *
  * Limits (limits.c): a worker's connection counts against --max-conns from its accept to its
  * free; one accepted while every slot is taken (another worker took the last) is parked, its
- * socket not read, until lb_conn_admit_parked gives it the first slot that frees.
+ * socket not read, until lb_conn_admit_parked gives it the first slot that frees.  The stats
+ * listener's connections take no slot: a peer outside --stats-allow is closed at its accept,
+ * and at most LB_STATS_CONNS of them are open.
  */
 #define _GNU_SOURCE
 #include "conn.h"
 #include "allow.h"
 #include "config.h"
 #include "h1.h"
+#include "h1_evbuffer.h"
 #include "lb.h"
 #include "limits.h"
 #include "log.h"
@@ -90,8 +96,8 @@ struct conn {
     struct event *send_check;         /* the client's time to take its answer (on_send_check) */
     struct evbuffer_cb_entry *out_cb; /* on_out_change on the output buffer */
     enum conn_state state;
-    size_t scanned;       /* h1_find_head_end's memory */
-    struct h1_head *head; /* scratch, allocated once */
+    struct h1_head_scan scan; /* where the head's end was looked for */
+    struct h1_head *head;     /* scratch, allocated once */
     struct h1_body body;
     struct req *req;          /* being read (BODY) or served (BUSY) */
     struct evbuffer *scratch; /* body bytes on their way into the request */
@@ -304,18 +310,6 @@ static enum evhttp_cmd_type method_cmd(const char *m, size_t n, bool *ok)
     return EVHTTP_REQ_GET;
 }
 
-/* An authority (RFC 3986 section 3.2) as a Host field may hold it. */
-static bool authority_ok(const char *a, size_t n)
-{
-    if (n == 0)
-        return false;
-    for (size_t k = 0; k < n; k++)
-        if (!strchr("-._~%!$&'()*+,;=:[]", a[k]) && !(a[k] >= 'a' && a[k] <= 'z') &&
-            !(a[k] >= 'A' && a[k] <= 'Z') && !(a[k] >= '0' && a[k] <= '9'))
-            return false;
-    return true;
-}
-
 /* Builds the request from the parsed head h.  Returns 0, or the status to refuse it with. */
 static int req_build(struct conn *c, struct h1_head *h, bool body_here, struct req **out)
 {
@@ -358,7 +352,7 @@ static int req_build(struct conn *c, struct h1_head *h, bool body_here, struct r
         size_t a = 7, e = 7;
         while (e < tl && t[e] != '/' && t[e] != '?')
             e++;
-        if (!authority_ok(t + a, e - a)) {
+        if (e == a || !h1_authority_ok(t + a, e - a)) {
             req_free(r);
             return 400;
         }
@@ -584,7 +578,7 @@ static void conn_read(struct conn *c)
             /* From the first byte on, empty lines included: a trickle of them cannot hold the
              * connection either. */
             c->state = C_HEAD;
-            c->scanned = 0;
+            c->scan = (struct h1_head_scan){0};
             c->started_ms = now_ms();
             arm_deadline(c, c->started_ms + tv_ms(&lb_cfg.client_timeout));
         }
@@ -592,7 +586,7 @@ static void conn_read(struct conn *c)
             /* RFC 9112 section 2.2: empty lines before a request line are ignored, also when
              * their CR and LF arrive in separate reads (a lone CR waits for what follows). */
             unsigned char two[2];
-            while (c->scanned == 0) {
+            while (c->scan.len == 0) {
                 ev_ssize_t got = evbuffer_copyout(in, two, 2);
                 if (got == 2 && two[0] == '\r' && two[1] == '\n')
                     evbuffer_drain(in, 2);
@@ -603,12 +597,12 @@ static void conn_read(struct conn *c)
             }
             if (evbuffer_get_length(in) == 0)
                 return;
-            ssize_t end = h1_find_head_end(in, &c->scanned);
-            if (end == -2) {
+            ssize_t end = h1_evbuffer_head_end(in, &c->scan);
+            if (end < 0) {
                 refuse(c, 400, "bare LF");
                 return;
             }
-            if (end < 0) {
+            if (end == 0) {
                 if (evbuffer_get_length(in) > lb_cfg.max_headers) {
                     refuse(c, 431, "request head above --max-headers");
                     return;
@@ -655,10 +649,13 @@ static void conn_read(struct conn *c)
         }
         if (c->state == C_BODY) {
             struct req *r = c->req;
-            int rc = h1_body_step(&c->body, in, c->scratch);
+            int rc = h1_evbuffer_body_step(&c->body, in, c->scratch);
             body_keep(r->pub.body, c->scratch);
             if (rc < 0) {
-                refuse(c, 400, "malformed chunked body");
+                if (rc == -EBADMSG)
+                    refuse(c, 400, "malformed chunked body");
+                else
+                    refuse(c, 503, "out of memory");
                 return;
             }
             if (c->body.total > lb_cfg.max_body) {

@@ -1,14 +1,21 @@
-/* chring-lb: HTTP message helpers: the hop-by-hop rule (RFC 9110 section 7.6.1) and plain-text
- * answers.
+/* chring-lb: HTTP message helpers (proxy.h): fields copied from one message to the next without
+ * the hop-by-hop ones, and the Host check of /_chring/.
  *
  * SPDX-License-Identifier: MIT
+ *
+ * lb_copy_headers (a client's request to the backend) and lb_copy_fields (a backend's answer
+ * head, as h1.c parsed it, to the client) drop the fixed hop-by-hop names and every name a
+ * Connection field lists (RFC 9110 section 7.6.1), in O(n log n) of the head.
+ * lb_stats_host_allowed keeps DNS rebinding away from the stats and the status page: loopback
+ * names, the listener's own address, or an address literal when it listens on every address.
  */
 #define _GNU_SOURCE
 #include "config.h"
 #include "h1.h"
 #include "proxy.h"
 
-#include <event2/buffer.h>
+#include <arpa/inet.h>
+#include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
-/* chring-lb: the balancer's shared structures and the functions its files call across.
+/* chring-lb: the map of the balancer's files, and the relaxed counter macros its counting files
+ * share (nothing else: each file includes the headers of the concepts it uses).
  *
  * SPDX-License-Identifier: MIT
  *
@@ -15,22 +16,27 @@
  * refuses or times out before answering is retried once, placed again with bounded loads over
  * every member but the failed one (chring_acquire_skip), then 502.
  *
- * The main thread owns the ring's writer side: it loads the membership, and on SIGHUP re-reads
- * --members and applies its differences with one chring_update() (connections are not dropped:
- * members that stay keep their object, counters and pools).  A removed member's struct backend
- * is handed to the ring's retire callback, which may run on any thread: it queues the backend
- * and wakes every worker; each worker frees its own pool of it; the last one frees the object.
+ * The main thread owns the ring's writer side: it applies each new membership (--backend and
+ * --members at start and on SIGHUP, or etcd's set) as its differences with one chring_update(),
+ * published by the writer thread (writer.c) once serving (connections are not dropped: members
+ * that stay keep their object, counters and pools).  A
+ * removed member's struct backend is handed to the ring's retire callback, which may run on any
+ * thread: it queues the backend and wakes every worker; each worker frees its own pool of it;
+ * the last one frees the object.
  *
- * Files, each one concept and its header (config.h, h1.h, conn.h, log.h, backend.h, worker.h,
- * proxy.h, limits.h, status.h for status.c, stats.c and metrics.c, membership.h, health.h,
- * etcd.h, loadmetrics.h, allow.h, listen.h, members.h, text.h, prompt.h, prom_read.h,
- * etcd_read.h, feed.h, writer.h, resolver.h):
+ * Files, each one concept and its header (config.h, h1.h, h1_evbuffer.h, conn.h, log.h,
+ * backend.h, worker.h, proxy.h, limits.h, status.h for status.c, stats.c and metrics.c,
+ * membership.h, health.h, etcd.h, loadmetrics.h, allow.h, listen.h, members.h, text.h, prompt.h,
+ * prom_read.h, etcd_read.h, feed.h, writer.h, resolver.h):
  *   config.c      the options: lb_cfg and its parsing
  *   log.c         the timestamped log line on standard error
  *   backend.c     backend objects, per-worker connection pools, retirement
- *   h1.c          strict HTTP/1.1 framing: message heads and bodies parsed from bytes
+ *   h1.c          strict HTTP/1.1 framing: message heads and bodies parsed from bytes; a leaf
+ *                 library (no libevent, nothing of lb/ but h1.h)
+ *   h1_evbuffer.c h1 on libevent's buffers: the head's end and the body read in place
  *   conn.c        the client side: chring-lb's own HTTP/1.1 server connections (conn.h)
- *   http.c        hop-by-hop headers (RFC 9110 section 7.6.1) and plain-text answers
+ *   http.c        fields copied without the hop-by-hop ones (RFC 9110 section 7.6.1), and
+ *                 the Host check of /_chring/
  *   key.c         the routing key of a request
  *   prompt.c      --key prompt: the model and the prompt of an OpenAI-compatible JSON body,
  *                 read with libjansson after a bounds scan (prompt.h; pure code, fuzzed)

@@ -1,21 +1,20 @@
 /* chring-lb: limits in all: client connections, requests in flight, buffered body bytes, and the
- * accept backoff when the process runs out of descriptors.
+ * accept backoff when the process runs out of descriptors (limits.h).
  *
  * SPDX-License-Identifier: MIT
  *
- * Connections (--max-conns).  Every accepted client connection is counted from the request
- * guard's creation to its free.  When the count reaches the limit every worker disables its
- * listener, so connections beyond the limit wait in the kernel's accept queue (HAProxy's maxconn
- * does the same) instead of costing a descriptor and a buffer each; when a connection closes below
- * the limit the workers enable their listeners again.  A slot is taken with a compare-and-swap,
- * so the count never exceeds the limit.  Workers accept in parallel, so one may accept a
- * connection while another takes the last slot: such a connection is parked (the guard reads
- * nothing of it) and counts against the limit as waiting, and it is the first to get a slot that
+ * Connections (--max-conns).  A worker's client connection is counted from its accept to its
+ * free (conn.c).  When the count reaches the limit every worker disables its listener, so
+ * connections beyond the limit wait in the kernel's accept queue (HAProxy's maxconn does the
+ * same) instead of costing a descriptor and a buffer each; when a connection closes below the
+ * limit the workers enable their listeners again.  A slot is taken with a compare-and-swap, so
+ * the count never exceeds the limit.  Workers accept in parallel, so one may accept a
+ * connection while another takes the last slot: such a connection is parked (conn.c reads
+ * nothing of it), counts against the limit as waiting, and is the first to get a slot that
  * frees; the listeners stay disabled while any waits.  At most one per worker is parked at a
- * time, as a worker disables its own listener on the spot.  (It used to be shut down unanswered,
- * which a client that had waited its turn in the queue saw as a reset.)  The wake-ups go
- * through one event per worker (event_active is thread-safe with evthread_use_pthreads); each
- * worker enables or disables only its own listener, on its own thread.
+ * time, as a worker disables its own listener on the spot.  The wake-ups go through one event
+ * per worker (event_active is thread-safe with evthread_use_pthreads); each worker enables or
+ * disables only its own listener, on its own thread.
  *
  * EMFILE.  accept() failing for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)
  * leaves the connection in the queue, so a listener left enabled is readable again at once and
@@ -24,11 +23,10 @@
  * at most once a second with the number of errors since.
  *
  * Requests in flight (--max-requests) and buffered body bytes (--max-body-total): atomic counters
- * shared by every worker.  A body with a Content-Length is reserved whole when its head arrives
- * (before any of it is read), a chunked one as it grows; the guard holds the reservation while
- * the body is read and hands it over with the request, which holds it until the proxy finished.
- * Above either limit the caller answers 503 with Retry-After (lb_send_overloaded, conn.c):
- * limits.c only counts, and reaches conn.c only through the callback lb_limits_attach is given.
+ * shared by every worker.  A request body's bytes are reserved as they arrive, whatever its
+ * framing (never its declared length), and the request holds them until it is freed.  Above
+ * either limit the caller answers 503 with Retry-After (conn.c, proxy.c): limits.c only counts,
+ * and reaches conn.c only through the callback lb_limits_attach is given.
  */
 #define _GNU_SOURCE
 #include "limits.h"

@@ -1,5 +1,5 @@
-/* chring-lb: limits in all (limits.c): connections, requests in flight, buffered body bytes,
- * the accept backoff.
+/* chring-lb: limits in all (limits.c): client connections (--max-conns, parked connections),
+ * requests in flight, buffered body bytes, the accept backoff; counters for the stats.
  *
  * SPDX-License-Identifier: MIT
  */
@@ -21,8 +21,8 @@ struct lb_limit_stats {
 void lb_limits_get(struct lb_limit_stats *out);
 /* Counts a client closed for taking its answer too slowly (--send-min-rate).  Any thread. */
 void lb_client_too_slow(void);
-/* Sets the defaults that depend on the process (max_conns from RLIMIT_NOFILE) and the random
- * target of the 503 stand-in.  Main thread, before the workers. */
+/* Sets the default that depends on the process: --max-conns, when not given, from
+ * RLIMIT_NOFILE.  Main thread, before the workers. */
 void lb_limits_init(void);
 /* Worker w's listener: error callback (EMFILE backoff) and the limit event, which calls
  * on_slot_free(w) on w's thread when a slot may have freed (worker.c passes conn.c's

@@ -6,13 +6,13 @@
  * A struct proxy lives from lb_proxy_start until proxy_finish, on its worker's thread only.  It
  * holds one lease at a time: the key's (chring_acquire), or after a failure a retry's
  * (chring_acquire_skip over the failed backend).  The backend connection is a plain bufferevent:
- * the request is written by lb_forward_write, the answer parsed by h1.c as it arrives (interim
- * 1xx answers dropped, framing checked), its head relayed, its body relayed piece by piece.  The
- * connection goes back to the pool only when the answer ended exactly at its framing, no byte
- * is left unread and neither side asked to close.  A proxy ends in one of four ways: the answer
- * relayed completely (proxy_complete), an error answered before any byte of the answer went out
- * (proxy_fail), the client gone (on_client_close), the answer broken off midway (the client
- * connection closed).
+ * the request is written by lb_forward_write, the answer parsed by h1.c (through
+ * h1_evbuffer.c) as it arrives (interim 1xx answers dropped, framing checked), its head
+ * relayed, its body relayed piece by piece.  The connection goes back to the pool only when
+ * the answer ended exactly at its framing, no byte is left unread and neither side asked to
+ * close.  A proxy ends in one of four ways: the answer relayed completely (proxy_complete), an
+ * error answered before any byte of the answer went out (proxy_fail), the client gone
+ * (on_client_gone), the answer broken off midway (the client connection closed).
  */
 #define _GNU_SOURCE
 #include "proxy.h"
@@ -20,6 +20,7 @@
 #include "config.h"
 #include "conn.h"
 #include "h1.h"
+#include "h1_evbuffer.h"
 #include "lb.h"
 #include "limits.h"
 #include "log.h"
@@ -51,7 +52,7 @@ struct proxy {
     bool paused;              /* backend reads paused: the client is slow */
     bool connected;           /* this attempt's connection is made (the request may be out) */
     int64_t attempt_start_ms; /* this attempt started then (monotonic) */
-    size_t scanned;
+    struct h1_head_scan scan; /* where the answer head's end was looked for */
     struct h1_body body;
     struct h1_head *head;      /* scratch for parsing answer heads */
     struct evbuffer *out;      /* body bytes on their way to the client */
@@ -305,10 +306,10 @@ static void backend_input(struct proxy *p)
     struct evbuffer *in = bufferevent_get_input(p->bc->bev);
     for (;;) {
         if (p->in_head) {
-            ssize_t end = h1_find_head_end(in, &p->scanned);
-            if (end == -2)
+            ssize_t end = h1_evbuffer_head_end(in, &p->scan);
+            if (end < 0)
                 goto bad_answer;
-            if (end < 0) {
+            if (end == 0) {
                 if (evbuffer_get_length(in) > lb_cfg.max_headers * 4)
                     goto bad_answer;
                 return;
@@ -342,7 +343,7 @@ static void backend_input(struct proxy *p)
             evbuffer_drain(in, (size_t)end);
             p->in_head = false;
         }
-        int rc = h1_body_step(&p->body, in, p->out);
+        int rc = h1_evbuffer_body_step(&p->body, in, p->out);
         relay_body(p);
         if (rc < 0) {
             ADD(p->be->failures, 1);
@@ -417,7 +418,7 @@ static int proxy_start_attempt(struct proxy *p)
     ADD(p->be->requests, 1);
     p->in_head = true;
     p->got_bytes = false;
-    p->scanned = 0;
+    p->scan = (struct h1_head_scan){0};
     p->attempt_start_ms = now_ms();
     p->bc = lb_pool_get(p->w, p->be);
     if (!p->bc)

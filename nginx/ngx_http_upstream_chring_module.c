@@ -44,6 +44,8 @@
 /* Upper bounds of the directive's numbers, chosen to keep a ring of ordinary size. */
 #define CHRING_NGX_VNODES_MAX 65536
 #define CHRING_NGX_BALANCE_MAX 1000.0
+/* Tries a request has room for before it grows its lists (most requests make one). */
+#define CHRING_NGX_TRIES_FIRST 4
 
 /* One server of an upstream: the member's udata. */
 typedef struct {
@@ -84,6 +86,8 @@ typedef struct {
     ngx_http_upstream_chring_server_t **served; /* every try, in order ($chring_member) */
     ngx_uint_t ntried;
     ngx_uint_t nserved;
+    ngx_uint_t room;    /* entries of tried and of served, grown with the tries */
+    ngx_pool_t *pool;   /* the request's, for growing them */
     ngx_uint_t spilled; /* the last try went elsewhere than the key's owner (lease.outcome) */
 } ngx_http_upstream_chring_peer_data_t;
 
@@ -94,6 +98,8 @@ static ngx_int_t ngx_http_upstream_init_chring(ngx_conf_t *cf, ngx_http_upstream
 static ngx_int_t ngx_http_upstream_init_chring_peer(ngx_http_request_t *r,
                                                     ngx_http_upstream_srv_conf_t *us);
 static ngx_int_t ngx_http_upstream_get_chring_peer(ngx_peer_connection_t *pc, void *data);
+static ngx_int_t ngx_http_upstream_chring_grow(ngx_http_upstream_chring_peer_data_t *hp,
+                                               ngx_uint_t want);
 static void ngx_http_upstream_free_chring_peer(ngx_peer_connection_t *pc, void *data,
                                                ngx_uint_t state);
 static ngx_int_t ngx_http_upstream_chring_member_variable(ngx_http_request_t *r,
@@ -526,6 +532,49 @@ static ngx_int_t ngx_http_upstream_init_chring(ngx_conf_t *cf, ngx_http_upstream
             }
         }
     }
+    /* A configuration's ring is built once and then only read (health aside), so the spare
+     * blocks its build made ready for a burst of publishes (docs/design.md §4, "Spare blocks")
+     * would only cost memory: give them back now.  The ring's trimmer would free them 200 ms
+     * later, but not in the processes forked before then (nginx's daemon and its workers, which
+     * have no trimmer thread), which would keep them for as long as the configuration runs
+     * (docs/nginx.md, "Memory"). */
+    rc = chring_trim(hcf->ring);
+    if (rc != 0) {
+        ngx_log_error(NGX_LOG_EMERG, cf->log, 0, "chring: upstream \"%V\": chring_trim: %s",
+                      &us->host, chring_strerror(rc));
+        return NGX_ERROR;
+    }
+    return NGX_OK;
+}
+
+/* Makes tried and served hold at least want entries (at most the upstream's servers): twice
+ * the room, in the request's pool, the entries so far copied.  NGX_OK or NGX_ERROR (no memory;
+ * nothing changed). */
+static ngx_int_t ngx_http_upstream_chring_grow(ngx_http_upstream_chring_peer_data_t *hp,
+                                               ngx_uint_t want)
+{
+    const chring_member_t **tried;
+    ngx_http_upstream_chring_server_t **served;
+    ngx_uint_t room;
+
+    if (want <= hp->room) {
+        return NGX_OK;
+    }
+    room = ngx_max(want, 2 * hp->room);
+    tried = ngx_palloc(hp->pool, room * sizeof(*tried));
+    served = ngx_palloc(hp->pool, room * sizeof(*served));
+    if (tried == NULL || served == NULL) {
+        return NGX_ERROR;
+    }
+    if (hp->ntried > 0) {
+        ngx_memcpy(tried, hp->tried, hp->ntried * sizeof(*tried));
+    }
+    if (hp->nserved > 0) {
+        ngx_memcpy(served, hp->served, hp->nserved * sizeof(*served));
+    }
+    hp->tried = tried;
+    hp->served = served;
+    hp->room = room;
     return NGX_OK;
 }
 
@@ -540,9 +589,11 @@ static ngx_int_t ngx_http_upstream_init_chring_peer(ngx_http_request_t *r,
     if (hp == NULL) {
         return NGX_ERROR;
     }
-    hp->tried = ngx_pcalloc(r->pool, hcf->nservers * sizeof(chring_member_t *));
-    hp->served = ngx_pcalloc(r->pool, hcf->nservers * sizeof(*hp->served));
-    if (hp->tried == NULL || hp->served == NULL) {
+    /* Room for a few tries; grown on a retry beyond them (a request pays for the tries it makes,
+     * not for every server of the upstream: docs/nginx.md, "Memory"). */
+    hp->pool = r->pool;
+    if (ngx_http_upstream_chring_grow(hp, ngx_min(hcf->nservers, CHRING_NGX_TRIES_FIRST)) !=
+        NGX_OK) {
         return NGX_ERROR;
     }
     r->upstream->peer.data = &hp->rrp;
@@ -596,6 +647,11 @@ static ngx_int_t ngx_http_upstream_get_chring_peer(ngx_peer_connection_t *pc, vo
     }
     pc->cached = 0;
     pc->connection = NULL;
+    /* Room for this try in served and, when it ends, in tried (a try ends before the next). */
+    if (hp->nserved < hcf->nservers &&
+        ngx_http_upstream_chring_grow(hp, ngx_min(hcf->nservers, hp->nserved + 1)) != NGX_OK) {
+        return NGX_ERROR;
+    }
 
     if (hp->ntried == 0) {
         rc = chring_acquire(hcf->ring, hp->key.data, hp->key.len, &hp->lease);

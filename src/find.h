@@ -1,16 +1,13 @@
-/* The read side's hot path, inline: a key's position, the search for its first point, and the
- * owner of a key with members down.  The clockwise walk of the bounded and n-replica lookups is
- * walk.h's.
+/* The read side's hot path, inline: a key's position, the point a lookup starts from (the
+ * index's first point at or after the key, index.h's chring__find, moved by the profile's start
+ * rule), and the owner of a key, with members down too.  The clockwise walk of the bounded and
+ * n-replica lookups is walk.h's.
  * SPDX-License-Identifier: MIT */
 #ifndef CHRING_FIND_H
 #define CHRING_FIND_H
 
 #include "hash.h"
-#include "internal.h"
-
-#if defined(__SSE2__) && !defined(CHRING_NO_SIMD)
-#include <emmintrin.h>
-#endif
+#include "index.h"
 
 /* A key's position shifted to 64 bits: the default profile's hash inlined (FNV-1a 64 then
  * SplitMix64), the others through their descriptor. */
@@ -19,90 +16,6 @@ static inline uint64_t chring__key_pos(const chring_snap_t *s, const void *key, 
     if (CHRING_LIKELY(s->prof.id == CHRING_PROFILE_HASH64))
         return chring__mix64(chring__fnv64_run(CHRING_FNV64_OFFSET, key, len));
     return s->prof.desc->hash(&s->prof, key, len) << s->prof.shift;
-}
-
-/* The first point at or after the start of bucket b: its entry, or past an empty bucket that
- * names its owner, the entry of the next bucket that names a point (at most CHRING_INDEX_REACH
- * on; index[nbuckets] always names one). */
-static inline size_t chring__bucket_first(const chring_snap_t *s, size_t b)
-{
-    uint32_t e;
-    while ((e = s->index[b]) & CHRING_INDEX_SLOT)
-        b++;
-    return e;
-}
-
-/* Of line l and a key's offset k in it: the number of listed points below the key, the index of
- * the slot that names its owner (internal.h).  The offsets are sorted and the pads are above
- * every offset, so the points below are a prefix: with SSE2, two compares of eight offsets at
- * once and the first that is not below; else a scan that the pad at entry 14 ends. */
-static inline unsigned chring__line_below(const struct chring_line *l, uint16_t k)
-{
-#if defined(__SSE2__) && !defined(CHRING_NO_SIMD)
-    const __m128i key = _mm_set1_epi16((short)k);
-    const __m128i zero = _mm_setzero_si128();
-    __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)&l->off[0]);
-    __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)&l->off[8]);
-    /* off >= k exactly where k - off saturates to 0 (unsigned); bit 30 stops the count at 15,
-     * the eighth lane of hi (slot[0]) is not an offset. */
-    unsigned ge = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_subs_epu16(key, lo), zero)) |
-                  (((unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_subs_epu16(key, hi), zero)) &
-                    0x3fffu) << 16) |
-                  (1u << 30);
-    return (unsigned)__builtin_ctz(ge) / 2;
-#else
-    unsigned e = 0;
-    while (l->off[e] < k)
-        e++;
-    return e;
-#endif
-}
-
-/* The first point at or after h64 (wrapping to 0) by the line index: the line's first point plus
- * the points below the key, or where the key's offset is a point's or the line lists no points
- * (CHRING_LINE_FULL), a binary search of the line's points. */
-static inline size_t chring__line_find(const chring_snap_t *s, uint64_t h64)
-{
-    size_t b = chring__bucket(s, h64);
-    const struct chring_line *l = &s->lines[b];
-    uint16_t k = chring__line_off(s, h64);
-    unsigned below = chring__line_below(l, k);
-    size_t i;
-    if (CHRING_UNLIKELY((l->first & CHRING_LINE_FULL) != 0 || l->off[below] == k))
-        i = chring__pos_search(s->pos, l->first & ~CHRING_LINE_FULL, chring__index_first(s, b + 1),
-                               h64);
-    else
-        i = l->first + below;
-    return i == s->npoints ? 0 : i;
-}
-
-/* Index of the first point at or after the shifted position h64 (wrapping to 0).
- * The bucket's first three points (or the sentinels past the last point, UINT64_MAX) are
- * compared with h64 at once: three loads that do not wait for each other, and no branch for the
- * usual answer (a bucket holds about 0.5 points on average, so a loop's exit would be
- * mispredicted often).  Points are sorted, so the number below h64 is where the answer is.  A
- * key above three points of its bucket (a crowded bucket: a coarse custom hash) takes a binary
- * search up to the next bucket's first point. */
-static inline size_t chring__find(const chring_snap_t *s, uint64_t h64)
-{
-    if (s->lines != NULL)
-        return chring__line_find(s, h64);
-    size_t b = chring__bucket(s, h64);
-    uint32_t e = s->index[b];
-    const uint64_t *pos = s->pos;
-    size_t i;
-    if (CHRING_UNLIKELY(e & CHRING_INDEX_SLOT)) {
-        i = chring__bucket_first(s, b + 1); /* bucket b is empty */
-    } else {
-        i = e;
-        size_t below = (size_t)(pos[i] < h64) + (size_t)(pos[i + 1] < h64);
-        if (CHRING_UNLIKELY(pos[i + 2] < h64)) {
-            i = chring__pos_search(pos, i + 3, chring__bucket_first(s, b + 1), h64);
-        } else {
-            i += below;
-        }
-    }
-    return i == s->npoints ? 0 : i;
 }
 
 /* The nearest-point rule (haproxy): of point i, the first at or after h64, and the point before

@@ -1,10 +1,10 @@
 /* The snapshot index, built: the prefix-bucket index that makes a lookup one entry load and a
  * short scan, and the line index that makes it one cache line; which rings take which, their
  * geometry (bucket and line counts), the entries and lines encoded from the sorted points, each
- * built whole or shifted from the previous snapshot's.  Their layout and invariants are
- * internal.h's, their search find.h's.
+ * built whole or shifted from the previous snapshot's (docs/design.md §4.1).  Their picture,
+ * invariants, geometry and search are index.h's.
  * SPDX-License-Identifier: MIT */
-#include "internal.h"
+#include "index.h"
 
 /* Buckets of the prefix index for n points.  Up to half a million points: 2^k for the largest
  * k with 2^k <= 2.5n, so 1.25 to 2.5 buckets per point (5 to 10 bytes of index beside the 12 of
@@ -48,7 +48,7 @@ bool chring__index_slots(const chring_snap_t *s)
            s->nslots < CHRING_INDEX_POINT;
 }
 
-/* The line index (internal.h, find.h) where a key's owner is the first point at or after it,
+/* The line index (index.h) where a key's owner is the first point at or after it,
  * from 65,536 points on (1000 x 160 and up): there a lookup of the bucket index reads an entry,
  * then the bucket's points and their owners, two misses in a row for a key whose bucket holds a
  * point once the ring has left the core's caches, where a line is one miss.  Measured here

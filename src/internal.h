@@ -19,39 +19,6 @@
 
 #include "chring.h"
 
-/* An index entry names a point, or (CHRING_INDEX_SLOT set) the slot of the one owner of an empty
- * bucket; CHRING_INDEX_POINT masks either.  An empty bucket names its owner only when a bucket
- * that names a point is at most CHRING_INDEX_REACH buckets after it (index.c). */
-#define CHRING_INDEX_SLOT UINT32_C(0x80000000)
-#define CHRING_INDEX_POINT UINT32_C(0x7fffffff)
-#define CHRING_INDEX_REACH 16
-/* The line index (index.c, find.h): on rings of at least CHRING_LINES_MIN points whose owner
- * is the first point at or after a key, with slots that fit 16 bits, the bucket index gives way
- * to lines of one cache line each, about one line per CHRING_LINE_LOAD points.  A line lists its
- * points (at most CHRING_LINE_POINTS): each one's offset within the line (16 bits, in position
- * order) and its owner's slot; after them, CHRING_LINE_PAD offsets whose slots name the owner of
- * the first point after the line.  So a key reads its line and nothing else of the ring: the
- * points below it are those of smaller offset, the slot after them is its owner.  A key whose
- * offset equals a point's (one key in about 2,700 at 10,000 x 160: a line spans some 21,000
- * values of a position's top 32 bits, from which the offset comes) and a line of more points
- * than it lists (CHRING_LINE_FULL: 1.8 % of lines there) search the positions instead. */
-#define CHRING_LINE_ENTRIES 15
-#define CHRING_LINE_POINTS (CHRING_LINE_ENTRIES - 1)
-#define CHRING_LINE_FULL UINT32_C(0x80000000)
-#define CHRING_LINE_PAD UINT16_C(0xffff)
-#define CHRING_LINE_LOAD 8
-#define CHRING_LINES_MIN ((size_t)1 << 16)
-struct chring_line {
-    uint32_t first; /* the first point at or after the line's start; CHRING_LINE_FULL: not listed */
-    uint16_t off[CHRING_LINE_ENTRIES];  /* the points' offsets, then CHRING_LINE_PAD */
-    uint16_t slot[CHRING_LINE_ENTRIES]; /* their owners' slots, then the next point's owner's */
-};
-_Static_assert(sizeof(struct chring_line) == CHRING_CACHELINE, "a line is one cache line");
-
-/* UINT64_MAX positions after the last point: the search reads up to three points from any
- * bucket's first point, which may be the end. */
-#define CHRING_SENTINELS 3
-
 /* 2^64 as a double (exact): the ring's circumference, by which arcs become fractions, and the
  * first value too large for a uint64_t. */
 #define CHRING_TWO_POW_64 18446744073709551616.0
@@ -172,6 +139,9 @@ struct chring_blocks {
     sem_t wake;        /* posted by chring__blocks_drop */
 };
 
+/* A line of the line index: src/index.h. */
+struct chring_line;
+
 /* An immutable snapshot: members sorted by name, points sorted by (position, member name).
  * Positions are stored shifted to the top of 64 bits (pos << prof.shift) so that every profile
  * shares one search; chring_snap_point shifts them back.  One allocation holds it all
@@ -209,16 +179,17 @@ struct chring_snap {
                         UINT64_MAX */
     uint32_t *owner; /* slot of each point's member */
 
-    /* Prefix-bucket index, b in [0, nbuckets]: a position h is in bucket chring__bucket(s, h)
+    /* The snapshot index (src/index.h: its picture, invariants and search).
+     * Prefix-bucket index, b in [0, nbuckets]: a position h is in bucket chring__bucket(s, h)
      * (monotonic in h), index[b] is the first point of a bucket >= b; index[nbuckets] ==
      * npoints.  nbuckets is a power of two on small rings (the bucket is then h's top bits) and
      * about 2.1 per point past half a million points (index.c).  On rings that have left the
      * caches, an empty bucket instead names the slot of its one owner, the owner of that first
      * point (wrapping), with CHRING_INDEX_SLOT set: a plain lookup there reads one entry and no
-     * point; a search goes on to the next entry that names a point (index.c, find.h). */
+     * point; a search goes on to the next entry that names a point (index.h). */
     size_t nbuckets;
     uint32_t *index;
-    /* The line index instead (CHRING_LINE_ENTRIES above), NULL where the ring has the bucket
+    /* The line index instead (struct chring_line, index.h), NULL where the ring has the bucket
      * index: nbuckets lines (a position's line is its bucket) and a last one whose first is
      * npoints; index is then NULL. */
     struct chring_line *lines;
@@ -236,35 +207,6 @@ struct chring_snap {
     uint64_t rep_until_ns;
     uint64_t rep_sum;
 };
-
-/* The bucket of shifted position h64: the top 32 bits scaled to [0, nbuckets), so that bucket
- * order is position order for any bucket count (2^k buckets: the top k bits). */
-static inline size_t chring__bucket(const chring_snap_t *s, uint64_t h64)
-{
-    return (size_t)(((h64 >> 32) * (uint64_t)s->nbuckets) >> 32);
-}
-
-/* A shifted position's offset within its line (find.h): the low half of the product that gives
- * its line, which grows with the position within a line, to 16 bits. */
-static inline uint16_t chring__line_off(const chring_snap_t *s, uint64_t h64)
-{
-    return (uint16_t)((uint32_t)((h64 >> 32) * (uint64_t)s->nbuckets) >> 16);
-}
-
-/* The first point at or after the start of bucket (or line) b, b <= nbuckets, of an index entry
- * that names a point. */
-static inline size_t chring__index_first(const chring_snap_t *s, size_t b)
-{
-    return s->lines != NULL ? (size_t)(s->lines[b].first & ~CHRING_LINE_FULL)
-                            : (size_t)(s->index[b] & CHRING_INDEX_POINT);
-}
-
-/* The lowest position of bucket b (b < nbuckets). */
-static inline uint64_t chring__bucket_start(const chring_snap_t *s, size_t b)
-{
-    uint64_t nb = s->nbuckets;
-    return ((((uint64_t)b << 32) + nb - 1) / nb) << 32;
-}
 
 /* The members removed while their leases were out (ghost.c), newest first, so that a name added
  * again counts them (a flap).  Its own lock, which a last release may take: never the writers'. */
@@ -424,35 +366,7 @@ void chring__blocks_drop(struct chring_blocks *blocks);
 void chring__sort_points(size_t n, uint64_t *pos, uint32_t *owner, uint64_t *tpos,
                          uint32_t *towner);
 
-/* ---- index.c: the prefix index and the line index, built ---------------------------------- */
-
-size_t chring__index_buckets(size_t npoints, unsigned width, size_t prev_buckets);
-/* Whether a snapshot of this profile, points and slots takes the line index. */
-bool chring__index_lines(const struct chring_prof *prof, size_t npoints, size_t nslots);
-/* Lines for npoints points: prev_lines (the previous snapshot's) while it keeps 7 to 9 points a
- * line, so that a publish can shift the lines instead of building them. */
-size_t chring__index_line_count(size_t npoints, size_t prev_lines);
-void chring__index_build(chring_snap_t *s);
-void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint64_t *added,
-                         size_t nadded, const uint64_t *removed, size_t nremoved);
-/* Whether s's empty buckets name their owners (the rings past half a million points). */
-bool chring__index_slots(const chring_snap_t *s);
-/* Writes the entries of buckets [b0, b1] from the points alone (what the entries say is not
- * read): a point, or an owner's slot where the snapshot takes them. */
-void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1);
-/* The first index in [lo, hi) of sorted positions pos whose position is >= h64, hi if none is:
- * the binary search of every caller (the crowded bucket, the merge, the index's repair). */
-static inline size_t chring__pos_search(const uint64_t *pos, size_t lo, size_t hi, uint64_t h64)
-{
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (pos[mid] < h64)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
+/* ---- index.c: the snapshot index, its geometry, search and building: src/index.h ---------- */
 
 /* ---- snap_merge.c / snap_build.c ---------------------------------------------------------- */
 

@@ -2,6 +2,7 @@
  * measures, shares and moved fractions, are diff.c's).  Reader side: a snapshot never changes, so
  * plain loads suffice.
  * SPDX-License-Identifier: MIT */
+#include "index.h"
 #include "member.h"
 
 /* ---- accessors ---------------------------------------------------------------------------- */

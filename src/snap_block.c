@@ -28,6 +28,7 @@
  * CHRING_SPARE_IDLE_NS (below), and chring_trim frees them all at once.  Under
  * AddressSanitizer a kept block is poisoned, so a use after the grace period is still reported
  * as it would be after free(). */
+#include "index.h"
 #include "member.h"
 
 #include <stdlib.h>

@@ -5,6 +5,7 @@
  * stably, so the ring is a pure function of the membership (Karger et al. 1997; docs/design.md
  * §1).  Only a profile that skips taken positions in join order (fnv16) depends on history, as
  * docs/design.md §2 says.  A snapshot is never changed after it is built. */
+#include "index.h"
 #include "member.h"
 
 /* Sorts member ranks by join order (insertion sort: fnv16 rings are small). */

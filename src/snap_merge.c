@@ -15,6 +15,7 @@
  *   5. index:    shifted from prev's, or rebuilt when much changed.
  *
  * Measured at 1000 x 160 in bench/ (chring-bench-publish; docs/bench.md). */
+#include "index.h"
 #include "member.h"
 
 struct merge {

@@ -1,4 +1,4 @@
-/* The two indexes of large rings, seen from inside (docs/design.md §4, "The index" and "The line
+/* The two indexes of large rings, seen from inside (docs/design.md §4.1, "The index" and "The line
  * index"), on the shapes no other suite builds.
  *
  * - A ring of more than 2^19 points that keeps the bucket index (more than 65,535 members: the
@@ -21,7 +21,7 @@
  * a ring has and to compute the expected owners from its points.
  *
  * SPDX-License-Identifier: MIT */
-#include "internal.h"
+#include "index.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* The line index (docs/design.md §2, "The line index"): rings of 65,536 points and more whose
+/* The line index (docs/design.md §4.1, "The line index"): rings of 65,536 points and more whose
  * owner is the first point at or after a key find it by one line of about eight points.  These
  * rings are built with a custom 64-bit hash that places every point, so that they hold what the
  * index must get right besides the common case: a line with more points than it can list (160

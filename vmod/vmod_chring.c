@@ -778,10 +778,19 @@ VCL_VOID vmod_director__init(VRT_CTX, struct vmod_chring_director **dp, const ch
     chring_profile_info_t info;
     if (profile == NULL || chring_profile_parse(profile, &prof) < 0 ||
         prof == CHRING_PROFILE_CUSTOM || chring_profile_info(prof, &info) < 0) {
-        VRT_fail(ctx,
-                 "chring.director(%s): profile: unknown profile '%s' (hash64, murmur32, fnv32, "
-                 "fnv16, xxh3, ketama, nginx, haproxy, envoy, varnish)",
-                 vcl_name, profile ? profile : "");
+        /* The profiles the director takes, every one of the library's table but custom, listed
+         * from chring_profile_info: a new profile shows here without an edit. */
+        char names[256];
+        size_t n = 0;
+        names[0] = '\0';
+        for (int p = 0; p < CHRING_PROFILE_COUNT; p++) {
+            chring_profile_info_t pi;
+            if (p != CHRING_PROFILE_CUSTOM && chring_profile_info((chring_profile_t)p, &pi) == 0 &&
+                n < sizeof names)
+                n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", pi.name);
+        }
+        VRT_fail(ctx, "chring.director(%s): profile: unknown profile '%s' (%s)", vcl_name,
+                 profile ? profile : "", names);
         return;
     }
     if (vnodes < 0 || vnodes > (VCL_INT)CHRING_POINTS_MAX) {

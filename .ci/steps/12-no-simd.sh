@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The scalar line search: the library built with CHRING_NO_SIMD (src/find.h, chring__line_below
+# The scalar line search: the library built with CHRING_NO_SIMD (src/index.h, chring__line_below
 # without SSE2) passes the unit suites.  No other build compiles that path, and the line index
-# answers every lookup of a ring of 65,536 points and more (docs/design.md §4, "The line index").
+# answers every lookup of a ring of 65,536 points and more (docs/design.md §4.1, "The line index").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/deps.sh --group build

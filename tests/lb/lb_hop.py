@@ -19,6 +19,8 @@ attack sent through the real binary, on 127.0.0.1 only, bounded in count and tim
   loop               a member that is the balancer itself, and two balancers in a ring: 508 at
                      once (Via carries a per-process pseudonym), not a request storm (N6)
   stats-host         /_chring/ answers only Host names of loopback or of its listener (N8)
+  chunked-bad-byte   a malformed chunked body gets 400 at its first bad byte, not after the
+                     client's next byte or the idle timeout
 """
 import threading
 import os
@@ -652,6 +654,42 @@ def body_memory(env):
         rb.close()
 
 
+def chunked_bad_byte(env):
+    """A malformed chunked body is refused at its first bad byte: `5\\r\\nhelloX` (a byte other
+    than CR after the chunk's data) and `5\\r\\nhello\\rX` (CR, then not LF) get 400 while the
+    client still holds the connection open, and the connection is closed.  The old parser
+    waited for another byte, so such a client got nothing until --client-timeout (15 s by
+    default); 5 s only tells an answer from a hang."""
+    rb = h.RawBackend()
+    try:
+        lb = h.Balancer(env, ["--backend", rb.member]).start()
+        for body in (b"5\r\nhelloX", b"5\r\nhello\rX"):
+            s = socket.create_connection(("127.0.0.1", lb.port), timeout=5)
+            try:
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                s.sendall(b"POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
+                out, took = read_until(s, lambda b: b"\r\n\r\n" in b, 5)
+                check(status_of(out) == 400, "%r: %r after %.1f s with the connection open (400 "
+                      "expected at once)" % (body, out[:60], took))
+                closed = False  # the rest of the 400 (its body), then the end of the stream
+                end = time.time() + 5
+                while not closed and time.time() < end:
+                    s.settimeout(max(0.05, end - time.time()))
+                    try:
+                        closed = s.recv(65536) == b""
+                    except socket.timeout:
+                        break
+                    except OSError:
+                        closed = True
+                check(closed, "%r: the connection stays open after the 400" % body)
+            finally:
+                s.close()
+            log("chunked %r: 400 after %.2f s, the connection closed" % (body, took))
+        lb.stop()
+    finally:
+        rb.close()
+
+
 TESTS = {
     "keepalive": keepalive,
     "expect": expect,
@@ -662,6 +700,7 @@ TESTS = {
     "connection-tokens": connection_tokens,
     "loop": loop,
     "stats-host": stats_host,
+    "chunked-bad-byte": chunked_bad_byte,
 }
 
 

@@ -1,6 +1,9 @@
 """Shared pieces of the chring-lb tests: nginx backends and fronts, the balancer, clients.
 
-Everything listens on 127.0.0.1 only, lives under one temporary directory, and is stopped by its
+Ports, processes, cleanup, logs, checks and the command line are the harness of every
+real-server suite, tests/harness/realserver.py; this module adds what the balancer's tests share
+and keeps the harness's names (check, log, Env, run, main ...) for the scripts of tests/lb.
+Everything listens on 127.0.0.1 only, lives under one temporary folder, and is stopped by its
 PID when the test ends (also on failure).  Every wait is bounded.
 """
 import http.client
@@ -10,9 +13,12 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+import realserver  # noqa: E402
+from realserver import TestFailure, check, free_port, log, wait_port  # noqa: E402,F401
 
 CHRING_LB = os.environ.get("CHRING_LB", "chring-lb")
 CHRING_LB_EXPECT = os.environ.get("CHRING_LB_EXPECT", "chring-lb-expect")
@@ -22,86 +28,11 @@ SLOW_FILE_BYTES = 300 * 1024
 HUGE_FILE_BYTES = 8 * 1024 * 1024
 
 
-class TestFailure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise TestFailure(msg)
-
-
-def log(*a):
-    print(time.strftime("%H:%M:%S"), *a, flush=True)
-
-
-_ports_taken = set()
-
-
-def free_port():
-    for _ in range(100):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        if port not in _ports_taken:
-            _ports_taken.add(port)
-            return port
-    raise TestFailure("no free port")
-
-
-def wait_port(port, timeout=10.0, proc=None):
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc is not None and proc.poll() is not None:
-            raise TestFailure("process exited with %s before listening on %d" % (proc.returncode, port))
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TestFailure("nothing listens on port %d after %.0fs" % (port, timeout))
-
-
-class Env:
-    """A temporary directory and every process started in it."""
+class Env(realserver.Env):
+    """A temporary folder (chring-lb-NAME-*) and every process started in it."""
 
     def __init__(self, name):
-        self.dir = tempfile.mkdtemp(prefix="chring-lb-%s-" % name)
-        os.chmod(self.dir, 0o755)
-        self.procs = []  # (name, Popen)
-
-    def path(self, *p):
-        return os.path.join(self.dir, *p)
-
-    def spawn(self, name, argv, **kw):
-        out = open(self.path(name + ".out"), "wb")
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kw)
-        out.close()
-        self.procs.append((name, p))
-        return p
-
-    def stop(self, p, sig=signal.SIGTERM, timeout=10.0):
-        if p.poll() is None:
-            try:
-                os.kill(p.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(p.pid, signal.SIGKILL)
-                p.wait(5)
-        return p.returncode
-
-    def close(self):
-        for name, p in reversed(self.procs):
-            if p.poll() is None:
-                self.stop(p)
-        if os.environ.get("LB_KEEP_TMP"):
-            log("kept", self.dir)
-            return
-        subprocess.run(["rm", "-rf", self.dir], check=False)
+        super().__init__(name, "lb")
 
 
 class Nginx:
@@ -142,6 +73,7 @@ http {{
     def start(self, port):
         self.proc = self.env.spawn(self.name, [NGINX, "-p", self.d, "-e", self.d + "/logs/error.log",
                                                "-c", self.conf])
+        self.env.watch(os.path.join(self.d, "logs", "error.log"))
         wait_port(port, proc=self.proc)
 
     def stop(self):
@@ -306,8 +238,7 @@ class Balancer:
         return self.proc.poll() is None
 
     def output(self):
-        with open(self.env.path(self.name + ".out"), "rb") as f:
-            return f.read().decode("utf-8", "replace")
+        return self.env.output(self.name)
 
     def stop(self):
         """SIGTERM, bounded wait; checks a clean exit and no sanitizer report."""
@@ -404,36 +335,12 @@ def port_of(body):
 def main(tests, needs=None, why=""):
     """The command line of a suite script: `SCRIPT NAME` runs tests[NAME] through run(); exit 2
     for a usage error, 77 (skipped) when a program of needs (default: chring-lb) is missing."""
-    script = os.path.basename(sys.argv[0])
-    if len(sys.argv) != 2 or sys.argv[1] not in tests:
-        print("usage: %s %s" % (script, "|".join(tests)), file=sys.stderr)
-        return 2
-    for prog in needs or (CHRING_LB,):
-        if not os.access(prog, os.X_OK):
-            print("missing %s%s: skipped" % (prog, why))
-            return 77
-    return run(tests[sys.argv[1]])
+    return realserver.main(tests, needs or (CHRING_LB,), why=why, env_class=Env)
 
 
 def run(main):
-    """Runs one test function with an Env; exit status 0 = pass, 1 = fail, 77 = skip."""
-    name = main.__name__
-    env = Env(name)
-    t0 = time.time()
-    try:
-        main(env)
-    except TestFailure as e:
-        log("FAIL", name, ":", e)
-        env.close()
-        return 1
-    except Exception:
-        import traceback
-        traceback.print_exc()
-        env.close()
-        return 1
-    log("PASS", name, "%.1fs" % (time.time() - t0))
-    env.close()
-    return 0
+    """Runs one test function with an Env; exit status 0 = pass, 1 = fail."""
+    return realserver.run(main, env_class=Env)
 
 
 class EchoBackend:

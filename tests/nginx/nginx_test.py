@@ -6,9 +6,10 @@
 
 Each case starts nginx (the stock binary, the module loaded with load_module) with its own
 temporary prefix, configuration and ports on 127.0.0.1, and Python backends it starts itself;
-everything is stopped by its PID when the case ends, also on failure.  Every loop and every wait
-is bounded.  Expected owners come from chring-nginx-expect (plain chring lookups) and, for the
-nginx profile, from nginx's own `hash $arg_k consistent` on the same servers.
+everything is stopped by its PID when the case ends, also on failure (the harness of the
+real-server suites, tests/harness/realserver.py).  Every loop and every wait is bounded.
+Expected owners come from chring-nginx-expect (plain chring lookups) and, for the nginx profile,
+from nginx's own `hash $arg_k consistent` on the same servers.
 """
 import http.client
 import http.server
@@ -16,15 +17,17 @@ import json
 import math
 import os
 import signal
-import socket
 import socketserver
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from realserver import TestFailure, check, free_port, log, stop_process, wait_port  # noqa: E402
+import realserver  # noqa: E402
 
 NGINX = os.environ.get("CHRING_NGINX_BIN", "/usr/sbin/nginx")
 MODULE = os.environ.get("CHRING_NGINX_MODULE", "ngx_http_upstream_chring_module.so")
@@ -34,19 +37,6 @@ EXPECT = os.environ.get("CHRING_NGINX_EXPECT", "chring-nginx-expect")
 # nginx takes inherited listening sockets from an NGINX variable in its environment: children get
 # an environment without one.
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "NGINX"}
-
-
-class TestFailure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise TestFailure(msg)
-
-
-def log(*a):
-    print(time.strftime("%H:%M:%S"), *a, flush=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -117,73 +107,15 @@ def backend_main(port):
 # Processes
 # ------------------------------------------------------------------------------------------------
 
-_ports_taken = set()
-
-
-def free_port():
-    for _ in range(100):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        if port not in _ports_taken:
-            _ports_taken.add(port)
-            return port
-    raise TestFailure("no free port")
-
-
-def wait_port(port, timeout=10.0, proc=None):
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc is not None and proc.poll() is not None:
-            raise TestFailure("process exited with %s before listening on %d" % (proc.returncode, port))
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TestFailure("nothing listens on port %d after %.0fs" % (port, timeout))
-
-
-class Env:
-    """A temporary directory and every process started in it."""
+class Env(realserver.Env):
+    """A temporary folder (chring-nginx-*) and every process started in it, with the
+    environment nginx's children get."""
 
     def __init__(self, name):
-        self.dir = tempfile.mkdtemp(prefix="chring-nginx-%s-" % name)
-        os.chmod(self.dir, 0o755)
-        self.procs = []
-
-    def path(self, *p):
-        return os.path.join(self.dir, *p)
+        super().__init__(name, "nginx")
 
     def spawn(self, name, argv):
-        out = open(self.path(name + ".out"), "wb")
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             env=CHILD_ENV)
-        out.close()
-        self.procs.append(p)
-        return p
-
-    @staticmethod
-    def stop(p, sig=signal.SIGTERM):
-        if p.poll() is None:
-            try:
-                os.kill(p.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(p.pid, signal.SIGKILL)
-                p.wait(5)
-
-    def close(self):
-        for p in reversed(self.procs):
-            self.stop(p)
-        if os.environ.get("CHRING_NGINX_KEEP_TMP"):
-            log("kept", self.dir)
-        else:
-            subprocess.run(["rm", "-rf", self.dir], check=False)
+        return super().spawn(name, argv, env=CHILD_ENV)
 
 
 class Backend:
@@ -199,7 +131,7 @@ class Backend:
         wait_port(self.port, proc=self.proc)
 
     def stop(self):
-        Env.stop(self.proc)
+        stop_process(self.proc)
 
     def get(self, path):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
@@ -226,6 +158,7 @@ class Nginx:
             os.makedirs(os.path.join(self.d, sub), exist_ok=True)
         self.conf = os.path.join(self.d, "nginx.conf")
         self.workers = workers
+        self.daemon = "off"  # "on" only where a case starts nginx as a daemon (case_memory)
         self.proc = None
         self.port = free_port()
 
@@ -233,7 +166,7 @@ class Nginx:
         return """
 {load}
 worker_processes {workers};
-daemon off;
+daemon {daemon};
 master_process on;
 pid {d}/nginx.pid;
 error_log {d}/logs/error.log notice;
@@ -251,7 +184,7 @@ http {{
 {body}
 }}
 """.format(load=("load_module %s;" % os.path.abspath(MODULE)) if load else "",
-           workers=self.workers, d=self.d, body=http_body)
+           workers=self.workers, daemon=self.daemon, d=self.d, body=http_body)
 
     def write(self, http_body, path=None):
         with open(path or self.conf, "w") as f:
@@ -269,6 +202,7 @@ http {{
         self.write(http_body)
         self.proc = self.env.spawn("nginx", [NGINX, "-p", self.d, "-e", self.d + "/logs/error.log",
                                              "-c", self.conf])
+        self.env.watch(os.path.join(self.d, "logs", "error.log"))
         wait_port(self.port, proc=self.proc)
         self.wait_workers(set())
 
@@ -299,7 +233,7 @@ http {{
 
     def stop(self):
         if self.proc is not None:
-            Env.stop(self.proc, signal.SIGQUIT)
+            stop_process(self.proc, signal.SIGQUIT)
 
     def error_log(self):
         try:
@@ -744,6 +678,222 @@ def case_reloads_memory(env):
           "nginx logged errors: %s" % [l for l in ng.error_log().splitlines() if "emerg" in l or "alert" in l][:3])
 
 
+def big_upstream(name, directive, nservers):
+    """An upstream of nservers addresses (never connected to: nginx -t and a worker at rest)."""
+    servers = "".join("        server 127.0.%d.%d:%d;\n" % (1 + i // 50000, (i // 250) % 200 + 1,
+                                                         20000 + i % 250) for i in range(nservers))
+    return "    upstream %s {\n        %s;\n%s    }" % (name, directive, servers)
+
+
+def children(pid):
+    """The child processes of pid (its workers, for an nginx master)."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return set(int(x) for x in f.read().split())
+    except OSError:
+        return set()
+
+
+def start_daemon(ng, http_body, extra_env=None):
+    """Starts nginx as a daemon (daemon on, nginx's default): the process started forks the
+    master and exits.  Returns the master's PID (from its pid file) once its one worker is up
+    and the port answers; stop it with stop_daemon()."""
+    ng.daemon = "on"
+    ng.write(http_body)
+    env = dict(CHILD_ENV, **(extra_env or {}))
+    p = realserver.Env.spawn(ng.env, "nginx-daemon-%d" % ng.port,
+                             [NGINX, "-p", ng.d, "-e", ng.d + "/logs/error.log", "-c", ng.conf],
+                             env=env)
+    ng.env.watch(os.path.join(ng.d, "logs", "error.log"))
+    try:
+        rc = p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        raise TestFailure("nginx did not go to the background in 60 s")
+    check(rc == 0, "nginx (daemon on) exited with %d" % rc)
+    pidfile = os.path.join(ng.d, "nginx.pid")
+    end = time.time() + 30
+    master = 0
+    while time.time() < end and master == 0:
+        try:
+            with open(pidfile) as f:
+                master = int(f.read().strip() or "0")
+        except (OSError, ValueError):
+            master = 0
+        if master == 0:
+            time.sleep(0.02)
+    check(master > 0, "no pid file from the nginx daemon")
+    while time.time() < end and len(children(master)) != ng.workers:
+        time.sleep(0.02)
+    wait_port(ng.port)
+    return master
+
+
+def stop_daemon(master, timeout=10.0):
+    """SIGQUIT to a daemon master, then SIGKILL to it and its workers if it has not ended
+    within timeout (bounded; the master is not our child, so it is polled through /proc)."""
+    workers = children(master)
+    try:
+        os.kill(master, signal.SIGQUIT)
+    except ProcessLookupError:
+        return
+    end = time.time() + timeout
+    while time.time() < end and os.path.exists("/proc/%d" % master):
+        time.sleep(0.05)
+    if os.path.exists("/proc/%d" % master):
+        for pid in [master] + sorted(workers):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def nginx_t_peak_kb(ng, http_body):
+    """nginx -t on a configuration: its peak RSS (ru_maxrss of the reaped process, KiB)."""
+    p = ng.env.path("t-%d.conf" % free_port())
+    ng.write(http_body, p)
+    with open(ng.env.path("t-out-%d.txt" % free_port()), "w") as out:
+        proc = subprocess.Popen([NGINX, "-t", "-p", ng.d, "-e", ng.d + "/logs/t.log", "-c", p],
+                                stdout=out, stderr=subprocess.STDOUT, env=CHILD_ENV)
+        end = time.time() + 120
+        while time.time() < end:
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid == proc.pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                check(proc.returncode == 0, "nginx -t refused the configuration (status %d)"
+                      % proc.returncode)
+                return ru.ru_maxrss
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait()
+    raise TestFailure("nginx -t did not end in 120 s")
+
+
+# Bytes per point of an upstream's ring (docs/nginx.md "Memory"): what nginx -t and a running
+# nginx hold beyond the same servers balanced by round robin.  Bounds, generous, above the
+# measured figures (110-125 at the peak of nginx -t, 24 at rest in the master and a worker).
+MEM_PEAK_PER_POINT = 200
+MEM_REST_PER_POINT = 48
+MEM_SERVERS = int(os.environ.get("CHRING_NGINX_MEM_SERVERS", "10000"))
+MEM_VNODES = 160
+
+
+def case_memory(env):
+    """Memory per point of a large upstream (10,000 servers x 160 points): the peak of nginx -t
+    and the RSS of the master and a worker a second after the configuration was loaded, nginx
+    started as a daemon as in production, each against the same servers balanced by round
+    robin, below the documented bounds.  Run twice with chring: as it comes, and with the ring's
+    trimmer late (CHRING_SPARE_IDLE_MS=60000, what a loaded machine does when the trimmer thread
+    is not scheduled before nginx forks its daemon and workers, which have no trimmer): the
+    memory at rest must not depend on that thread."""
+    points = MEM_SERVERS * MEM_VNODES
+    runs = [("rr", "least_conn", None),
+            ("chring", "chring $arg_k vnodes=%d" % MEM_VNODES, None),
+            ("chring-late-trimmer", "chring $arg_k vnodes=%d" % MEM_VNODES,
+             {"CHRING_SPARE_IDLE_MS": "60000"})]
+    figures = {}
+    for kind, directive, extra_env in runs:
+        ng = Nginx(env, workers=1)
+        body = "\n".join([big_upstream("big", directive, MEM_SERVERS), front(ng.port, ["big"])])
+        peak = nginx_t_peak_kb(ng, body)
+        master = start_daemon(ng, body, extra_env)
+        try:
+            time.sleep(1.0)  # at rest: a second after the configuration was loaded
+            workers = children(master)
+            check(len(workers) == 1, "%s: %d workers" % (kind, len(workers)))
+            w = workers.pop()
+            figures[kind] = {"t_peak": peak, "master": rss_kb(master), "worker": rss_kb(w)}
+        finally:
+            stop_daemon(master)
+        log("memory: %s: nginx -t peak %d KiB; at rest master %d KiB, worker %d KiB"
+            % (kind, peak, figures[kind]["master"], figures[kind]["worker"]))
+    failures = []
+    for kind in ("chring", "chring-late-trimmer"):
+        per = {k: (figures[kind][k] - figures["rr"][k]) * 1024.0 / points
+               for k in ("t_peak", "master", "worker")}
+        log("memory: %s: %d x %d = %d points; bytes per point over round robin: nginx -t peak "
+            "%.1f, at rest master %.1f, worker %.1f"
+            % (kind, MEM_SERVERS, MEM_VNODES, points, per["t_peak"], per["master"], per["worker"]))
+        if per["t_peak"] > MEM_PEAK_PER_POINT:
+            failures.append("%s: nginx -t peaked at %.1f bytes per point (bound %d)"
+                            % (kind, per["t_peak"], MEM_PEAK_PER_POINT))
+        for who in ("master", "worker"):
+            if per[who] > MEM_REST_PER_POINT:
+                failures.append("%s: the %s holds %.1f bytes per point at rest (bound %d)"
+                                % (kind, who, per[who], MEM_REST_PER_POINT))
+    check(not failures, "; ".join(failures))
+
+
+# Bytes a request in flight may cost beyond the same request to a one-server upstream, for an
+# upstream of 10,000 servers (docs/nginx.md "Memory"): nginx's own round-robin bitmap of tried
+# peers is 1.25 KB there; the module used to take 16 bytes per server (160 KB).
+REQ_EXTRA_BYTES = 16 * 1024
+REQ_INFLIGHT = 200
+
+
+def case_request_memory(env):
+    """What a request in flight costs does not grow with the upstream's servers: 200 requests
+    held at once through an upstream of 10,000 servers (9,999 down, so that every key reaches
+    the one backend) against the same through an upstream of that backend alone, the worker's
+    RSS read while all 200 are at the backend.  And a request that tries more servers than its
+    first room (4) keeps every try: 6 refusing servers and a live one, max_fails=0, a key walks
+    up to 7 servers and $chring_member names each once, the live one last."""
+    be = Backend(env)
+    be.start()
+    dead = [free_port() for _ in range(6)]
+    ng = Nginx(env, workers=1)
+    down = "".join("        server 127.0.%d.%d:%d down;\n" % (1 + i // 50000, (i // 250) % 200 + 1,
+                                                              20000 + i % 250) for i in range(9999))
+    walk = "".join("        server 127.0.0.1:%d max_fails=0;\n" % p for p in dead)
+    ng.start("\n".join([
+        "    upstream big {\n        chring $arg_k vnodes=1;\n        server %s;\n%s    }"
+        % (be.name, down),
+        upstream("small", "chring $arg_k vnodes=1", [be]),
+        "    upstream walk {\n        chring $arg_k vnodes=16;\n        server %s max_fails=0;\n%s"
+        "    }" % (be.name, walk),
+        front(ng.port, ["small", "big", "walk"])]))
+    worker = ng.workers_now().pop()
+
+    def wave(tag):
+        be.reset()
+        with ThreadPoolExecutor(max_workers=REQ_INFLIGHT) as pool:
+            futs = [pool.submit(get, ng.port, "/%s/?k=w%d&sleep=3000" % (tag, i))
+                    for i in range(REQ_INFLIGHT)]
+            end = time.time() + 20
+            held = 0
+            while time.time() < end:
+                held = max([v for w, v in be.stats()["peak"].items() if w.endswith(" " + tag)] or [0])
+                if held >= REQ_INFLIGHT:
+                    break
+                time.sleep(0.05)
+            rss = rss_kb(worker)
+            answers = [f.result() for f in futs]
+        check(held == REQ_INFLIGHT, "%s: %d of %d requests held at the backend at once"
+              % (tag, held, REQ_INFLIGHT))
+        check(all(a[0] == 200 for a in answers), "%s: a request failed" % tag)
+        return rss
+
+    wave("small")  # nginx's own pools and connections for 200 requests, once
+    small = wave("small")
+    big = wave("big")
+    extra = (big - small) * 1024.0 / REQ_INFLIGHT
+    log("request-memory: worker RSS with %d requests in flight: %d KiB (1 server), %d KiB "
+        "(10,000 servers): %.0f bytes a request more" % (REQ_INFLIGHT, small, big, extra))
+    check(extra <= REQ_EXTRA_BYTES, "a request in flight through 10,000 servers costs %.0f bytes "
+          "more than through one (bound %d)" % (extra, REQ_EXTRA_BYTES))
+
+    longest = 0
+    for i in range(100):
+        st, body, member, _ = get(ng.port, "/walk/?k=walk%d" % i)
+        names = member.split(", ")
+        check(st == 200 and "127.0.0.1:" + body == be.name, "walk key %d: %d %r" % (i, st, body))
+        check(names[-1] == be.name and len(set(names)) == len(names) and
+              set(names[:-1]) <= set("127.0.0.1:%d" % p for p in dead),
+              "walk key %d: $chring_member %r" % (i, member))
+        longest = max(longest, len(names))
+    check(longest == 7, "the longest walk tried %d servers (7 expected over 100 keys)" % longest)
+    log("request-memory: 100 keys through 6 refusing servers: up to %d tries each, all named" % longest)
+
+
 CASES = {
     "placement": case_placement,
     "hotkey": case_hotkey,
@@ -753,6 +903,8 @@ CASES = {
     "badconf": case_badconf,
     "digest": case_digest,
     "reloads-memory": case_reloads_memory,
+    "memory": case_memory,
+    "request-memory": case_request_memory,
 }
 
 
@@ -760,25 +912,7 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--backend":
         backend_main(int(sys.argv[2]))
         return 0
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print("usage: %s {%s}" % (sys.argv[0], "|".join(CASES)), file=sys.stderr)
-        return 2
-    env = Env(sys.argv[1])
-    try:
-        CASES[sys.argv[1]](env)
-    except TestFailure as e:
-        print("FAIL:", e, flush=True)
-        for name in os.listdir(env.dir):
-            p = os.path.join(env.dir, name, "logs", "error.log")
-            if os.path.exists(p):
-                with open(p) as f:
-                    tail = f.read().splitlines()[-20:]
-                print("--- %s\n%s" % (p, "\n".join(tail)))
-        return 1
-    finally:
-        env.close()
-    print("PASS", sys.argv[1])
-    return 0
+    return realserver.main(CASES, (NGINX, EXPECT), (MODULE,), env_class=Env)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@
  * error allowed in the ring total m of hot epochs, default 0: see hot_bound(); a large value
  * looks past a known m problem to test everything else), CHRING_TORTURE_VNODES (points per unit
  * of weight, default the library's 160; 4000 makes rings of 65,536 points and more, which take
- * the line index of docs/design.md §2).
+ * the line index of docs/design.md §4.1).
  *
  * A plain main() program (not Criterion) so that it runs under ThreadSanitizer.  It uses only
  * the public header, like any user.  What it proves, and how:

@@ -5,23 +5,26 @@
 
 Each case starts one varnishd (the stock binary, the VMOD imported from the build folder) in
 the foreground with its own work folder and ports on 127.0.0.1, and Python backends in threads
-of this process; varnishd is stopped by its PID when the case ends, also on failure.  Every loop
+of this process; varnishd is stopped by its PID when the case ends, also on failure (the harness
+of the real-server suites, tests/harness/realserver.py).  Every loop
 and every wait is bounded; no assertion is about time.  Expected owners come from the chring
 command-line tool (tools/chring, same library), and for the varnish profile from Varnish's own
 directors.shard in the same varnishd.
 """
 import http.client
 import os
-import shutil
 import signal
 import socket
 import socketserver
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from realserver import TestFailure, check, free_port, log, stop_process, wait_port  # noqa: E402
+import realserver  # noqa: E402
 
 VARNISHD = os.environ.get("CHRING_VARNISHD", "/usr/sbin/varnishd")
 VMOD = os.environ.get("CHRING_VMOD", "libvmod_chring.so")
@@ -30,27 +33,6 @@ COMPAT_DATA = os.environ.get("COMPAT_DATA", "")
 # A sanitizer build of the VMOD (.ci/steps/45-varnish-asan.sh): the runtime to preload into
 # varnishd, whose reports go to the work folder and fail the case.
 PRELOAD = os.environ.get("CHRING_VARNISH_PRELOAD", "")
-
-
-class TestFailure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise TestFailure(msg)
-
-
-def log(*a):
-    print(time.strftime("%H:%M:%S"), *a, flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 # ------------------------------------------------------------------------------------------------
@@ -173,13 +155,16 @@ class Backend:
 
 
 class Varnish:
+    """One varnishd in the foreground, in a folder of its own (a harness Env): its output in
+    varnishd.out there, stopped by stop(), or at the end of the case at the latest."""
+
     def __init__(self, vcl):
-        self.dir = tempfile.mkdtemp(prefix="chring-varnish-")
+        self.env = realserver.Env("varnishd", "varnish")
+        self.dir = self.env.dir
         self.port = free_port()
         self.admin = free_port()
         self.nvcl = 0
         path = self.write_vcl(vcl)
-        self.out = open(os.path.join(self.dir, "varnishd.log"), "w")
         env = dict(os.environ)
         if PRELOAD:
             env["LD_PRELOAD"] = PRELOAD
@@ -187,26 +172,11 @@ class Varnish:
                                    % self.dir)
             env["UBSAN_OPTIONS"] = ("print_stacktrace=1:halt_on_error=1:log_path=%s/ubsan"
                                     % self.dir)
-        self.proc = subprocess.Popen(
-            [VARNISHD, "-F", "-j", "none", "-n", self.dir + "/n", "-a", "127.0.0.1:%d" % self.port,
+        self.proc = self.env.spawn("varnishd", [VARNISHD, "-F", "-j", "none", "-n", self.dir + "/n", "-a", "127.0.0.1:%d" % self.port,
              "-T", "127.0.0.1:%d" % self.admin, "-f", path, "-s", "malloc,32m",
              "-p", "vcc_err_unref=off", "-p", "thread_pool_min=50", "-p", "vsl_space=1M",
-             "-p", "vcc_allow_inline_c=off"],
-            stdout=self.out, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            check(self.proc.poll() is None, "varnishd exited: %s" % self.logtail())
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise TestFailure("varnishd did not listen: %s" % self.logtail())
-
-    def logtail(self):
-        self.out.flush()
-        with open(os.path.join(self.dir, "varnishd.log")) as f:
-            return f.read()[-3000:]
+             "-p", "vcc_allow_inline_c=off"], env=env)
+        wait_port(self.port, timeout=60, proc=self.proc)
 
     def write_vcl(self, vcl):
         self.nvcl += 1
@@ -242,20 +212,13 @@ class Varnish:
             return None
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        self.out.close()
+        stop_process(self.proc, signal.SIGTERM, timeout=30)
         reports = [f for f in os.listdir(self.dir) if f.startswith(("asan.", "ubsan."))]
         text = ""
         for f in reports:
             with open(os.path.join(self.dir, f), errors="replace") as fh:
                 text += fh.read()[:4000]
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.env.close()
         check(not text, "sanitizer report from varnishd:\n" + text)
 
 
@@ -1384,16 +1347,8 @@ CASES = {
 
 
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print("usage: varnish_test.py {%s}" % "|".join(CASES), file=sys.stderr)
-        return 2
-    try:
-        CASES[sys.argv[1]]()
-    except TestFailure as e:
-        log("FAIL:", e)
-        return 1
-    log("ok")
-    return 0
+    return realserver.main(CASES, (VARNISHD, TOOL, "varnishadm", "varnishstat", "varnishlog"),
+                           (VMOD,))
 
 
 if __name__ == "__main__":
