@@ -605,20 +605,29 @@ struct lb_feed *lb_feed_new(struct event_base *base, const char *label, const ch
     f->applied_arg = arg;
     f->client = (struct lb_resolver_client){on_answers, f};
     f->stamp = 1;
-    if (base) {
-        f->retry_ev = evtimer_new(base, on_retry, f);
-        f->resolved_ev = event_new(base, -1, 0, on_resolved, f);
-    }
     size_t slot_i = 0;
     while (slot_i < sizeof feeds / sizeof feeds[0] && feeds[slot_i])
         slot_i++;
-    if ((base && (!f->retry_ev || !f->resolved_ev)) || grow(f) < 0 ||
+    if ((base && lb_feed_attach(f, base) < 0) || grow(f) < 0 ||
         slot_i == sizeof feeds / sizeof feeds[0]) {
         lb_feed_free(f);
         return NULL;
     }
     feeds[slot_i] = f;
     return f;
+}
+
+int lb_feed_attach(struct lb_feed *f, struct event_base *base)
+{
+    if (f->retry_ev || f->resolved_ev)
+        return 0;
+    f->retry_ev = evtimer_new(base, on_retry, f);
+    f->resolved_ev = event_new(base, -1, 0, on_resolved, f);
+    if (!f->retry_ev || !f->resolved_ev)
+        return -1;
+    if (f->answers) /* answers that came before */
+        event_active(f->resolved_ev, 0, 0);
+    return 0;
 }
 
 void lb_feed_free(struct lb_feed *f)

@@ -37,7 +37,10 @@ struct lb_feed_stats {
 struct lb_feed *lb_feed_new(struct event_base *base, const char *label, const char *cap_option,
                             uint64_t max_points, uint64_t points_per_weight,
                             lb_feed_applied_fn *applied, void *arg);
-/* Frees the set (a change under way is membership.c's to finish).  Main thread. */
+/* Gives a set made without a base its events (the resolver's answers, the retries).  Returns 0
+ * (also when it has them), -1 out of memory.  Main thread. */
+int lb_feed_attach(struct lb_feed *f, struct event_base *base);
+/* Frees the set (a change under way is writer.c's to finish).  Main thread. */
 void lb_feed_free(struct lb_feed *f);
 
 /* A put of name (owned by the call from then on) at weight >= 1: the entry's weight in the set,

@@ -315,7 +315,10 @@ static const struct lb_resolver_client reload_client = {on_reload_answers, NULL}
 
 int lb_membership_start(struct event_base *base)
 {
-    (void)base;
+    /* the file's set gets its events: a name it holds that needs DNS again (it left the ring
+     * between a reload's lookups and its apply) is resolved like etcd's */
+    if (file_feed && lb_feed_attach(file_feed, base) < 0)
+        return -1;
     started = true;
     return 0;
 }

@@ -24,7 +24,8 @@ extern _Atomic uint64_t lb_reloads, lb_reload_errors, lb_reload_resolving;
  * -1 with the membership unchanged. */
 int lb_membership_load(void);
 /* From then on a reload's names are resolved by the resolver thread (resolver.c, started before)
- * and the reload applied on the main loop.  Returns 0. */
+ * and the reload applied on the main loop; the file's set gets its events on base.  Returns 0,
+ * -1 out of memory. */
 int lb_membership_start(struct event_base *base);
 /* Drops a reload whose names are being resolved (lb_resolver_stop drops their answers) and the
  * members file's set.  Main thread, after lb_writer_stop, before the ring is freed. */
