@@ -1062,7 +1062,8 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts
             printf(" %.0f + %.0f | %.2f (median) |", tm, pm, median(&copied[base], (size_t)publishes));
             size_t nd = cbs < 64 ? (size_t)cbs : 64;
             double dl[64], dworst = 0;
-            memcpy(dl, crs[w].delays, nd * sizeof *dl);
+            for (size_t q = 0; q < nd; q++) /* this kind's callbacks: cb0[w] on */
+                dl[q] = crs[w].delays[(cb0[w] + cbs - nd + q) % 64];
             for (size_t q = 0; q < nd; q++)
                 dworst = dl[q] > dworst ? dl[q] : dworst;
             printf(" %.3f (median) | %.1f | %.2f; %llu | %.1f / %.1f | %.1f |\n",
