@@ -1,5 +1,5 @@
 /* proto_compact: a prototype of a compact point layout for the 32-bit profiles (ketama, nginx,
- * murmur32, fnv32, haproxy) (issue 35, item 6; docs/design.md, appendix "A publish that
+ * murmur32, fnv32, haproxy) (issue 35, item 6; docs/design.md, "Appendix: a publish that
  * follows the change", last part).
  *
  * SPDX-License-Identifier: MIT

@@ -1,5 +1,5 @@
 /* proto_cow: a prototype of a publish whose cost follows the change (issue 35, item 5;
- * docs/design.md, appendix "A publish that follows the change").
+ * docs/design.md, "Appendix: a publish that follows the change").
  *
  * SPDX-License-Identifier: MIT
  *
@@ -54,6 +54,11 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
+
+/* -DPROTO_PLANT=1 or 2 plants a bug that the checks must catch (docs/bench.md, "Prototypes"). */
+#ifndef PROTO_PLANT
+#define PROTO_PLANT 0
 #endif
 
 /* ---- utilities ---------------------------------------------------------------------------- */
@@ -428,6 +433,9 @@ static void flat_publish(struct flat *next, const struct flat *cur, const struct
         size_t first = next->lines[b].first & ~LINE_FULL;
         size_t before = first == 0 ? next->n - 1 : first - 1;
         size_t b0 = next->n ? line_of(next->pos[before], nl) : 0;
+#if PROTO_PLANT == 2 /* a planted bug (docs/bench.md, "Prototypes"): only the changed line */
+        b0 = b;
+#endif
         if (b0 > b) { /* wraps: the ring's last lines name the first point's owner */
             flat_encode(next, b0, nl - 1);
             b0 = 0;
@@ -695,6 +703,9 @@ static struct table *chunked_publish(const struct table *cur, const struct chang
             struct chunk *pc = t->chunk[p];
             size_t lastj = pc->nlines - 1;
             if (!is_touched) {
+#if PROTO_PLANT == 1 /* a planted bug (docs/bench.md, "Prototypes"): no pad fix */
+                break;
+#endif
                 if (line_slot(&pc->lines[lastj], LINE_POINTS) == now)
                     break; /* it already names the right owner */
                 struct chunk *cp = chunk_new(cr, pc->nlines, pc->npoints);
@@ -766,20 +777,27 @@ static double run_lookups(const struct layouts *ly, enum lk k, size_t which, siz
     const struct flat *f = ly->flat;
     const struct table *t = k >= LK_CHUNK_OWNER ? ly->tables[which] : NULL;
     uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-    for (size_t q = 0; q < m; q++) {
-        uint64_t key = latency ? (h = mix64(h + acc)) : mix64(st += 0x9e3779b97f4a7c15ull);
-        uint64_t r;
-        switch (k) {
-        case LK_FLAT_OWNER: r = flat_owner(f, key); break;
-        case LK_FLAT_POINT: r = flat_point(f, key); break;
-        case LK_CHUNK_OWNER: r = chunked_owner(t, key); break;
-        default: r = chunked_point(t, key); break;
-        }
-        if (latency)
-            acc = r;
-        else
-            acc += r;
+    /* one loop per kind, so that nothing but the lookup differs between the layouts */
+#define LOOKUPS(call)                                                                              \
+    do {                                                                                           \
+        if (latency)                                                                               \
+            for (size_t q = 0; q < m; q++) {                                                       \
+                uint64_t key = h = mix64(h + acc);                                                 \
+                acc = call;                                                                        \
+            }                                                                                      \
+        else                                                                                       \
+            for (size_t q = 0; q < m; q++) {                                                       \
+                uint64_t key = mix64(st += 0x9e3779b97f4a7c15ull);                                 \
+                acc += call;                                                                       \
+            }                                                                                      \
+    } while (0)
+    switch (k) {
+    case LK_FLAT_OWNER: LOOKUPS(flat_owner(f, key)); break;
+    case LK_FLAT_POINT: LOOKUPS(flat_point(f, key)); break;
+    case LK_CHUNK_OWNER: LOOKUPS(chunked_owner(t, key)); break;
+    default: LOOKUPS(chunked_point(t, key)); break;
     }
+#undef LOOKUPS
     *sink += acc;
     return (double)(now_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / (double)m;
 }
@@ -805,6 +823,50 @@ static void verify(const struct layouts *ly, size_t keys, uint64_t seed, const c
             check(chunked_owner(ly->tables[w], h) == want, what);
             check(chunked_point(ly->tables[w], h) == wantp, what);
         }
+    }
+}
+
+/* Checks one key in every layout against the reference. */
+static void verify_key(const struct layouts *ly, uint64_t h, const char *when)
+{
+    const struct flat *f = ly->flat;
+    size_t i = pos_search(f->pos, 0, f->n, h);
+    if (i == f->n)
+        i = 0;
+    char what[160];
+    snprintf(what, sizeof what, "%s: key 0x%016llx", when, (unsigned long long)h);
+    check(flat_owner(f, h) == f->owner[i], what);
+    check(flat_point(f, h) == (f->pos[i] ^ f->owner[i]), what);
+    for (size_t w = 0; w < ly->nt; w++) {
+        check(chunked_owner(ly->tables[w], h) == f->owner[i], what);
+        check(chunked_point(ly->tables[w], h) == (f->pos[i] ^ f->owner[i]), what);
+    }
+}
+
+/* The keys a publish could have got wrong: at and round every changed position, and just above
+ * the point before it (the arc whose owner the lines' padding names); and just above every
+ * chunk's last point (the arc a chunk's last lines name the next chunk's owner for). */
+static void verify_around(const struct layouts *ly, const struct change *c, const char *when)
+{
+    const struct flat *f = ly->flat;
+    for (int side = 0; side < 2; side++) {
+        const struct pt *v = side ? c->rem : c->add;
+        size_t nv = side ? c->nrem : c->nadd;
+        for (size_t k = 0; k < nv; k++) {
+            uint64_t p = v[k].pos;
+            verify_key(ly, p - 1, when);
+            verify_key(ly, p, when);
+            verify_key(ly, p + 1, when);
+            size_t i = pos_search(f->pos, 0, f->n, p);
+            size_t before = (i == 0 ? f->n : i) - 1;
+            verify_key(ly, f->pos[before] + 1, when);
+        }
+    }
+    for (size_t w = 0; w < ly->nt; w++) {
+        const struct table *t = ly->tables[w];
+        for (size_t ch = 0; ch < t->nchunks; ch++)
+            if (t->chunk[ch]->npoints > 0)
+                verify_key(ly, t->chunk[ch]->pos[t->chunk[ch]->npoints - 1] + 1, when);
     }
 }
 
@@ -1031,8 +1093,10 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts
                     peak[w] = live;
             }
         }
-        /* check after the round (the writer's own view; the reader is still going) */
+        /* check after the round (the writer's own view; the reader is still going): random
+         * keys, and the keys round the last publish's change */
         verify(&ly, 20000, 1000 + (uint64_t)kind, kinds[kind]);
+        verify_around(&ly, publishes % 2 ? &fwd : &back, kinds[kind]);
         printf("\npublish of %s, %d back to back (the reader thread %s), load average %.2f; "
                "change list generated and sorted outside the timing (%zu points added, %zu removed; "
                "%.2f ms):\n\n",
