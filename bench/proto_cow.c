@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <urcu-bp.h>
 
@@ -81,6 +82,13 @@ static uint64_t mix64(uint64_t z)
 static uint64_t point_pos(uint32_t m, uint32_t i)
 {
     return mix64(((uint64_t)m << 24 | i) * 0x9e3779b97f4a7c15ull + 0x1234567u);
+}
+
+/* Minor page faults of the calling thread so far. */
+static long thread_faults(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_minflt + ru.ru_majflt : -1;
 }
 
 static void *xmalloc(size_t n)
@@ -1047,6 +1055,8 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts
         double *ck_cpu = xmalloc(nls * (size_t)publishes * sizeof(double)),
                *ck_wall = xmalloc(nls * (size_t)publishes * sizeof(double));
         double *ref_ms = xmalloc(nls * (size_t)publishes * sizeof(double));
+        double *fl_flt = xmalloc((size_t)publishes * sizeof(double));
+        double *ck_flt = xmalloc(nls * (size_t)publishes * sizeof(double));
         size_t *touched = xmalloc(nls * (size_t)publishes * sizeof(size_t)),
                *padfix = xmalloc(nls * (size_t)publishes * sizeof(size_t));
         double *copied = xmalloc(nls * (size_t)publishes * sizeof(double));
@@ -1063,14 +1073,17 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts
         for (int p = 0; p < publishes; p++) {
             const struct change *c = p % 2 == 0 ? &fwd : &back;
             struct flat *next = cur == &flats[0] ? &flats[1] : &flats[0];
+            long f0 = thread_faults();
             uint64_t w0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
             flat_publish(next, cur, c);
             fl_cpu[p] = (double)(now_ns(CLOCK_THREAD_CPUTIME_ID) - c0) / 1e6;
+            fl_flt[p] = (double)(thread_faults() - f0);
             fl_wall[p] = (double)(now_ns(CLOCK_MONOTONIC) - w0) / 1e6;
             cur = next;
             ly.flat = cur;
             for (size_t w = 0; w < nls; w++) {
                 struct cow_stats st;
+                f0 = thread_faults();
                 w0 = now_ns(CLOCK_MONOTONIC);
                 c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
                 struct table *old = ly.tables[w];
@@ -1084,6 +1097,7 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts
                 size_t ix = w * (size_t)publishes + (size_t)p;
                 ck_cpu[ix] = (double)(now_ns(CLOCK_THREAD_CPUTIME_ID) - c0) / 1e6;
                 ck_wall[ix] = (double)(now_ns(CLOCK_MONOTONIC) - w0) / 1e6;
+                ck_flt[ix] = (double)(thread_faults() - f0);
                 ref_ms[ix] = st.ref_ms;
                 touched[ix] = st.touched;
                 padfix[ix] = st.padfix;
@@ -1135,7 +1149,24 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts
                    (double)cbs / publishes, (unsigned long long)maxwait[w],
                    nd ? median(dl, nd) : 0.0, dworst, cbs ? (double)frs / (double)cbs : 0.0);
         }
+        printf("\npage faults of the writer thread per publish, median / max:");
+        {
+            double worst = 0;
+            for (int p = 0; p < publishes; p++)
+                worst = fl_flt[p] > worst ? fl_flt[p] : worst;
+            printf(" flat %.0f / %.0f;", median(fl_flt, (size_t)publishes), worst);
+            for (size_t w = 0; w < nls; w++) {
+                double *v = &ck_flt[w * (size_t)publishes];
+                worst = 0;
+                for (int p = 0; p < publishes; p++)
+                    worst = v[p] > worst ? v[p] : worst;
+                printf(" L=%u %.0f / %.0f;", 1u << lshifts[w], median(v, (size_t)publishes), worst);
+            }
+            printf("\n");
+        }
         fflush(stdout);
+        free(fl_flt);
+        free(ck_flt);
         free(fwd.add);
         free(fwd.rem);
         free(gone);
