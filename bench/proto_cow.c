@@ -775,7 +775,29 @@ struct layouts {
     struct table **tables; /* published pointers (rcu_assign_pointer), one per chunk size */
 };
 
-enum lk { LK_FLAT_OWNER, LK_FLAT_POINT, LK_CHUNK_OWNER, LK_CHUNK_POINT };
+enum lk { LK_FLAT_OWNER, LK_FLAT_POINT, LK_FLAT_BATCH, LK_CHUNK_OWNER, LK_CHUNK_POINT, LK_CHUNK_BATCH };
+
+/* A prefetch the compiler keeps (docs/design.md §4, "Batches": __builtin_prefetch may be dropped). */
+static inline void prefetch(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p);
+#endif
+}
+
+#define BATCH 16
+/* Where key h's line is (flat, or through the table): the first pass of a batch. */
+static inline const struct line *flat_line(const struct flat *f, uint64_t h)
+{
+    return &f->lines[((h >> 32) * f->nlines) >> 32];
+}
+static inline const struct line *chunked_line(const struct table *t, uint64_t h)
+{
+    size_t b = (size_t)(((h >> 32) * t->nlines) >> 32);
+    return &t->chunk[b >> t->lshift]->lines[b & (((size_t)1 << t->lshift) - 1)];
+}
 
 /* M lookups of kind k; latency: the next key depends on the answer.  Returns ns per lookup. */
 static double run_lookups(const struct layouts *ly, enum lk k, size_t which, size_t m, bool latency,
@@ -784,6 +806,24 @@ static double run_lookups(const struct layouts *ly, enum lk k, size_t which, siz
     uint64_t h = seed, acc = 0, st = seed;
     const struct flat *f = ly->flat;
     const struct table *t = k >= LK_CHUNK_OWNER ? ly->tables[which] : NULL;
+    if (k == LK_FLAT_BATCH || k == LK_CHUNK_BATCH) {
+        /* batches of 16: every key's line prefetched, then every key resolved; in latency, a
+         * batch's keys depend on the previous batch's answers */
+        uint64_t keys[BATCH];
+        uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+        for (size_t q = 0; q + BATCH <= m; q += BATCH) {
+            uint64_t got = 0;
+            for (int i = 0; i < BATCH; i++) {
+                keys[i] = latency ? (h = mix64(h + acc)) : mix64(st += 0x9e3779b97f4a7c15ull);
+                prefetch(k == LK_FLAT_BATCH ? flat_line(f, keys[i]) : chunked_line(t, keys[i]));
+            }
+            for (int i = 0; i < BATCH; i++)
+                got += k == LK_FLAT_BATCH ? flat_owner(f, keys[i]) : chunked_owner(t, keys[i]);
+            acc = latency ? got : acc + got;
+        }
+        *sink += acc;
+        return (double)(now_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / (double)(m - m % BATCH);
+    }
     uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
     /* one loop per kind, so that nothing but the lookup differs between the layouts */
 #define LOOKUPS(call)                                                                              \
@@ -986,35 +1026,36 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts
                total - 12.0 - lines, total);
     }
 
-    /* lookups: every variant, interleaved rep by rep */
-    size_t nvar = 2 + 2 * nls;
+    /* lookups: every variant, interleaved rep by rep; variant v is layout v / 3 (0: flat, then
+     * each chunk size) and kind v % 3 (owner, point, batch of 16) */
+    size_t nvar = 3 * (1 + nls);
     double *res = xmalloc(nvar * 2 * (size_t)reps * sizeof *res);
     uint64_t sink = 0;
     for (int r = 0; r < reps; r++)
         for (int lat = 0; lat < 2; lat++)
             for (size_t v = 0; v < nvar; v++) {
-                enum lk k = v == 0 ? LK_FLAT_OWNER : v == 1 ? LK_FLAT_POINT
-                            : (v - 2) % 2 == 0 ? LK_CHUNK_OWNER : LK_CHUNK_POINT;
+                enum lk k = (enum lk)((v >= 3 ? 3 : 0) + v % 3);
                 res[(v * 2 + (size_t)lat) * (size_t)reps + (size_t)r] =
-                    run_lookups(&ly, k, v >= 2 ? (v - 2) / 2 : 0, lookups, lat, 7 + (uint64_t)r, &sink);
+                    run_lookups(&ly, k, v >= 3 ? v / 3 - 1 : 0, lookups, lat, 7 + (uint64_t)r, &sink);
             }
     printf("\nlookups, ns each (pre-hashed random keys, thread CPU time, median of %d interleaved reps of %zu), load average %.2f:\n\n",
            reps, lookups, loadavg());
-    printf("| layout | owner, throughput | owner, latency | point, throughput | point, latency |\n|---|---|---|---|---|\n");
-    double flat_med[4];
-    for (size_t v = 0; v < nvar; v += 2) {
-        double med[4];
-        for (int q = 0; q < 4; q++)
-            med[q] = median(&res[((v + (size_t)(q / 2)) * 2 + (size_t)(q % 2)) * (size_t)reps], (size_t)reps);
-        /* order: owner tp, owner lat, point tp, point lat */
-        double row[4] = {med[0], med[1], med[2], med[3]};
-        if (v == 0) {
+    printf("| layout | owner, throughput | owner, latency | point, throughput | point, latency | batch of 16, throughput | batch of 16, latency |\n|---|---|---|---|---|---|---|\n");
+    double flat_med[6];
+    for (size_t layout = 0; layout <= nls; layout++) {
+        double row[6]; /* owner tp, owner lat, point tp, point lat, batch tp, batch lat */
+        for (int q = 0; q < 6; q++)
+            row[q] = median(&res[((layout * 3 + (size_t)(q / 2)) * 2 + (size_t)(q % 2)) * (size_t)reps],
+                            (size_t)reps);
+        if (layout == 0) {
             memcpy(flat_med, row, sizeof row);
-            printf("| flat | %.1f | %.1f | %.1f | %.1f |\n", row[0], row[1], row[2], row[3]);
+            printf("| flat | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", row[0], row[1], row[2],
+                   row[3], row[4], row[5]);
         } else {
-            printf("| chunked, L=%u | %.1f (%.2fx) | %.1f (%.2fx) | %.1f (%.2fx) | %.1f (%.2fx) |\n",
-                   1u << lshifts[(v - 2) / 2], row[0], row[0] / flat_med[0], row[1],
-                   row[1] / flat_med[1], row[2], row[2] / flat_med[2], row[3], row[3] / flat_med[3]);
+            printf("| chunked, L=%u |", 1u << lshifts[layout - 1]);
+            for (int q = 0; q < 6; q++)
+                printf(" %.1f (%.2fx) |", row[q], row[q] / flat_med[q]);
+            printf("\n");
         }
     }
     free(res);
