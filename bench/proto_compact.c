@@ -41,6 +41,12 @@
 #include <emmintrin.h>
 #endif
 
+/* -DPROTO_PLANT=1 plants a bug the check must catch (docs/bench.md, "Prototypes"): the packed
+ * shape's bucket search forgets a crowded bucket's binary search. */
+#ifndef PROTO_PLANT
+#define PROTO_PLANT 0
+#endif
+
 static uint64_t now_ns(clockid_t clk)
 {
     struct timespec ts;
@@ -242,7 +248,7 @@ static inline uint32_t packed_bucket(const struct ring *r, uint32_t h)
     size_t i = r->index[b];
     const struct rec6 *p = r->p6;
     size_t below = (size_t)(p[i].pos < h) + (size_t)(p[i + 1].pos < h);
-    if (__builtin_expect(p[i + 2].pos < h, 0))
+    if (__builtin_expect(p[i + 2].pos < h, 0) && !PROTO_PLANT)
         i = bsearch6(p, i + 3, r->index[b + 1], h);
     else
         i += below;
