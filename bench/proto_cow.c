@@ -57,6 +57,13 @@
 #include <emmintrin.h>
 #endif
 
+/* -DPROTO_FIXED_LSHIFT=s builds the lookups for chunks of 2^s lines known at compile time, as a
+ * library with one chunk size would have them (then --chunk must be 2^s). */
+#ifndef PROTO_FIXED_LSHIFT
+#define PROTO_FIXED_LSHIFT 0
+#endif
+#define LSHIFT(t) (PROTO_FIXED_LSHIFT ? (unsigned)PROTO_FIXED_LSHIFT : (t)->lshift)
+
 /* -DPROTO_PLANT=1 or 2 plants a bug that the checks must catch (docs/bench.md, "Prototypes"). */
 #ifndef PROTO_PLANT
 #define PROTO_PLANT 0
@@ -619,8 +626,8 @@ static inline uint32_t chunked_owner(const struct table *t, uint64_t h)
 {
     uint64_t at = (h >> 32) * t->nlines;
     size_t b = (size_t)(at >> 32);
-    const struct chunk *ch = t->chunk[b >> t->lshift];
-    size_t j = b & (((size_t)1 << t->lshift) - 1);
+    const struct chunk *ch = t->chunk[b >> LSHIFT(t)];
+    size_t j = b & (((size_t)1 << LSHIFT(t)) - 1);
     const struct line *l = &ch->lines[j];
     uint16_t k = (uint16_t)((uint32_t)at >> 16);
     unsigned below = line_below(l, k);
@@ -628,7 +635,7 @@ static inline uint32_t chunked_owner(const struct table *t, uint64_t h)
         size_t first = l->first & ~LINE_FULL;
         size_t hi = j + 1 < ch->nlines ? l[1].first & ~LINE_FULL : ch->npoints;
         size_t i = pos_search(ch->pos, first, hi, h);
-        return i < ch->npoints ? ch->owner[i] : next_owner(t, (b >> t->lshift) + 1);
+        return i < ch->npoints ? ch->owner[i] : next_owner(t, (b >> LSHIFT(t)) + 1);
     }
     return line_slot(l, below);
 }
@@ -637,8 +644,8 @@ static inline uint64_t chunked_point(const struct table *t, uint64_t h)
 {
     uint64_t at = (h >> 32) * t->nlines;
     size_t b = (size_t)(at >> 32);
-    const struct chunk *ch = t->chunk[b >> t->lshift];
-    size_t j = b & (((size_t)1 << t->lshift) - 1);
+    const struct chunk *ch = t->chunk[b >> LSHIFT(t)];
+    size_t j = b & (((size_t)1 << LSHIFT(t)) - 1);
     const struct line *l = &ch->lines[j];
     uint16_t k = (uint16_t)((uint32_t)at >> 16);
     unsigned below = line_below(l, k);
@@ -648,7 +655,7 @@ static inline uint64_t chunked_point(const struct table *t, uint64_t h)
     else
         i = first + below;
     if (__builtin_expect(i == ch->npoints, 0)) { /* the next chunk's first point (wrapping) */
-        size_t c = b >> t->lshift;
+        size_t c = b >> LSHIFT(t);
         do {
             c = (c + 1) % t->nchunks;
             ch = t->chunk[c];
@@ -796,7 +803,7 @@ static inline const struct line *flat_line(const struct flat *f, uint64_t h)
 static inline const struct line *chunked_line(const struct table *t, uint64_t h)
 {
     size_t b = (size_t)(((h >> 32) * t->nlines) >> 32);
-    return &t->chunk[b >> t->lshift]->lines[b & (((size_t)1 << t->lshift) - 1)];
+    return &t->chunk[b >> LSHIFT(t)]->lines[b & (((size_t)1 << LSHIFT(t)) - 1)];
 }
 
 /* M lookups of kind k; latency: the next key depends on the answer.  Returns ns per lookup. */
@@ -1303,6 +1310,10 @@ int main(int argc, char **argv)
             return 2;
         }
         lshifts[w] = s;
+        if (PROTO_FIXED_LSHIFT && s != PROTO_FIXED_LSHIFT) {
+            fprintf(stderr, "proto_cow: built for chunks of %u lines only\n", 1u << PROTO_FIXED_LSHIFT);
+            return 2;
+        }
     }
     if (nm == 0 || nc == 0 || vnodes == 0 || reps < 1 || publishes < 2 || lookups == 0) {
         fprintf(stderr, "proto_cow: bad arguments\n");
