@@ -503,19 +503,6 @@ def park(env):
 TESTS = {"conns": conns, "park": park, "requests-bodies": requests_bodies, "emfile": emfile, "stats": stats}
 
 
-def main():
-    if len(sys.argv) != 2 or (sys.argv[1] not in TESTS and sys.argv[1] != "all"):
-        print("usage: lb_limits.py %s|all" % "|".join(TESTS), file=sys.stderr)
-        return 2
-    if not os.access(h.CHRING_LB, os.X_OK):
-        print("missing %s: skipped" % h.CHRING_LB)
-        return 77
-    names = list(TESTS) if sys.argv[1] == "all" else [sys.argv[1]]
-    rc = 0
-    for n in names:
-        rc |= h.run(TESTS[n])
-    return rc
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(h.main(TESTS, all_case=True))

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """chring-lb's --load-metrics through the real binary (docs/lb.md, "Load the engines report").
 
+    lb_load.py metrics
+
 Three engines stand-ins (Python HTTP servers on 127.0.0.1) answer every request with their port
 and serve /metrics in Prometheus text with vLLM's gauges.  chring-lb scrapes them every 50 ms:
   1. idle engines (0 running, 0 waiting): every key goes to its owner, every member reports 0;
@@ -153,5 +155,7 @@ def test_load(env):
             e.close()
 
 
+TESTS = {"metrics": test_load}
+
 if __name__ == "__main__":
-    sys.exit(h.run(test_load))
+    sys.exit(h.main(TESTS))

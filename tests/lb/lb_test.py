@@ -11,7 +11,6 @@ import json
 import math
 import os
 import random
-import signal
 import socket
 import sys
 import threading
@@ -1133,20 +1132,6 @@ TESTS = {
 }
 
 
-def main():
-    if len(sys.argv) != 2 or (sys.argv[1] not in TESTS and sys.argv[1] != "all"):
-        print("usage: lb_test.py %s|all" % "|".join(TESTS), file=sys.stderr)
-        return 2
-    for prog in (h.CHRING_LB, h.CHRING_LB_EXPECT, h.NGINX):
-        if not os.access(prog, os.X_OK):
-            print("missing %s: skipped" % prog)
-            return 77
-    names = list(TESTS) if sys.argv[1] == "all" else [sys.argv[1]]
-    rc = 0
-    for n in names:
-        rc |= h.run(TESTS[n])
-    return rc
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(h.main(TESTS, (h.CHRING_LB, h.CHRING_LB_EXPECT, h.NGINX), all_case=True))

@@ -66,6 +66,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lb-threads", type=int, default=2)
     args = ap.parse_args()
+    gone = h.realserver.missing((WRK, h.CHRING_LB, h.NGINX))
+    if gone is not None:
+        print("missing %s: skipped" % gone)
+        return 77
     env = h.Env("wrk")
     rows = []
     try:

@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 import realserver  # noqa: E402
-from realserver import TestFailure, check, free_port, log, wait_port  # noqa: E402,F401
+from realserver import TestFailure, check, free_port, log, skip, wait_port  # noqa: E402,F401
 
 CHRING_LB = os.environ.get("CHRING_LB", "chring-lb")
 CHRING_LB_EXPECT = os.environ.get("CHRING_LB_EXPECT", "chring-lb-expect")
@@ -176,9 +176,11 @@ class NginxHashFront(Nginx):
 
 class Balancer:
     """chring-lb on 127.0.0.1.  stats_listen: its own --stats-listen port (stats_port), where the
-    stats are read; spawn_kw: extra Popen arguments (preexec_fn for a resource limit)."""
+    stats are read; spawn_kw: extra Popen arguments (preexec_fn for a resource limit); program:
+    another chring-lb build to run (default CHRING_LB)."""
 
-    def __init__(self, env, args, name="lb", threads=2, stats_listen=False, spawn_kw=None):
+    def __init__(self, env, args, name="lb", threads=2, stats_listen=False, spawn_kw=None,
+                 program=None):
         self.env = env
         self.port = free_port()
         self.name = name
@@ -191,7 +193,7 @@ class Balancer:
             # the main listener answers /_chring/ only to the peers an explicit --stats-allow
             # names (docs/lb.md, "Security model")
             extra = ["--stats-allow", "127.0.0.0/8,::1"]
-        self.argv = [CHRING_LB, "--listen", "127.0.0.1:%d" % self.port, "--threads", str(threads)] + extra + list(args)
+        self.argv = [program or CHRING_LB, "--listen", "127.0.0.1:%d" % self.port, "--threads", str(threads)] + extra + list(args)
         self.spawn_kw = spawn_kw or {}
         self.proc = None
 
@@ -332,10 +334,13 @@ def port_of(body):
         return None
 
 
-def main(tests, needs=None, why=""):
-    """The command line of a suite script: `SCRIPT NAME` runs tests[NAME] through run(); exit 2
-    for a usage error, 77 (skipped) when a program of needs (default: chring-lb) is missing."""
-    return realserver.main(tests, needs or (CHRING_LB,), why=why, env_class=Env)
+def main(tests, needs=None, why="", extra_needs=None, all_case=False):
+    """The command line of a suite script of tests/lb: realserver.main() with an Env of this
+    module.  `SCRIPT NAME` runs tests[NAME]; exit 2 for a usage error, 77 (skipped) when a
+    program of needs (default: chring-lb) is missing or extra_needs(NAME) names something else
+    missing; all_case adds `SCRIPT all` (every test in turn)."""
+    return realserver.main(tests, needs or (CHRING_LB,), why=why, env_class=Env,
+                           extra_needs=extra_needs, all_case=all_case)
 
 
 def run(main):
