@@ -311,7 +311,9 @@ TESTS = {"page": page, "big": big, "fragment": fragment}
 
 def extra_needs(case):
     """Every case loads the page in headless Chromium."""
-    return None if CHROMIUM and os.access(CHROMIUM, os.X_OK) else "chromium (Debian package chromium)"
+    if CHROMIUM and os.access(CHROMIUM, os.X_OK):
+        return None
+    return "chromium (Debian package chromium)"
 
 
 if __name__ == "__main__":
