@@ -99,6 +99,7 @@ def loop(env):
             resp, first = exchange(self_lb.port, b"GET /loop%d HTTP/1.1\r\nHost: x\r\n"
                                    b"Connection: close\r\n\r\n" % i)
             check(status_of(resp) == 508, "self member: %r" % resp[:200])
+            # a hang detector: answered at once, or a loop that never answers within exchange()'s 5 s
             check(first is not None and first < 5, "self member: answered after %s s" % first)
         self_lb.wait_idle()
         n = self_lb.stats()["balancer"]["requests"] - before
@@ -197,6 +198,8 @@ def connection_tokens(env):
         resp, _ = exchange(lb.port, req, timeout=15)
         took = time.time() - t0
         check(status_of(resp) == 200, "answered %r after %.1f s" % (resp[:100], took))
+        # a hang detector, not a speed target: 0.02 s here, while the quadratic probing it guards
+        # against stalled the worker for 11.7 s (docs/lb.md), close to exchange()'s 15 s
         check(took < 5, "a Connection field of %d tokens took %.1f s" % (n, took))
         seen_b = rb.received()
         check(b"X-Kept: yes" in seen_b and b"secret" not in seen_b and b"Connection" not in seen_b,
@@ -263,6 +266,8 @@ def keepalive(env):
     rb = h.RawBackend(chunked_answer)
     try:
         lb = h.Balancer(env, ["--backend", rb.member, "--client-timeout", "15"]).start()
+        # The times below detect a hang, not a speed: each answer comes at once (milliseconds);
+        # the bug waited for --client-timeout (15 s) or for a close that never came.
         s = socket.create_connection(("127.0.0.1", lb.port), timeout=5)
         for i in range(5):
             s.sendall(b"GET /ka%d HTTP/1.1\r\nHost: x\r\n\r\n" % i)
@@ -485,6 +490,8 @@ def backend_deadline(env):
             out, first = exchange(lb.port, b"GET /d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
                                   timeout=20)
             check(status_of(out) == 504, "%s: %r" % (mode, out[:120]))
+            # a hang detector: about 1-2 s (the timeout, and a retry), while the hostile backend
+            # kept a request 40 s with an idle timer
             check(first is not None and first < 6, "%s: 504 after %s s at --backend-timeout 1" % (mode, first))
             log("backend %s: 504 after %.1f s (--backend-timeout 1, one retry)" % (mode, first))
             lb.stop()
@@ -557,7 +564,11 @@ def slow_post(env):
                 crlf_cut = time.time() - t1
                 break
         crlf.close()
+        # hang detectors, not speed targets: the trickle of empty lines is cut after about
+        # --client-timeout (2 s), the trickled bodies within about a second more; a trickle that
+        # holds its connection runs the whole loop (10 s), or the reads (10 s each)
         check(crlf_cut is not None and crlf_cut < 6, "a trickle of empty lines was not cut (%s)" % crlf_cut)
+        log("a trickle of empty lines cut after %.1f s" % crlf_cut)
         t0 = time.time()
         cut = 0
         for s in socks:

@@ -476,6 +476,7 @@ def park(env):
             for s in stay:
                 s.close()
             open_socks = []
+        # a hang detector: the 30 rounds take about a second; 60 s is the loop's bound
         check(rounds == 30, "only %d rounds in 60 s" % rounds)
         st = lb.stats()["limits"]
         end = time.time() + 10

@@ -462,6 +462,8 @@ def backend_down(env):
             # the one retried goes to its next replica; those spilled meanwhile walk clockwise to
             # the first member below capacity, which is usually, not always, the same one
             check(s == 200 and got in alive, "%s on the hung backend: %d from %s" % (k, s, got))
+            # a hang detector: about 1 s (--backend-timeout 1, then the retry), while a request
+            # held by the hung backend waits for the client's 20 s
             check(dt <= 5, "%s took %.2fs (timeout 1s)" % (k, dt))
         check(len(results) == len(hung_keys), "hung-key answers missing")
         check(max(r[4] for r in results) >= 0.8, "no request waited for the backend timeout")
