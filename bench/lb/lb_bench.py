@@ -19,7 +19,6 @@ import os
 import socket
 import socketserver
 import statistics
-import subprocess
 import sys
 import threading
 import time

@@ -9,6 +9,7 @@ PID when the test ends (also on failure).  Every wait is bounded.
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -18,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 import realserver  # noqa: E402
-from realserver import TestFailure, check, free_port, log, skip, wait_port  # noqa: E402,F401
+from realserver import TestFailure, check, free_port, log, skip, wait_port, wait_until  # noqa: E402,F401
 
 CHRING_LB = os.environ.get("CHRING_LB", "chring-lb")
 CHRING_LB_EXPECT = os.environ.get("CHRING_LB_EXPECT", "chring-lb-expect")
@@ -325,6 +326,13 @@ class Client:
         if self.c is not None:
             self.c.close()
             self.c = None
+
+
+def status_of(resp):
+    """The status code of the answer at the start of resp (bytes), or None when resp does not
+    start with an HTTP/1.x status line."""
+    m = re.match(rb"HTTP/1\.[01] (\d{3})(?![0-9])", resp)
+    return int(m.group(1)) if m else None
 
 
 def port_of(body):
