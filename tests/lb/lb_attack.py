@@ -335,8 +335,7 @@ def members_file(env):
         rc = p.wait(10)
     except Exception:
         rc = None
-    with open(env.path("lb-fifo.out"), "rb") as f:
-        out = f.read().decode("utf-8", "replace")
+    out = env.output("lb-fifo")
     check(rc is not None and rc != 0, "a FIFO as the members file: the start did not end (%s)" % rc)
     check("not a regular file" in out, "no reason given: %r" % out[-300:])
     path = env.path("members.txt")
