@@ -1,4 +1,5 @@
-"""The harness of the suites that start real servers: tests/lb, tests/nginx and tests/varnish.
+"""The harness of the suites that start real servers: tests/lb, tests/nginx and tests/varnish
+(and of the benchmarks that start servers, bench/lb).
 
 One copy of what each of them needs around its servers (CONTRIBUTING.md, "Adding a test"):
 
