@@ -19,7 +19,6 @@ import os
 import socket
 import socketserver
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -127,6 +126,10 @@ def main():
     ap.add_argument("--lb-threads", type=int, default=2)
     args = ap.parse_args()
     base = os.environ.get("CHRING_LB_BASE")
+    gone = h.realserver.missing((lb_wrk.WRK, h.CHRING_LB, h.NGINX) + ((base,) if base else ()))
+    if gone is not None:
+        print("missing %s: skipped" % gone)
+        return 77
     env = h.Env("bench")
     pieces = None
     try:
@@ -142,11 +145,10 @@ def main():
         lbp = {"chring-lb": h.Balancer(env, ["--backend", pieces.member], threads=args.lb_threads,
                                        name="lbp").start()}
         if base:
-            h.CHRING_LB, saved = base, h.CHRING_LB
-            lbs["base"] = h.Balancer(env, cargs, threads=args.lb_threads, name="lb-base").start()
+            lbs["base"] = h.Balancer(env, cargs, threads=args.lb_threads, name="lb-base",
+                                     program=base).start()
             lbp["base"] = h.Balancer(env, ["--backend", pieces.member], threads=args.lb_threads,
-                                     name="lbp-base").start()
-            h.CHRING_LB = saved
+                                     name="lbp-base", program=base).start()
         front = h.NginxHashFront(env, bs, workers=args.lb_threads, access_log=False).start()
 
         # latency: alternating rounds so that a noisy moment hits every scenario alike

@@ -8,24 +8,21 @@ of the medians and of the 99th percentiles is the hop's cost.
 
     CHRING_LB=build/lb/chring-lb bench/lb/ttfb_bench.py [REQUESTS]
 
-Everything runs on 127.0.0.1 and stops when the script ends.
+Everything runs on 127.0.0.1.  Ports, chring-lb's process and its folder are the real-server
+harness's (tests/harness/realserver.py): chring-lb's output goes to lb.out in the folder, and
+everything stops when the script ends.
 """
 import multiprocessing
 import os
 import socket
-import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "harness"))
+import realserver  # noqa: E402
+
 LB = os.environ.get("CHRING_LB", "build/lb/chring-lb")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def backend(port, ready):
@@ -88,20 +85,17 @@ def pct(v, q):
 
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 400
-    bport, lport = free_port(), free_port()
+    bport, lport = realserver.free_port(), realserver.free_port()
     ready = multiprocessing.Event()
     bp = multiprocessing.Process(target=backend, args=(bport, ready), daemon=True)
     bp.start()
-    ready.wait(10)
-    lb = subprocess.Popen([LB, "--listen", "127.0.0.1:%d" % lport, "--threads", "1", "--backend",
-                           "127.0.0.1:%d" % bport, "--key", "prompt"], stderr=subprocess.DEVNULL)
+    env = realserver.Env("ttfb", "bench")
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", lport), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        if not ready.wait(10):
+            raise realserver.TestFailure("the backend did not start in 10 s")
+        lb = env.spawn("lb", [LB, "--listen", "127.0.0.1:%d" % lport, "--threads", "1",
+                              "--backend", "127.0.0.1:%d" % bport, "--key", "prompt"])
+        realserver.wait_port(lport, proc=lb)
         print("mode,path,requests,median_ms,p99_ms")
         for mode in ("keepalive", "fresh"):
             times = {"direct": [], "chring-lb": []}
@@ -121,11 +115,15 @@ def main():
             print("# %s: the hop adds %.3f ms at the median, %.3f ms at p99" % (
                 mode, 1e3 * (pct(times["chring-lb"], 0.5) - pct(times["direct"], 0.5)),
                 1e3 * (pct(times["chring-lb"], 0.99) - pct(times["direct"], 0.99))))
+    except realserver.TestFailure as e:
+        print("ttfb_bench: %s" % e, file=sys.stderr)
+        return 1
     finally:
-        lb.terminate()
-        lb.wait(10)
+        env.close()
         bp.terminate()
+        bp.join(10)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

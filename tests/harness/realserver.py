@@ -1,4 +1,5 @@
-"""The harness of the suites that start real servers: tests/lb, tests/nginx and tests/varnish.
+"""The harness of the suites that start real servers: tests/lb, tests/nginx and tests/varnish
+(and of the benchmarks that start servers, bench/lb).
 
 One copy of what each of them needs around its servers (CONTRIBUTING.md, "Adding a test"):
 
@@ -19,7 +20,10 @@ One copy of what each of them needs around its servers (CONTRIBUTING.md, "Adding
   failed one; run() prints one final line (PASS or FAIL, the test's name, the time, the counts,
   what failed) and returns the exit status: 0 passed, 1 failed.
 - the command line: main() gives a script's usage (exit 2), skips (exit 77, meson's "skipped")
-  when a program or file the suite needs is missing, and runs the named test through run().
+  when a program or file the suite needs is missing, or when the suite's own extra_needs(case)
+  names something else missing (a browser, a Python module), and runs the named test through
+  run(); with all_case, `SCRIPT all` runs every test in turn and ends with one line for them all.
+  A test that finds out only when running that it cannot run here calls skip(why): exit 77.
 
 Everything listens on 127.0.0.1; every wait has a deadline.  The folders are kept for a look
 afterwards when CHRING_KEEP_TMP (or the older LB_KEEP_TMP, CHRING_NGINX_KEEP_TMP) is set.
@@ -267,6 +271,18 @@ atexit.register(_close_all)
 # ------------------------------------------------------------------------------------------------
 
 
+class Skip(BaseException):
+    """Raised by skip(): the test cannot run here.  Not an Exception, so that no retry loop of a
+    test catches it."""
+
+
+def skip(why):
+    """Ends the running test as skipped (run() returns 77, meson's "skipped"): for what a test
+    finds out only when it runs (a resource limit, a file built optionally).  why says what is
+    missing and where it comes from."""
+    raise Skip(why)
+
+
 class Stopped(BaseException):
     """SIGTERM during a test (meson's timeout): not an Exception, so that no retry loop of a
     test catches it."""
@@ -278,8 +294,9 @@ def _on_sigterm(signum, frame):
 
 def run(fn, name=None, env_class=Env):
     """Runs one test: fn(env) with a fresh env_class(fn's name) when fn takes an argument, else
-    fn().  Prints the final line and returns the exit status: 0 passed, 1 failed.  Every
-    Env made during the test is closed at its end; their logs are printed when it failed."""
+    fn().  Prints the final line and returns the exit status: 0 passed, 1 failed, 77 skipped
+    (skip()).  Every Env made during the test is closed at its end; their logs are printed
+    when it failed."""
     name = name or fn.__name__
     _reset_counts()
     _in_run[0] = True
@@ -288,11 +305,14 @@ def run(fn, name=None, env_class=Env):
         old = signal.signal(signal.SIGTERM, _on_sigterm)
     t0 = time.time()
     failed = None
+    skipped = None
     try:
         if inspect.signature(fn).parameters:
             fn(env_class(fn.__name__))
         else:
             fn()
+    except Skip as e:
+        skipped = str(e)
     except (TestFailure, Stopped) as e:
         failed = str(e)
     except Exception as e:  # noqa: BLE001 - any error fails the test, with its traceback
@@ -308,6 +328,9 @@ def run(fn, name=None, env_class=Env):
                 signal.signal(signal.SIGTERM, old)
     passed, nfailed, _ = counts()
     took = time.time() - t0
+    if skipped is not None and failed is None:
+        log("SKIP %s in %.1fs: %s: skipped" % (name, took, skipped))
+        return 77
     if failed is None:
         log("PASS %s in %.1fs: %d checks passed" % (name, took, passed))
         return 0
@@ -331,18 +354,52 @@ def missing(needs=(), files=()):
     return None
 
 
-def main(tests, needs=(), files=(), why="", env_class=Env, argv=None):
-    """The command line of a suite script: `SCRIPT NAME` runs tests[NAME] through run().  Exit
-    status 2 with the usage for a wrong command line, 77 (skipped) when a program of needs or a
-    file of files is missing (why: a note on what provides it), else run()'s (env_class: the
-    Env a test taking an argument gets)."""
+def main(tests, needs=(), files=(), why="", env_class=Env, argv=None, extra_needs=None,
+         all_case=False):
+    """The command line of a suite script: `SCRIPT NAME` runs tests[NAME] through run().
+
+    Exit status 2 with the usage for a wrong command line; 77 (skipped) when a program of needs
+    or a file of files is missing (why: a note on what provides it), or when extra_needs, if
+    given, returns a reason for the case (extra_needs(NAME) -> None when the case can run, else
+    what is missing and where it comes from: a browser, a Python module, a program only one case
+    needs); else run()'s (env_class: the Env a test taking an argument gets).
+
+    all_case adds `SCRIPT all`: every test in turn, each with its own final line (a case whose
+    extra_needs are missing is skipped), then one line for them all; exit 1 when one failed, 77
+    when all were skipped, else 0."""
     argv = sys.argv if argv is None else argv
     script = os.path.basename(argv[0])
-    if len(argv) != 2 or argv[1] not in tests:
-        print("usage: %s %s" % (script, "|".join(tests)), file=sys.stderr)
+    names = list(tests) + (["all"] if all_case and "all" not in tests else [])
+    if len(argv) != 2 or argv[1] not in names:
+        print("usage: %s %s" % (script, "|".join(names)), file=sys.stderr)
         return 2
     gone = missing(needs, files)
     if gone is not None:
         print("missing %s%s: skipped" % (gone, why))
         return 77
-    return run(tests[argv[1]], name=argv[1], env_class=env_class)
+    if argv[1] in tests:
+        return _run_case(tests, argv[1], env_class, extra_needs)
+    t0 = time.time()
+    results = [(n, _run_case(tests, n, env_class, extra_needs)) for n in tests]
+    bad = [n for n, rc in results if rc not in (0, 77)]
+    nskipped = sum(1 for _, rc in results if rc == 77)
+    took = time.time() - t0
+    if bad:
+        log("FAIL all of %s in %.1fs: %d failed (%s), %d passed, %d skipped"
+            % (script, took, len(bad), ", ".join(bad), len(results) - len(bad) - nskipped,
+               nskipped))
+        return 1
+    if nskipped == len(results):
+        log("SKIP all of %s: every test skipped" % script)
+        return 77
+    log("PASS all of %s in %.1fs: %d passed, %d skipped"
+        % (script, took, len(results) - nskipped, nskipped))
+    return 0
+
+
+def _run_case(tests, name, env_class, extra_needs):
+    why_not = extra_needs(name) if extra_needs is not None else None
+    if why_not:
+        print("missing %s: skipped" % why_not, flush=True)
+        return 77
+    return run(tests[name], name=name, env_class=env_class)

@@ -2,9 +2,10 @@
 """The harness of the real-server suites (tests/harness/realserver.py) tested on itself: a small
 suite script written to a temporary folder runs each of its cases in a process of its own, and
 what the harness promises is checked from outside: the exit status (0, 1, 2 for usage, 77 for a
-missing program), the final line with the counts, the end of a server's output printed on a
-failure, no server left running and no folder left behind, passed, failed, crashed, killed by
-SIGTERM (meson's timeout) or with a server that ignores SIGTERM.
+missing program or a case's extra need, or a test that skips itself), the final line with the
+counts, the end of a server's output printed on a failure, no server left running and no folder
+left behind, passed, failed, crashed, skipped, killed by SIGTERM (meson's timeout) or with a
+server that ignores SIGTERM; and `SCRIPT all`, which runs every case and sums them up in one line.
 
     selftest.py      runs every case; exit 0 when all hold, 1 otherwise
 
@@ -94,6 +95,13 @@ def stubborn(env):
     h.check(env.stop(p, signal.SIGTERM, timeout=1) == -signal.SIGKILL, "killed")
 
 
+def skipping(env):
+    server(env)
+    h.check(True, "before the skip")
+    h.skip("a planted resource (not here)")
+    h.check(False, "never reached")
+
+
 def no_env():
     v = h.Env("own", "selftest")
     port = h.free_port()
@@ -104,8 +112,18 @@ def no_env():
 
 
 TESTS = {"passing": passing, "failing": failing, "crashing": crashing, "early-exit": early_exit,
-         "never-ready": never_ready, "hanging": hanging, "stubborn": stubborn, "no-env": no_env}
-sys.exit(h.main(TESTS, needs=(sys.executable, os.environ.get("NEED", sys.executable))))
+         "never-ready": never_ready, "hanging": hanging, "stubborn": stubborn, "no-env": no_env,
+         "skipping": skipping}
+if os.environ.get("CASES"):
+    TESTS = {k: TESTS[k] for k in os.environ["CASES"].split(",")}
+
+
+def extra_needs(case):
+    return os.environ.get("EXTRA") if case == os.environ.get("EXTRA_CASE", "passing") else None
+
+
+sys.exit(h.main(TESTS, needs=(sys.executable, os.environ.get("NEED", sys.executable)),
+                extra_needs=extra_needs, all_case=True))
 '''
 
 
@@ -196,6 +214,8 @@ def main():
             "stubborn": (0, r"PASS stubborn in [\d.]+s: 1 checks passed$", None, False),
             "no-env": (1, r"FAIL no-env in [\d.]+s: 0 checks passed, 1 failed: failed with an Env "
                           r"of its own$", "server-says-hello", True),
+            "skipping": (77, r"SKIP skipping in [\d.]+s: a planted resource \(not here\): "
+                             r"skipped$", None, False),
         }
         for case, (status, final, holds, tail) in expect.items():
             rc, out = run_case(script, case, env, term_after=(case == "hanging"))
@@ -229,6 +249,37 @@ def main():
         c.check(rc == 77 and "missing /nonexistent/prog: skipped" in out,
                 "a missing program: exit %s, %r" % (rc, out))
         c.check(" pid " not in out, "a skipped case started a server")
+        # what one case needs besides the suite's programs: that case skipped, the others run
+        rc, out = run_case(script, "passing", dict(env, EXTRA="a planted need (a package)"))
+        c.check(rc == 77 and out.strip().endswith("missing a planted need (a package): skipped")
+                and " pid " not in out, "a missing extra need: exit %s, %r" % (rc, out))
+        rc, out = run_case(script, "stubborn", dict(env, EXTRA="a planted need (a package)"))
+        c.check(rc == 0, "another case's extra need stopped this one: exit %s, %r" % (rc, out))
+        # all: every case in turn, each with its final line, then one line for them all
+        for cases, extra, status, final in (
+                ("passing,failing,skipping,stubborn", "a planted need",
+                 1, r"FAIL all of suite.py in [\d.]+s: 1 failed \(failing\), "
+                 r"1 passed, 2 skipped$"),
+                ("passing,skipping,stubborn", "", 0,
+                 r"PASS all of suite.py in [\d.]+s: 2 passed, 1 skipped$"),
+                ("skipping", "", 77, r"SKIP all of suite.py: every test skipped$")):
+            rc, out = run_case(script, "all", dict(env, CASES=cases, EXTRA=extra))
+            lines = [l for l in out.splitlines() if l.strip()]
+            c.check(rc == status and lines and re.search(final, lines[-1]),
+                    "all of %s: exit %s (want %s), final line %r, want /%s/"
+                    % (cases, rc, status, lines[-1] if lines else "", final))
+            for case in cases.split(","):
+                c.check(re.search(r"(PASS|FAIL|SKIP) %s in " % case, out)
+                        or (case == "passing" and extra and "missing %s: skipped" % extra in out),
+                        "all of %s: no final line for %s:\n%s" % (cases, case, out))
+            for pid, folder in re.findall(r" pid (\d+) dir (\S+)", out):
+                end = time.time() + 5
+                while alive(int(pid)) and time.time() < end:
+                    time.sleep(0.05)
+                c.check(not alive(int(pid)) and not os.path.exists(folder),
+                        "all of %s: server %s or folder %s left" % (cases, pid, folder))
+            print("all of %s: exit %d, %s" % (cases, rc, lines[-1] if lines else "(no output)"),
+                  flush=True)
         # a folder kept on request
         rc, out = run_case(script, "passing", dict(env, CHRING_KEEP_TMP="1"))
         kept = re.findall(r" kept (\S+)", out)

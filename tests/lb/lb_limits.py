@@ -87,20 +87,13 @@ def collect_answers(socks, timeout=20.0):
                 b = b""
             bufs[s] += b
             if not b or answer_complete(bufs[s]):
-                if status_of(bufs[s]) == 200:
+                if h.status_of(bufs[s]) == 200:
                     served += 1
                 else:
                     failed += 1
                 waiting.remove(s)
                 s.close()
     return served, failed, waiting
-
-
-def status_of(resp):
-    try:
-        return int(resp.split(b" ", 2)[1]) if resp.startswith(b"HTTP/1.") else None
-    except (IndexError, ValueError):
-        return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -124,7 +117,7 @@ def conns(env):
         # every one of the 8 is served (so it was accepted)
         for s in held:
             s.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-            check(status_of(read_answer(s)) == 200, "a connection within the limit was not served")
+            check(h.status_of(read_answer(s)) == 200, "a connection within the limit was not served")
         for _ in range(12):
             extra.append(socket.create_connection(("127.0.0.1", lb.port), timeout=5))
         for s in extra:
@@ -191,7 +184,7 @@ def requests_bodies(env):
         results = []
 
         def held_get(i):
-            results.append(status_of(request(lb.port, b"GET /hold/%d HTTP/1.1\r\nHost: x\r\n\r\n" % i,
+            results.append(h.status_of(request(lb.port, b"GET /hold/%d HTTP/1.1\r\nHost: x\r\n\r\n" % i,
                                              timeout=25)))
 
         for i in range(3):
@@ -203,14 +196,14 @@ def requests_bodies(env):
             time.sleep(0.05)
         check(lb.stats()["balancer"]["active"] == 3, "the 3 held requests are not in flight")
         resp = request(lb.port, b"GET /four HTTP/1.1\r\nHost: x\r\n\r\n")
-        check(status_of(resp) == 503 and b"Retry-After: 1" in resp, "4th request in flight: %r" % resp[:200])
+        check(h.status_of(resp) == 503 and b"Retry-After: 1" in resp, "4th request in flight: %r" % resp[:200])
         check(lb.stats()["limits"]["requests_refused"] == 1, "requests_refused not counted")
         hold.set()
         for t in threads:
             t.join(25)
         check(results == [200, 200, 200], "held requests: %r" % results)
         resp = request(lb.port, b"GET /after HTTP/1.1\r\nHost: x\r\n\r\n")
-        check(status_of(resp) == 200, "after the held ones finished: %r" % resp[:100])
+        check(h.status_of(resp) == 200, "after the held ones finished: %r" % resp[:100])
         log("--max-requests 3: the 4th got 503 with Retry-After; served again once they finished")
         lb.wait_idle()
 
@@ -245,7 +238,7 @@ def requests_bodies(env):
             pass
         resp = read_answer(s)
         s.close()
-        check(status_of(resp) == 503 and b"Retry-After: 1" in resp, "a body beyond the global cap: %r" % resp[:200])
+        check(h.status_of(resp) == 503 and b"Retry-After: 1" in resp, "a body beyond the global cap: %r" % resp[:200])
         # a chunked one likewise
         s = socket.create_connection(("127.0.0.1", lb.port), timeout=10)
         s.sendall(b"POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -258,7 +251,7 @@ def requests_bodies(env):
             pass
         resp = read_answer(s)
         s.close()
-        check(status_of(resp) == 503, "a chunked body beyond the global cap: %r" % resp[:200])
+        check(h.status_of(resp) == 503, "a chunked body beyond the global cap: %r" % resp[:200])
         st = lb.stats()["limits"]
         check(st["body_refused"] == 2, "body_refused %d, want 2" % st["body_refused"])
         end = time.time() + 5
@@ -273,7 +266,7 @@ def requests_bodies(env):
         for s in socks:
             s.sendall(b"x")
         for s in socks:
-            check(status_of(read_answer(s, timeout=10)) == 200, "an upload within the cap failed")
+            check(h.status_of(read_answer(s, timeout=10)) == 200, "an upload within the cap failed")
         for s in socks:
             s.close()
         socks = []
@@ -291,7 +284,7 @@ def requests_bodies(env):
             time.sleep(0.05)
         check(lb.stats()["limits"]["body_bytes"] == 0, "a client gone mid-body kept its reservation")
         resp = request(lb.port, b"POST /last HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % n + b"y" * n)
-        check(status_of(resp) == 200, "a body that fits after all ended: %r" % resp[:100])
+        check(h.status_of(resp) == 200, "a body that fits after all ended: %r" % resp[:100])
         log("uploads ended (also one cut off mid-body): reservations back to 0, a new body accepted")
         lb.wait_idle()
         lb.stop()
@@ -336,7 +329,7 @@ def emfile(env):
         end = time.time() + 15
         while time.time() < end and not ok:
             try:
-                ok = status_of(request(lb.port, b"GET /again HTTP/1.1\r\nHost: x\r\n\r\n", timeout=3)) == 200
+                ok = h.status_of(request(lb.port, b"GET /again HTTP/1.1\r\nHost: x\r\n\r\n", timeout=3)) == 200
             except OSError:
                 pass
             if not ok:
@@ -370,11 +363,11 @@ def stats(env):
     rb.answer = port_answer(rb)
     try:
         lb = h.Balancer(env, ["--backend", rb.member], stats_listen=True).start()
-        s1 = status_of(request(lb.port, b"GET /_chring/stats HTTP/1.1\r\nHost: x\r\n\r\n"))
-        s2 = status_of(request(lb.port, b"GET /_chring/ HTTP/1.1\r\nHost: x\r\n\r\n"))
+        s1 = h.status_of(request(lb.port, b"GET /_chring/stats HTTP/1.1\r\nHost: x\r\n\r\n"))
+        s2 = h.status_of(request(lb.port, b"GET /_chring/ HTTP/1.1\r\nHost: x\r\n\r\n"))
         check(s1 == 404 and s2 == 404, "the main listener answered /_chring/: %s %s" % (s1, s2))
         page = request(lb.stats_port, b"GET /_chring/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        check(status_of(page) == 200 and b"<svg" in page and b"text/html" in page, "status page: %r" % page[:200])
+        check(h.status_of(page) == 200 and b"<svg" in page and b"text/html" in page, "status page: %r" % page[:200])
         check(b"http://" not in page.split(b"\r\n\r\n", 1)[1].replace(b"http://www.w3.org/", b""),
               "the status page refers to an external asset")
         check(b"/_chring/stats" not in rb.received(), "a stats request reached the backend")
@@ -383,12 +376,11 @@ def stats(env):
         lb.proc = env.spawn(lb.name, lb.argv)  # not start(): it reads the stats, which are refused
         h.wait_port(lb.port, proc=lb.proc)
         resp = request(lb.port, b"GET /_chring/stats HTTP/1.1\r\nHost: x\r\n\r\n")
-        check(status_of(resp) == 403, "a peer outside --stats-allow: %r" % resp[:100])
+        check(h.status_of(resp) == 403, "a peer outside --stats-allow: %r" % resp[:100])
         resp = request(lb.port, b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
-        check(status_of(resp) == 200, "proxying with --stats-allow: %r" % resp[:100])
-        os.kill(lb.proc.pid, 15)
-        lb.proc.wait(20)
-        check(lb.proc.returncode == 0, "exit status %s" % lb.proc.returncode)
+        check(h.status_of(resp) == 200, "proxying with --stats-allow: %r" % resp[:100])
+        rc = env.stop(lb.proc, timeout=20)
+        check(rc == 0, "exit status %s" % rc)
         log("stats: 404 on the main listener with --stats-listen, 403 outside --stats-allow")
         # many members: the members file names 5,000 backends (only the first one is listening)
         mf = env.path("members.txt")
@@ -422,7 +414,7 @@ def stats(env):
         for i in range(20):
             k = "/p%d" % i
             resp = request(lb.port, b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % k.encode(), timeout=10)
-            served += status_of(resp) in (200, 502)
+            served += h.status_of(resp) in (200, 502)
         stop.set()
         for t in th:
             t.join(20)
@@ -458,7 +450,7 @@ def park(env):
             open_socks += held
             for s in held:
                 s.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-                check(status_of(read_answer(s)) == 200, "round %d: a held connection was not served"
+                check(h.status_of(read_answer(s)) == 200, "round %d: a held connection was not served"
                       % rounds)
             waiters = [socket.create_connection(("127.0.0.1", lb.port), timeout=5) for _ in range(6)]
             open_socks += waiters
@@ -476,6 +468,7 @@ def park(env):
             for s in stay:
                 s.close()
             open_socks = []
+        # a hang detector: the 30 rounds take about a second; 60 s is the loop's bound
         check(rounds == 30, "only %d rounds in 60 s" % rounds)
         st = lb.stats()["limits"]
         end = time.time() + 10
@@ -484,7 +477,7 @@ def park(env):
             st = lb.stats()["limits"]
         check(st["conns"] == 0 and st["parked"] == 0,
               "every client left, but %d connections counted and %d parked" % (st["conns"], st["parked"]))
-        check(status_of(request(lb.port, b"GET /z HTTP/1.1\r\nHost: x\r\n\r\n")) == 200,
+        check(h.status_of(request(lb.port, b"GET /z HTTP/1.1\r\nHost: x\r\n\r\n")) == 200,
               "a new connection after the rounds was not served")
         log("30 rounds at --max-conns 2: every client that stayed was answered, %d connections were "
             "parked after a parallel accept, none counted or parked at the end"
@@ -503,19 +496,6 @@ def park(env):
 TESTS = {"conns": conns, "park": park, "requests-bodies": requests_bodies, "emfile": emfile, "stats": stats}
 
 
-def main():
-    if len(sys.argv) != 2 or (sys.argv[1] not in TESTS and sys.argv[1] != "all"):
-        print("usage: lb_limits.py %s|all" % "|".join(TESTS), file=sys.stderr)
-        return 2
-    if not os.access(h.CHRING_LB, os.X_OK):
-        print("missing %s: skipped" % h.CHRING_LB)
-        return 77
-    names = list(TESTS) if sys.argv[1] == "all" else [sys.argv[1]]
-    rc = 0
-    for n in names:
-        rc |= h.run(TESTS[n])
-    return rc
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(h.main(TESTS, all_case=True))

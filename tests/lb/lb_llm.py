@@ -297,6 +297,7 @@ def stream_idle(env):
         check(not r.complete and r.closed,
               "an answer idle past --backend-timeout must end without its last chunk "
               "(complete=%s closed=%s)" % (r.complete, r.closed))
+        # a hang detector: cut after about 1.2 s; an idle answer never cut runs read_all()'s 15 s
         check(took < 10, "the idle answer was cut after %.1f s (--backend-timeout 1)" % took)
         r.close()
         lb.wait_idle()

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """chring-lb's --load-metrics through the real binary (docs/lb.md, "Load the engines report").
 
+    lb_load.py metrics
+
 Three engines stand-ins (Python HTTP servers on 127.0.0.1) answer every request with their port
 and serve /metrics in Prometheus text with vLLM's gauges.  chring-lb scrapes them every 50 ms:
   1. idle engines (0 running, 0 waiting): every key goes to its owner, every member reports 0;
@@ -12,7 +14,6 @@ Every wait is bounded; everything is stopped at the end.  Exit 0 pass, 1 fail.
 import os
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -71,16 +72,6 @@ def member_stats(lb, name):
     raise h.TestFailure("no member %s in the stats" % name)
 
 
-def wait_for(what, cond, timeout=10.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise h.TestFailure("waited %.0f s for %s" % (timeout, what))
-
-
 def test_load(env):
     engines = [Engine() for _ in range(3)]
     try:
@@ -93,7 +84,7 @@ def test_load(env):
         by_port = {e.port: e for e in engines}
 
         # 1. idle: reports of 0, every key on its owner
-        wait_for("every member to report 0",
+        h.wait_until("every member to report 0",
                  lambda: all(member_stats(lb, e.member)["reported"] == 0 for e in engines))
         owners = {}
         for i in range(60):
@@ -107,7 +98,7 @@ def test_load(env):
 
         # 2. a waiting queue of 500 on the victim: its keys go elsewhere
         victim.waiting = 500
-        m = wait_for("the victim's report of 500",
+        m = h.wait_until("the victim's report of 500",
                      lambda: (lambda m: m if m["reported"] == 500 else None)(
                          member_stats(lb, victim.member)))
         check(m["counted"] >= 500 and m["report_age_ms"] < 1000,
@@ -132,7 +123,7 @@ def test_load(env):
 
         # 3. its /metrics fails: the report expires, the keys come back
         victim.broken = True
-        wait_for("the victim's report to expire",
+        h.wait_until("the victim's report to expire",
                  lambda: member_stats(lb, victim.member)["reported"] is None)
         for i in its:
             s, body, _ = c.get("/k/%d" % i)
@@ -153,5 +144,7 @@ def test_load(env):
             e.close()
 
 
+TESTS = {"metrics": test_load}
+
 if __name__ == "__main__":
-    sys.exit(h.run(test_load))
+    sys.exit(h.main(TESTS))

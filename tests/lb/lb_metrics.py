@@ -193,9 +193,6 @@ def prom_query(port, q):
 
 
 def prometheus_test(env):
-    if not os.access(PROMETHEUS, os.X_OK):
-        print("prometheus not installed (Debian package prometheus): skipped")
-        sys.exit(77)
     bes = [h.Backend(env, i).start() for i in range(3)]
     lb = h.Balancer(env, sum((["--backend", b.member] for b in bes), []), stats_listen=True).start()
     pport = h.free_port()
@@ -256,20 +253,18 @@ def prometheus_test(env):
 TESTS = {"text": text_test, "etcd": etcd_test, "prometheus": prometheus_test}
 
 
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
-        print("usage: lb_metrics.py %s" % "|".join(TESTS), file=sys.stderr)
-        return 2
-    if not os.access(h.CHRING_LB, os.X_OK):
-        print("missing %s: skipped" % h.CHRING_LB)
-        return 77
+
+def extra_needs(case):
+    """What a case needs besides chring-lb: the parser of python3-prometheus-client (every case),
+    a Prometheus (the case prometheus)."""
     try:
         import prometheus_client.parser  # noqa: F401
     except ImportError:
-        print("python3-prometheus-client not importable by %s: skipped" % sys.executable)
-        return 77
-    return h.run(TESTS[sys.argv[1]])
+        return "python3-prometheus-client (not importable by %s)" % sys.executable
+    if case == "prometheus" and not os.access(PROMETHEUS, os.X_OK):
+        return "%s (Debian package prometheus)" % PROMETHEUS
+    return None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(h.main(TESTS, extra_needs=extra_needs))

@@ -23,7 +23,6 @@ import html.parser
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -306,19 +305,16 @@ def fragment(env):
     lb.stop()
 
 
-def main():
-    tests = {"page": page, "big": big, "fragment": fragment}
-    if len(sys.argv) != 2 or sys.argv[1] not in tests:
-        print("usage: lb_status.py page|big|fragment", file=sys.stderr)
-        return 2
-    if not os.access(h.CHRING_LB, os.X_OK):
-        print("missing %s: skipped" % h.CHRING_LB)
-        return 77
-    if not CHROMIUM:
-        print("chromium not installed (Debian package chromium): skipped")
-        return 77
-    return h.run(tests[sys.argv[1]])
+
+TESTS = {"page": page, "big": big, "fragment": fragment}
+
+
+def extra_needs(case):
+    """Every case loads the page in headless Chromium."""
+    if CHROMIUM and os.access(CHROMIUM, os.X_OK):
+        return None
+    return "chromium (Debian package chromium)"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(h.main(TESTS, extra_needs=extra_needs))

@@ -66,6 +66,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lb-threads", type=int, default=2)
     args = ap.parse_args()
+    gone = h.realserver.missing((WRK, h.CHRING_LB, h.NGINX))
+    if gone is not None:
+        print("missing %s: skipped" % gone)
+        return 77
     env = h.Env("wrk")
     rows = []
     try:
@@ -82,15 +86,15 @@ def main():
         rows.append(("backend directly (1 of 4)", wrk(bs[0].port, args, script)))
         time.sleep(1)
         # the four at once: four wrk processes, connections split between them
+        # (started in the Env: stopped with it if anything fails)
         procs = []
-        sub = argparse.Namespace(**vars(args))
-        sub.connections = max(1, args.connections // 4)
-        sub.threads = 1
-        for b in bs:
-            argv = [WRK, "-t1", "-c%d" % sub.connections, "-d%ds" % args.duration, "--latency", "-s", script,
-                    "http://127.0.0.1:%d/" % b.port]
-            procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-        parts = [parse(p.communicate(timeout=args.duration + 60)[0].decode()) for p in procs]
+        for i, b in enumerate(bs):
+            argv = [WRK, "-t1", "-c%d" % max(1, args.connections // 4), "-d%ds" % args.duration,
+                    "--latency", "-s", script, "http://127.0.0.1:%d/" % b.port]
+            procs.append(("wrk%d" % i, env.spawn("wrk%d" % i, argv)))
+        for _, p in procs:
+            p.wait(args.duration + 60)
+        parts = [parse(env.output(name)) for name, _ in procs]
         rows.append(("4 backends directly (sum)", {
             "rps": sum(p["rps"] for p in parts),
             "lat_avg_ms": sum(p["lat_avg_ms"] for p in parts) / len(parts),

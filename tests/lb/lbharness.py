@@ -9,6 +9,7 @@ PID when the test ends (also on failure).  Every wait is bounded.
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -18,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 import realserver  # noqa: E402
-from realserver import TestFailure, check, free_port, log, wait_port  # noqa: E402,F401
+from realserver import TestFailure, check, free_port, log, skip, wait_port, wait_until  # noqa: E402,F401
 
 CHRING_LB = os.environ.get("CHRING_LB", "chring-lb")
 CHRING_LB_EXPECT = os.environ.get("CHRING_LB_EXPECT", "chring-lb-expect")
@@ -176,9 +177,11 @@ class NginxHashFront(Nginx):
 
 class Balancer:
     """chring-lb on 127.0.0.1.  stats_listen: its own --stats-listen port (stats_port), where the
-    stats are read; spawn_kw: extra Popen arguments (preexec_fn for a resource limit)."""
+    stats are read; spawn_kw: extra Popen arguments (preexec_fn for a resource limit); program:
+    another chring-lb build to run (default CHRING_LB)."""
 
-    def __init__(self, env, args, name="lb", threads=2, stats_listen=False, spawn_kw=None):
+    def __init__(self, env, args, name="lb", threads=2, stats_listen=False, spawn_kw=None,
+                 program=None):
         self.env = env
         self.port = free_port()
         self.name = name
@@ -191,7 +194,7 @@ class Balancer:
             # the main listener answers /_chring/ only to the peers an explicit --stats-allow
             # names (docs/lb.md, "Security model")
             extra = ["--stats-allow", "127.0.0.0/8,::1"]
-        self.argv = [CHRING_LB, "--listen", "127.0.0.1:%d" % self.port, "--threads", str(threads)] + extra + list(args)
+        self.argv = [program or CHRING_LB, "--listen", "127.0.0.1:%d" % self.port, "--threads", str(threads)] + extra + list(args)
         self.spawn_kw = spawn_kw or {}
         self.proc = None
 
@@ -325,6 +328,13 @@ class Client:
             self.c = None
 
 
+def status_of(resp):
+    """The status code of the answer at the start of resp (bytes), or None when resp does not
+    start with an HTTP/1.x status line."""
+    m = re.match(rb"HTTP/1\.[01] (\d{3})(?![0-9])", resp)
+    return int(m.group(1)) if m else None
+
+
 def port_of(body):
     try:
         return int(body.decode().strip())
@@ -332,10 +342,13 @@ def port_of(body):
         return None
 
 
-def main(tests, needs=None, why=""):
-    """The command line of a suite script: `SCRIPT NAME` runs tests[NAME] through run(); exit 2
-    for a usage error, 77 (skipped) when a program of needs (default: chring-lb) is missing."""
-    return realserver.main(tests, needs or (CHRING_LB,), why=why, env_class=Env)
+def main(tests, needs=None, why="", extra_needs=None, all_case=False):
+    """The command line of a suite script of tests/lb: realserver.main() with an Env of this
+    module.  `SCRIPT NAME` runs tests[NAME]; exit 2 for a usage error, 77 (skipped) when a
+    program of needs (default: chring-lb) is missing or extra_needs(NAME) names something else
+    missing; all_case adds `SCRIPT all` (every test in turn)."""
+    return realserver.main(tests, needs or (CHRING_LB,), why=why, env_class=Env,
+                           extra_needs=extra_needs, all_case=all_case)
 
 
 def run(main):
