@@ -22,35 +22,20 @@
 
 #include <stdlib.h>
 
-void chring__ghosts_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
-                         size_t count)
+void chring__ghost_leave(chring_t *r, chring_member_t *m)
 {
-    size_t b = 0;
-    bool locked = false;
-    for (size_t a = 0; a < cur->nmembers; a++) {
-        chring_member_t *m = cur->members[a];
-        while (b < count &&
-               chring__name_cmp(members[b]->name, members[b]->name_len, m->name, m->name_len) < 0)
-            b++;
-        if (b < count && members[b] == m)
-            continue;    /* stays */
-        rcu_read_lock(); /* its prev chain (member.h) */
-        uint64_t out = chring__member_load(m) + chring__member_inherited(m);
-        rcu_read_unlock();
-        if (out == 0)
-            continue; /* nothing out, its own or its prev chain's: nothing to count */
-        if (!locked) {
-            pthread_mutex_lock(&r->ghosts.lock);
-            locked = true;
-        }
-        /* cur lists m, so m is alive; the lock orders this with its destruction. */
-        m->ghosts = &r->ghosts;
-        m->ghost_next = r->ghosts.head;
-        CHRING_STORE_PTR(&r->ghosts.head, m); /* read without the lock by ghosts_link */
-        CHRING_STORE_32(&m->ghosted, 1);
-    }
-    if (locked)
-        pthread_mutex_unlock(&r->ghosts.lock);
+    rcu_read_lock(); /* its prev chain (member.h) */
+    uint64_t out = chring__member_load(m) + chring__member_inherited(m);
+    rcu_read_unlock();
+    if (out == 0)
+        return; /* nothing out, its own or its prev chain's: nothing to count */
+    pthread_mutex_lock(&r->ghosts.lock);
+    /* The current snapshot lists m, so m is alive; the lock orders this with its destruction. */
+    m->ghosts = &r->ghosts;
+    m->ghost_next = r->ghosts.head;
+    CHRING_STORE_PTR(&r->ghosts.head, m); /* read without the lock by ghosts_link */
+    CHRING_STORE_32(&m->ghosted, 1);
+    pthread_mutex_unlock(&r->ghosts.lock);
 }
 
 void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n)

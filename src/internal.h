@@ -539,18 +539,16 @@ static inline uint64_t chring__report_extra(const chring_member_t *m, uint64_t n
 }
 /* Writer side, under the ring lock: drops m's report (it went down). */
 void chring__report_drop(chring_t *r, chring_member_t *m);
-/* Writer side, under the ring lock, before publishing the membership `members` (count, sorted by
- * name) that replaces cur's: drops the reports of cur's members that leave (a report of a member
- * gone is ignored, in every snapshot that still lists it). */
-void chring__report_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
-                         size_t count);
+/* Writer side, under the ring lock, before publishing a membership that m, listed by the current
+ * snapshot, leaves: drops m's report (a report of a member gone is ignored, in every snapshot
+ * that still lists it).  Called for the members that leave only (apply.c): O(changes). */
+void chring__report_left(chring_t *r, chring_member_t *m);
 
 /* ---- ghost.c: flaps (docs/design.md §3, "Flaps") ------------------------------------------- */
 
-/* Writer side, under the ring lock, before publishing the membership `members` (count, sorted by
- * name) that replaces cur's: lists the members leaving with leases out as ghosts. */
-void chring__ghosts_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
-                         size_t count);
+/* Writer side, under the ring lock, before publishing a membership that m, listed by the current
+ * snapshot, leaves: lists m as a ghost if its leases (or its prev chain's) are out. */
+void chring__ghost_leave(chring_t *r, chring_member_t *m);
 /* Writer side, under the ring lock, after publishing: each new member whose name a ghost has
  * counts that ghost's leases (its prev). */
 void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n);

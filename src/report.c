@@ -82,21 +82,10 @@ void chring__report_drop(chring_t *r, chring_member_t *m)
         report_changed(r);
 }
 
-void chring__report_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
-                         size_t count)
+void chring__report_left(chring_t *r, chring_member_t *m)
 {
-    if (CHRING_LOAD_64(&r->health.report_seq) == 0)
-        return;
-    size_t b = 0;
-    for (size_t a = 0; a < cur->nmembers; a++) {
-        chring_member_t *m = cur->members[a];
-        while (b < count &&
-               chring__name_cmp(members[b]->name, members[b]->name_len, m->name, m->name_len) < 0)
-            b++;
-        if (b < count && members[b] == m)
-            continue; /* stays */
+    if (CHRING_LOAD_64(&r->health.report_seq) != 0)
         chring__report_drop(r, m);
-    }
 }
 
 int chring_report_load(chring_t *r, const chring_member_t *m, uint64_t load)
