@@ -220,11 +220,11 @@ static int create_members(struct batch *b, chring_t *r, bool slow_start)
             chring__member_new(r, ch->name, strlen(ch->name), ch->weight, ch->udata);
         if (m == NULL)
             return -ENOMEM;
-        m->join_seq = r->join_seq + k;
         m->id = ++r->member_ids; /* a failed call leaves gaps: ids are unique, not dense */
-        if (slow_start)
-            chring__member_slow_start(m, r->cfg.slow_start_from, r->cfg.slow_start_ms);
-        b->created[b->ncreated++] = m;
+        b->created[b->ncreated++] = m; /* discarded with the batch if a later step fails */
+        if (slow_start &&
+            chring__member_slow_start(m, r->cfg.slow_start_from, r->cfg.slow_start_ms) != 0)
+            return -ENOMEM;
         b->members[b->created_at[k] - 1] = m;
     }
     return 0;
@@ -305,7 +305,6 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
     next = chring__snap_build(&r->blocks, &r->prof, cur, b.members, b.weights, b.count, &err);
     if (next == NULL)
         goto unlock;
-    r->join_seq += n;
     struct chring_health *h = &r->health;
     if (b.down_weight_left != 0 || b.down_left != 0) {
         CHRING_STORE_64(&h->ndown, h->ndown - b.down_left);

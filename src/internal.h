@@ -63,14 +63,43 @@ _Static_assert(sizeof(struct chring_line) == CHRING_CACHELINE, "a line is one ca
 
 /* ---- structures --------------------------------------------------------------------------- */
 
-/* A member.  Its hot word and the rules for changing it: member.h. */
+/* What few members need (docs/design.md §4, "What a member costs"): a ramp's parameters, the
+ * statistics of the last report, the links of a flap.  Allocated by a writer, under the ring
+ * lock, the first time a member needs one of them (chring__member_cold), freed with the member;
+ * the member's cold pointer is published with a release store before anything refers to it. */
+struct chring_member_cold {
+    /* The ramp (health.c): written before the member's ramp_gen, read after it. */
+    uint64_t ramp_start_ns; /* CLOCK_MONOTONIC at the start of the ramp */
+    uint64_t ramp_len_ns;
+    uint64_t ramp_from, ramp_to; /* doubles' bits: read atomically, whole */
+    /* The last report (report.c, for the statistics): the value, the member's load then and
+     * when (CLOCK_MONOTONIC ns).  Written under the ring lock. */
+    uint64_t rep_value, rep_local, rep_at_ns;
+    /* Flaps (ghost.c), under the ring's ghost lock: the ghost list (non-NULL once the member was
+     * listed as a ghost or linked to one); the member whose prev this one is; the next ghost of
+     * the ring's list; whether it is listed (removed with leases out) and whether it was ever a
+     * prev (then it is freed a grace period after it is destroyed, since readers may still
+     * follow a prev pointer to it). */
+    struct chring_ghosts *ghosts;
+    chring_member_t *succ;
+    chring_member_t *ghost_next;
+    uint32_t ghosted;
+    uint32_t linked;
+    chring_member_t *self; /* the member, for the deferred free */
+    struct rcu_head rcu;
+};
+
+/* A member.  Its hot word and the rules for changing it: member.h.  One allocation of
+ * offsetof(name) + name_len + 1 bytes (116 + the name), aligned to a cache line: the first line
+ * is the member's own, the second holds what every member needs and, for a name of up to 11
+ * bytes, the name; what few members need is in its cold block (above). */
 struct chring_member {
     /* First cache line: written by every acquire and release on this member. */
     uint64_t word;       /* leases | snapshot references << 32 (member.h) */
     uint64_t primary;    /* acquires that found their owner here */
     uint64_t spilled_in; /* acquires that spilled here from a full owner */
     uint32_t down;       /* 1: out of service (health.c); read by every walk that meets it */
-    uint32_t ramp_gen;   /* 0: admission scale 1; else the generation of the ramp below */
+    uint32_t ramp_gen;   /* 0: admission scale 1; else the generation of the ramp (cold) */
     /* Reported load (report.c): what the member's report adds to its leases, and until when
      * (CLOCK_MONOTONIC ns; 0: no report).  Written by chring_report_load under the ring lock. */
     uint64_t rep_extra;
@@ -80,41 +109,30 @@ struct chring_member {
     chring_member_t *prev;
     uint64_t down_in; /* acquires placed here because the key's owner was down (load.c) */
     /* (the first cache line is full: magic begins the second, checked below) */
-    /* Second cache line on: immutable after creation except weight and the ramp (writers
+    /* Second cache line: immutable after creation except weight, slot_hint and cold (writers
      * only, under the ring lock). */
     uint64_t magic;
     uint32_t weight;   /* current weight, stored by the writer at publish */
     uint32_t name_len; /* 1 .. CHRING_NAME_MAX */
-    uint64_t join_seq; /* join order, for the fnv16 profile's collision rule */
+    /* chring_member_id: the ring's count of members created, at its creation; also the join
+     * order, for the fnv16 profile's collision rule (snap_build.c) */
+    uint64_t id;
     void *udata;
-    void (*retire)(void *udata, void *ctx);
-    void *retire_ctx;
-    struct chring_health *health; /* the ring's: a member destroyed while down leaves its count */
-    uint64_t ramp_start_ns;       /* CLOCK_MONOTONIC at the start of the ramp */
-    uint64_t ramp_len_ns;
-    uint64_t ramp_from, ramp_to; /* doubles' bits: read atomically, whole */
-    /* The last report (report.c, for the statistics): the value, the member's load then and
-     * when (CLOCK_MONOTONIC ns).  Written under the ring lock. */
-    uint64_t rep_value, rep_local, rep_at_ns;
-    /* Flaps (ghost.c), under the ring's ghost lock: the member whose prev this one is; the next
-     * ghost of the ring's list; whether it is listed (removed with leases out) and whether it
-     * was ever a prev (then it is freed a grace period after it is destroyed, since readers may
-     * still follow a prev pointer to it). */
-    chring_member_t *succ;
-    chring_member_t *ghost_next;
-    struct chring_ghosts *ghosts;
-    uint32_t ghosted;
-    uint32_t linked;
+    /* The ring (its health, config.retire and ghost list, at destruction): a member never
+     * outlives its ring, whose chring_free comes after every lease and held snapshot is given
+     * back (chring.h). */
+    struct chring *ring;
+    struct chring_member_cold *cold; /* NULL until the member needs it */
     /* Its slot in the snapshot published last (apply.c), a hint for chring_acquire_try: a
      * snapshot whose slot_member[slot_hint] is this member lists it there, no name search. */
     uint32_t slot_hint;
-    uint64_t id; /* chring_member_id: the ring's count of members created, at its creation */
-    struct rcu_head rcu;
     char name[]; /* name_len bytes and a NUL */
 };
 
 _Static_assert(offsetof(struct chring_member, magic) == CHRING_CACHELINE || sizeof(void *) != 8,
                "a member's hot fields fill its first cache line exactly");
+_Static_assert(offsetof(struct chring_member, name) == CHRING_CACHELINE + 52 || sizeof(void *) != 8,
+               "a member is its hot line, 52 bytes and its name");
 
 /* What every lookup of a ring needs to know about health (health.c): how many members of the
  * current membership are down, and their total current weight.  Written by writers under the
@@ -295,7 +313,6 @@ struct chring {
     struct chring_prof prof;
     double balance;         /* cfg.balance clamped to >= 1 */
     uint64_t publishes;     /* written under lock, read atomically */
-    uint64_t join_seq;      /* next join sequence number, under lock */
     uint64_t ramp_seq;      /* last ramp_epoch a writer stored (health.c), under lock */
     uint64_t report_ctr;    /* last report_seq a writer stored (report.c), under lock */
     uint64_t member_ids;    /* members created (ids), under lock */
@@ -315,6 +332,7 @@ void *chring__alloc(size_t size);
 void *chring__calloc(size_t n, size_t size);
 void chring__free(void *p);
 void *chring__alloc_aligned(size_t size); /* CHRING_DESTRUCTIVE-aligned, freed with _free_aligned */
+void *chring__alloc_line(size_t size);    /* CHRING_CACHELINE-aligned, freed with _free_aligned */
 void chring__free_aligned(void *p);
 
 /* ---- hash.c ------------------------------------------------------------------------------- */
@@ -397,6 +415,9 @@ int chring__name_check(const char *name, size_t *len);
 chring_member_t *chring__member_new(const chring_t *r, const char *name, size_t len,
                                     uint32_t weight, void *udata);
 void chring__member_discard(chring_member_t *m);
+/* m's cold block, allocated (zeroed) the first time; NULL when out of memory.  Writer side, under
+ * the ring lock. */
+struct chring_member_cold *chring__member_cold(chring_member_t *m);
 void chring__member_destroy(chring_member_t *m);
 
 /* ---- snap_block.c: snapshot blocks, the spare-block cache, destruction -------------------- */
@@ -483,8 +504,8 @@ size_t chring__snap_name_bound(const chring_snap_t *s, size_t from, const char *
 /* The admission scale of a member with a ramp (m->ramp_gen != 0) now, in [0, 1]; may clear the
  * ramp once it has reached 1. */
 double chring__member_ramp_scale(chring_member_t *m);
-/* Starts the slow-start ramp of a member that is not published yet. */
-void chring__member_slow_start(chring_member_t *m, double from, uint32_t ms);
+/* Starts the slow-start ramp of a member that is not published yet: 0 or -ENOMEM. */
+int chring__member_slow_start(chring_member_t *m, double from, uint32_t ms);
 /* The member of the first point from i clockwise that is up, or NULL if every member is down:
  * the slow path of chring__owner_up (find.h). */
 const chring_member_t *chring__first_up(const chring_snap_t *s, size_t i);

@@ -27,27 +27,45 @@ int chring__name_check(const char *name, size_t *len)
 chring_member_t *chring__member_new(const chring_t *r, const char *name, size_t len,
                                     uint32_t weight, void *udata)
 {
-    chring_member_t *m = chring__alloc_aligned(sizeof *m + len + 1);
+    size_t head = offsetof(chring_member_t, name);
+    chring_member_t *m = chring__alloc_line(head + len + 1);
     if (m == NULL)
         return NULL;
-    memset(m, 0, sizeof *m);
+    memset(m, 0, head);
     m->magic = CHRING_MEMBER_MAGIC;
     m->weight = weight;
     m->name_len = (uint32_t)len;
     m->udata = udata;
-    m->retire = r->cfg.retire;
-    m->retire_ctx = r->cfg.retire_ctx;
-    m->health = (struct chring_health *)&r->health;
+    m->ring = (chring_t *)r;
     memcpy(m->name, name, len);
     m->name[len] = '\0';
     return m;
+}
+
+struct chring_member_cold *chring__member_cold(chring_member_t *m)
+{
+    struct chring_member_cold *c = m->cold;
+    if (c != NULL)
+        return c;
+    c = chring__calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    c->self = m;
+    CHRING_STORE_PTR(&m->cold, c); /* release: its words before any reader can reach them */
+    return c;
+}
+
+static void member_free(chring_member_t *m)
+{
+    chring__free(m->cold);
+    chring__free_aligned(m);
 }
 
 /* A member that was never published: nobody else saw it, and its udata stays the caller's. */
 void chring__member_discard(chring_member_t *m)
 {
     m->magic = CHRING_POISON;
-    chring__free_aligned(m);
+    member_free(m);
 }
 
 /* Unlists m from the ring's ghosts and unlinks it from its prev and its successor (ghost.c says
@@ -55,24 +73,25 @@ void chring__member_discard(chring_member_t *m)
  * follow a pointer to it). */
 static bool unghost(chring_member_t *m)
 {
-    struct chring_ghosts *gs = m->ghosts;
+    struct chring_member_cold *c = m->cold;
+    struct chring_ghosts *gs = c != NULL ? c->ghosts : NULL;
     if (gs == NULL)
         return false; /* never listed, never linked */
     pthread_mutex_lock(&gs->lock);
-    if (m->ghosted) {
+    if (c->ghosted) {
         chring_member_t **p = &gs->head;
         while (*p != NULL && *p != m)
-            p = &(*p)->ghost_next;
+            p = &(*p)->cold->ghost_next;
         if (*p == m)
-            CHRING_STORE_PTR(p, m->ghost_next); /* the head is read without the lock */
-        m->ghosted = 0;
+            CHRING_STORE_PTR(p, c->ghost_next); /* the head is read without the lock */
+        c->ghosted = 0;
     }
-    chring_member_t *prev = m->prev, *succ = m->succ;
+    chring_member_t *prev = m->prev, *succ = c->succ;
     if (succ != NULL)
         CHRING_STORE_PTR(&succ->prev, prev); /* the successor counts past m */
     if (prev != NULL)
-        prev->succ = succ;
-    bool deferred = m->linked != 0;
+        prev->cold->succ = succ; /* a prev was listed: it has its cold block */
+    bool deferred = c->linked != 0;
     pthread_mutex_unlock(&gs->lock);
     return deferred;
 }
@@ -80,25 +99,26 @@ static bool unghost(chring_member_t *m)
 static void member_free_rcu(struct rcu_head *head)
 {
     CHRING_GRACE_ENDED();
-    chring__free_aligned(caa_container_of(head, chring_member_t, rcu));
+    member_free(caa_container_of(head, struct chring_member_cold, rcu)->self);
     CHRING_CALLBACK_DONE();
 }
 
 /* Called by whoever brought the word to zero (member.h). */
 void chring__member_destroy(chring_member_t *m)
 {
+    chring_t *r = m->ring;
     if (CHRING_LOAD_32(&m->down))
-        ck_pr_dec_64(&m->health->alive_down); /* no snapshot can list it any more */
-    bool deferred = unghost(m);               /* unlisted, unlinked (flaps) */
-    if (m->retire != NULL)
-        m->retire(m->udata, m->retire_ctx);
+        ck_pr_dec_64(&r->health.alive_down); /* no snapshot can list it any more */
+    bool deferred = unghost(m);              /* unlisted, unlinked (flaps) */
+    if (r->cfg.retire != NULL)
+        r->cfg.retire(m->udata, r->cfg.retire_ctx);
     m->magic = CHRING_POISON;
     if (deferred) {
         CHRING_CALLBACK_QUEUED();
-        call_rcu(&m->rcu, member_free_rcu);
+        call_rcu(&m->cold->rcu, member_free_rcu);
     } /* readers may still follow a prev pointer to it */
     else
-        chring__free_aligned(m);
+        member_free(m);
 }
 
 /* ---- accessors ---------------------------------------------------------------------------- */

@@ -7,7 +7,8 @@
  * docs/design.md §2 says.  A snapshot is never changed after it is built. */
 #include "member.h"
 
-/* Sorts member ranks by join order (insertion sort: fnv16 rings are small). */
+/* Sorts member ranks by join order, which is the order of their ids (apply.c creates members in
+ * the caller's order; insertion sort: fnv16 rings are small). */
 static void sort_by_join(uint32_t *order, size_t n, chring_member_t *const *members)
 {
     for (size_t i = 0; i < n; i++)
@@ -15,7 +16,7 @@ static void sort_by_join(uint32_t *order, size_t n, chring_member_t *const *memb
     for (size_t i = 1; i < n; i++) {
         uint32_t v = order[i];
         size_t j = i;
-        while (j > 0 && members[order[j - 1]]->join_seq > members[v]->join_seq) {
+        while (j > 0 && members[order[j - 1]]->id > members[v]->id) {
             order[j] = order[j - 1];
             j--;
         }

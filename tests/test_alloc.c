@@ -897,3 +897,141 @@ Test(alloc, the_first_publish_after_a_quiet_while_allocates_its_own_block_only, 
                  after - rest, 2 * block);
     chring_free(&r);
 }
+
+/* ---- what a member costs (docs/design.md §4, "What a member costs") ------------------------- */
+
+/* Bytes live through the allocator: each block carries its size in a header. */
+static long long sized_live;
+
+static void *sized_alloc(size_t size, void *ctx)
+{
+    (void)ctx;
+    size_t *p = malloc(size + 16);
+    if (p == NULL)
+        return NULL;
+    *p = size;
+    __atomic_add_fetch(&sized_live, (long long)size, __ATOMIC_SEQ_CST);
+    return (char *)p + 16;
+}
+
+static void sized_free(void *ptr, void *ctx)
+{
+    (void)ctx;
+    if (ptr == NULL)
+        return;
+    size_t *p = (size_t *)(void *)((char *)ptr - 16);
+    __atomic_sub_fetch(&sized_live, (long long)*p, __ATOMIC_SEQ_CST);
+    free(p);
+}
+
+/* Live bytes of a ring of n members of one point each, named "m" and 7 digits (8 bytes). */
+static long long ring_of_members_bytes(size_t n)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = 1;
+    chring_t *r = ring_create(&cfg);
+    char(*names)[16] = calloc(n, sizeof *names);
+    chring_change_t *feed = calloc(n, sizeof *feed);
+    cr_assert(names != NULL && feed != NULL);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(names[i], sizeof names[i], "m%07zu", i);
+        feed[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    long long before = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST);
+    cr_assert_eq(chring_update(r, feed, n), 0, "build of %zu members", n);
+    /* (the empty snapshot it replaced, a header of some 300 bytes, may still wait for its
+     * grace period: a tenth of a byte a member) */
+    long long bytes = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST) - before;
+    chring_free(&r);
+    free(feed);
+    free(names);
+    return bytes;
+}
+
+/* A member is its own cache line (the words every acquire writes), 52 bytes every member needs
+ * and its name: 116 + 9 bytes here, and at most 63 + 8 more to align it.  With the snapshot's
+ * share of one point (positions, owners, the index and the member and slot tables: under 100
+ * bytes), what 2000 more members add is at most 280 bytes each.  A member of 240 bytes plus
+ * its name, aligned to 128, added about 440. */
+Test(alloc, a_member_costs_its_hot_line_its_fields_and_its_name)
+{
+    chring_allocator_t a = {sized_alloc, sized_free, NULL};
+    cr_assert_eq(chring_set_allocator(&a), 0);
+    long long small = ring_of_members_bytes(2000), large = ring_of_members_bytes(4000);
+    cr_assert_eq(chring_set_allocator(NULL), 0);
+    cr_assert_eq(__atomic_load_n(&sized_live, __ATOMIC_SEQ_CST), 0, "every byte given back");
+    double per_member = (double)(large - small) / 2000.0;
+    cr_assert_gt(per_member, 116.0 + 9.0, "a member's object is counted (%.1f bytes)", per_member);
+    cr_assert_leq(per_member, 280.0, "%.1f bytes a member (one point each)", per_member);
+}
+
+/* A ramp and a report's statistics live in a block of their own, allocated the first time a
+ * member needs it: out of memory there, chring_set_ramp and chring_report_load return -ENOMEM
+ * and change nothing; the next call succeeds. */
+Test(alloc, ramp_and_report_fail_cleanly_without_their_cold_block)
+{
+    install();
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.report_ttl_ms = 60000;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, "alpha", 1, NULL);
+    add_or_fail(r, "beta", 1, NULL);
+    const chring_snap_t *s = chring_snap_hold(r);
+    const chring_member_t *alpha = chring_snap_find(s, "alpha");
+    const chring_member_t *beta = chring_snap_find(s, "beta");
+    cr_assert(alpha != NULL && beta != NULL);
+
+    arm(1);
+    int rc = chring_set_ramp(r, "alpha", 0.25, 0.25, 0);
+    disarm();
+    cr_assert_eq(rc, -ENOMEM, "set_ramp with its allocation failing: %d", rc);
+    cr_assert_eq(chring_member_scale(alpha), 1.0, "no ramp was set");
+    cr_assert_eq(chring_set_ramp(r, "alpha", 0.25, 0.25, 0), 0);
+    cr_assert_eq(chring_member_scale(alpha), 0.25, "the ramp holds at 0.25");
+
+    arm(1);
+    rc = chring_report_load(r, beta, 7);
+    disarm();
+    cr_assert_eq(rc, -ENOMEM, "report_load with its allocation failing: %d", rc);
+    chring_member_stats_t st;
+    chring_member_stats(beta, &st);
+    cr_assert_eq(st.report_live, 0, "no report was recorded");
+    cr_assert_eq(st.counted, 0);
+    cr_assert_eq(chring_report_load(r, beta, 7), 0);
+    chring_member_stats(beta, &st);
+    cr_assert_eq(st.report_live, 1);
+    cr_assert_eq(st.reported, 7);
+    cr_assert_eq(st.counted, 7, "the report counts: %llu", (unsigned long long)st.counted);
+
+    chring_snap_put(r, s);
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+static int op_add_slow_start(chring_t *r)
+{
+    return chring_add(r, "delta", 2, NULL);
+}
+
+/* A member that joins with slow start needs its cold block for the ramp: an add fails cleanly
+ * at that allocation as at every other. */
+Test(alloc, add_with_slow_start_fails_cleanly_at_each_allocation)
+{
+    install();
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = 32;
+    cfg.slow_start_ms = 60000;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, "alpha", 1, NULL);
+    add_or_fail(r, "beta", 2, NULL);
+    fail_each_allocation(r, op_add_slow_start, "add with slow start");
+    const chring_snap_t *s = chring_snap_hold(r);
+    double scale = chring_member_scale(chring_snap_find(s, "delta"));
+    cr_assert(scale < 1.0, "delta ramps: scale %f", scale);
+    chring_snap_put(r, s);
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
