@@ -238,10 +238,13 @@ static int create_members(struct batch *b, chring_t *r, bool slow_start)
  * member's name only where the arrays differ.  So a publish at 100,000 members touches the
  * objects of the members it changes, not every one (each a cache miss: docs/bench.md §11).  A
  * member that stays keeps its weight word and its hint unless next changes them: both were
- * written when a snapshot that listed it was published, and its slot is kept by a merge. */
-static void members_changed(chring_t *r, const chring_snap_t *cur, const chring_snap_t *next)
+ * written when a snapshot that listed it was published, and its slot is kept by a merge.  The
+ * members that leave go in next's chain node (snap_block.c), which drops their references once
+ * cur and every snapshot before it are gone. */
+static void members_changed(chring_t *r, const chring_snap_t *cur, const chring_snap_t *next,
+                            struct chring_chain *node)
 {
-    size_t ia = 0;
+    size_t ia = 0, ngone = 0;
     for (size_t j = 0; j < next->nmembers; j++) {
         chring_member_t *m = next->members[j];
         while (ia < cur->nmembers && cur->members[ia] != m &&
@@ -249,6 +252,7 @@ static void members_changed(chring_t *r, const chring_snap_t *cur, const chring_
                                 m->name_len) < 0) {
             chring__report_left(r, cur->members[ia]); /* leaves */
             chring__ghost_leave(r, cur->members[ia]);
+            node->gone[ngone++] = cur->members[ia];
             ia++;
         }
         if (ia < cur->nmembers && cur->members[ia] == m) { /* stays */
@@ -265,6 +269,7 @@ static void members_changed(chring_t *r, const chring_snap_t *cur, const chring_
     for (; ia < cur->nmembers; ia++) {
         chring__report_left(r, cur->members[ia]);
         chring__ghost_leave(r, cur->members[ia]);
+        node->gone[ngone++] = cur->members[ia];
     }
 }
 
@@ -305,13 +310,21 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
     next = chring__snap_build(&r->blocks, &r->prof, cur, b.members, b.weights, b.count, &err);
     if (next == NULL)
         goto unlock;
+    /* The members of cur that next does not list: all of cur's but those next keeps. */
+    struct chring_chain *node = chring__chain_new(cur->nmembers - (next->nmembers - b.ncreated));
+    if (node == NULL) {
+        chring__snap_discard(next); /* never published: no member reference taken */
+        err = -ENOMEM;
+        goto unlock;
+    }
     struct chring_health *h = &r->health;
     if (b.down_weight_left != 0 || b.down_left != 0) {
         CHRING_STORE_64(&h->ndown, h->ndown - b.down_left);
         CHRING_STORE_64(&h->down_weight,
                         h->down_weight - b.down_weight_left + b.down_weight_joined);
     }
-    members_changed(r, cur, next);
+    members_changed(r, cur, next, node);
+    chring__chain_link(cur, next, node, b.created, b.ncreated); /* joiners' references */
     chring__publish(r, next);
     chring__ghosts_link(r, b.created, b.ncreated); /* names that come back count them */
     if (r->cfg.slow_start_ms > 0 && cur->nmembers > 0 && b.ncreated > 0)

@@ -188,6 +188,25 @@ struct chring_blocks {
     uint32_t stop;     /* chring__blocks_drop asks the trimmer to end (atomic) */
     int trimmer_pid;   /* the process the trimmer runs in: a child after fork() has none */
     sem_t wake;        /* posted by chring__blocks_drop */
+    /* The oldest node of the membership chain not yet freed (nodes are freed in chain order);
+     * NULL before the first publish.  Written by the writer (the first node) and by whoever
+     * frees a node. */
+    struct chring_chain *oldest;
+};
+
+/* The membership chain (snap_block.c, docs/design.md §4, "References"): one node per published
+ * snapshot, in publication order.  A snapshot holds its node; a node holds the next one.  The
+ * next node lists, in gone, the members of this node's snapshot that the next snapshot does not
+ * list; freeing a node drops their references.  So a member's one snapshot reference, taken when
+ * it joins, is dropped once every snapshot published while it was listed is destroyed, and a
+ * publish takes and drops references on the members it changes only. */
+struct chring_chain {
+    uint64_t refs; /* its snapshot's, and the previous node's */
+    struct chring_chain *next; /* written once, by the writer, at the next publish */
+    chring_snap_t *snap;       /* its snapshot: read only while the snapshot's reference holds */
+    size_t ngone;
+    chring_member_t *gone[]; /* the previous snapshot's members this one does not list (NULL:
+                                dropped already, by chring_free: chring__chain_settle) */
 };
 
 /* An immutable snapshot: members sorted by name, points sorted by (position, member name).
@@ -200,6 +219,7 @@ struct chring_snap {
     uint64_t version;
     struct rcu_head rcu;
     struct chring_blocks *blocks;       /* the cache this block goes back to; NULL: freed */
+    struct chring_chain *chain;         /* its node of the membership chain; NULL: no members yet */
     const struct chring_health *health; /* the ring's (health.c): down members */
     size_t block_size;                  /* bytes of the allocation that holds this snapshot */
     uint64_t stashed;                   /* in the spare cache: blocks->takes when it came */
@@ -431,8 +451,19 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
                                   size_t npoints, size_t prev_buckets);
 /* Frees a snapshot that was never published (no member references taken). */
 void chring__snap_discard(chring_snap_t *s);
-/* Takes the snapshot's reference on every member it lists (the last step of a build). */
-void chring__snap_ref_members(chring_snap_t *s);
+/* A chain node for a snapshot that drops ngone members of the current one; NULL when out of
+ * memory.  Writer side. */
+struct chring_chain *chring__chain_new(size_t ngone);
+/* Publishes' bookkeeping, under the ring lock, once nothing can fail: next (whose node is node,
+ * its gone filled) follows cur in the chain; the members that join (created, n) take their
+ * reference. */
+void chring__chain_link(chring_snap_t *cur, chring_snap_t *next, struct chring_chain *node,
+                        chring_member_t *const *created, size_t n);
+/* chring_free, after its grace period and barrier, before it drops last (the ring's last
+ * snapshot): drops the references of last's members, which no later node drops, and of the
+ * members in the chain that only snapshots destroyed since listed.  Snapshots still held then
+ * (by threads a fork() left behind) keep theirs. */
+void chring__chain_settle(struct chring_blocks *blocks, chring_snap_t *last);
 /* Drops one snapshot reference; the last one destroys it (members unreferenced, block kept). */
 void chring__snap_unref(chring_snap_t *s);
 /* Destroys a snapshot whose last reference the caller dropped. */
@@ -484,8 +515,8 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
                                   const uint32_t *weights, size_t nmembers, uint64_t total_weight,
                                   int *err);
 /* Builds the snapshot of this membership (members sorted by name), merging from prev (the current
- * snapshot) when the profile allows it.  The result holds its references on its members and is
- * ready to publish.  NULL and *err (-E2BIG, -ENOMEM) on failure, with nothing referenced. */
+ * snapshot) when the profile allows it.  The result takes no member reference (the publish does:
+ * chring__chain_link) and is freed with chring__snap_discard if it is not published.  NULL and *err (-E2BIG, -ENOMEM) on failure, with nothing referenced. */
 chring_snap_t *chring__snap_build(struct chring_blocks *blocks, const struct chring_prof *prof,
                                   const chring_snap_t *prev, chring_member_t *const *members,
                                   const uint32_t *weights, size_t nmembers, int *err);

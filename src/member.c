@@ -114,8 +114,9 @@ void chring__member_destroy(chring_member_t *m)
         r->cfg.retire(m->udata, r->cfg.retire_ctx);
     m->magic = CHRING_POISON;
     if (deferred) {
+        struct rcu_head *head = &m->cold->rcu; /* read before the callback may run */
         CHRING_CALLBACK_QUEUED();
-        call_rcu(&m->cold->rcu, member_free_rcu);
+        call_rcu(head, member_free_rcu);
     } /* readers may still follow a prev pointer to it */
     else
         member_free(m);

@@ -161,7 +161,6 @@ static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chri
     chring__index_build(s);
 
     chring__free(scratch);
-    chring__snap_ref_members(s);
     *err = 0;
     return s;
 }
