@@ -57,7 +57,7 @@ _Static_assert(sizeof(struct chring_line) == CHRING_CACHELINE, "a line is one ca
 #define CHRING_TWO_POW_64 18446744073709551616.0
 
 /* Validity words: set at creation, poisoned just before the memory is freed. */
-#define CHRING_MEMBER_MAGIC UINT64_C(0x6368726d656d6272) /* "chrmembr" */
+#define CHRING_MEMBER_MAGIC UINT32_C(0x6368726d)         /* "chrm" */
 #define CHRING_SNAP_MAGIC UINT64_C(0x636872736e617073)   /* "chrsnaps" */
 #define CHRING_POISON UINT64_C(0xdeadbeefdeadbeef)
 
@@ -89,10 +89,11 @@ struct chring_member_cold {
     struct rcu_head rcu;
 };
 
-/* A member.  Its hot word and the rules for changing it: member.h.  One allocation of
- * offsetof(name) + name_len + 1 bytes (116 + the name), aligned to a cache line: the first line
- * is the member's own, the second holds what every member needs and, for a name of up to 11
- * bytes, the name; what few members need is in its cold block (above). */
+/* A member.  Its hot word and the rules for changing it: member.h.  offsetof(name) + name_len +
+ * 1 bytes (114 + the name), on a cache line: the first line is the member's own, the second
+ * holds what every member needs and, for a name of up to 13 bytes, the name; what few members
+ * need is in its cold block (above).  A member that fits CHRING_MEMBER_SLOT bytes lives in a
+ * slot of the ring's member chunks (member.c), any other in an allocation of its own. */
 struct chring_member {
     /* First cache line: written by every acquire and release on this member. */
     uint64_t word;       /* leases | snapshot references << 32 (member.h) */
@@ -111,28 +112,50 @@ struct chring_member {
     /* (the first cache line is full: magic begins the second, checked below) */
     /* Second cache line: immutable after creation except weight, slot_hint and cold (writers
      * only, under the ring lock). */
-    uint64_t magic;
-    uint32_t weight;   /* current weight, stored by the writer at publish */
-    uint32_t name_len; /* 1 .. CHRING_NAME_MAX */
+    uint32_t magic;
+    uint32_t weight; /* current weight, stored by the writer at publish */
+    /* Its slot in the snapshot published last (apply.c), a hint for chring_acquire_try: a
+     * snapshot whose slot_member[slot_hint] is this member lists it there, no name search. */
+    uint32_t slot_hint;
+    uint32_t chunk; /* 1 + the id of the member chunk it lives in (member.c); 0: its own */
     /* chring_member_id: the ring's count of members created, at its creation; also the join
      * order, for the fnv16 profile's collision rule (snap_build.c) */
     uint64_t id;
     void *udata;
-    /* The ring (its health, config.retire and ghost list, at destruction): a member never
-     * outlives its ring, whose chring_free comes after every lease and held snapshot is given
-     * back (chring.h). */
+    /* The ring (its health, config.retire, ghost list and member chunks, at destruction): a
+     * member never outlives its ring, whose chring_free comes after every lease and held
+     * snapshot is given back (chring.h). */
     struct chring *ring;
     struct chring_member_cold *cold; /* NULL until the member needs it */
-    /* Its slot in the snapshot published last (apply.c), a hint for chring_acquire_try: a
-     * snapshot whose slot_member[slot_hint] is this member lists it there, no name search. */
-    uint32_t slot_hint;
-    char name[]; /* name_len bytes and a NUL */
+    uint16_t name_len;               /* 1 .. CHRING_NAME_MAX */
+    char name[];                     /* name_len bytes and a NUL */
 };
 
 _Static_assert(offsetof(struct chring_member, magic) == CHRING_CACHELINE || sizeof(void *) != 8,
                "a member's hot fields fill its first cache line exactly");
-_Static_assert(offsetof(struct chring_member, name) == CHRING_CACHELINE + 52 || sizeof(void *) != 8,
-               "a member is its hot line, 52 bytes and its name");
+_Static_assert(offsetof(struct chring_member, name) == CHRING_CACHELINE + 50 || sizeof(void *) != 8,
+               "a member is its hot line, 50 bytes and its name");
+_Static_assert(CHRING_NAME_MAX <= UINT16_MAX, "a name's length fits name_len");
+
+/* The ring's member chunks (member.c): slots of CHRING_MEMBER_SLOT bytes, CHRING_CHUNK_SLOTS to
+ * a chunk, each chunk one allocation, freed when its last member is.  Under the ring's ghost
+ * lock (a member is freed by whichever thread brings its word to zero). */
+#define CHRING_MEMBER_SLOT 128
+#define CHRING_CHUNK_SLOTS 64
+struct chring_member_chunk {
+    struct chring_member_chunk *next, *prev; /* the pool's chunks with a free slot */
+    void *free;                              /* freed slots, linked through their first word */
+    uint32_t used;                           /* slots holding a member */
+    uint32_t fresh;                          /* slots never handed out start at this one */
+    uint32_t id;                             /* its index in the pool's table */
+    uint32_t listed;                         /* on the list of chunks with a free slot */
+};
+struct chring_member_pool {
+    struct chring_member_chunk **chunks; /* by id; NULL: a free id */
+    uint32_t nchunks, cap;               /* ids used so far, the table's size */
+    struct chring_member_chunk *partial; /* chunks with a free slot */
+    uint64_t live;                       /* members in chunks */
+};
 
 /* What every lookup of a ring needs to know about health (health.c): how many members of the
  * current membership are down, and their total current weight.  Written by writers under the
@@ -344,6 +367,7 @@ struct chring {
     struct chring_shard *shards;     /* shard_mask + 1 shards, CHRING_DESTRUCTIVE aligned */
     chring_t *fork_prev, *fork_next; /* the rings alive, for the fork handlers (fork.c) */
     struct chring_ghosts ghosts;     /* flaps (ghost.c) */
+    struct chring_member_pool pool;  /* member chunks (member.c), under ghosts.lock */
 };
 
 /* ---- alloc.c: every allocation of the library goes through these -------------------------- */
@@ -435,6 +459,9 @@ int chring__name_check(const char *name, size_t *len);
 chring_member_t *chring__member_new(const chring_t *r, const char *name, size_t len,
                                     uint32_t weight, void *udata);
 void chring__member_discard(chring_member_t *m);
+/* chring_free, once every member is freed: frees the pool's table (the chunks went with their
+ * last members; a fork() child's members that stale snapshots keep stay, with their chunks). */
+void chring__member_pool_drop(chring_t *r);
 /* m's cold block, allocated (zeroed) the first time; NULL when out of memory.  Writer side, under
  * the ring lock. */
 struct chring_member_cold *chring__member_cold(chring_member_t *m);

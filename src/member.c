@@ -24,17 +24,149 @@ int chring__name_check(const char *name, size_t *len)
     return 0;
 }
 
+/* ---- member chunks ------------------------------------------------------------------------ */
+
+/* Members are small (114 bytes and the name) and each wants a cache line of its own for its hot
+ * word: an allocation each, aligned by over-allocating, costs 71 bytes of slack a member on
+ * top (200 bytes for a 12-byte name).  So members whose name fits live in slots of 128 bytes,
+ * 64 to a chunk (one allocation of 8 KB and a line): 128 bytes a member, 8 a point at 16
+ * points (docs/design.md §4, "What a member costs").  A chunk is freed when its last member is,
+ * so a ring that shrinks gives the memory back.  Every operation is under the ring's ghost
+ * lock, which a last release and call_rcu's thread take already, and which the fork handlers
+ * hold across fork() (fork.c).  Under AddressSanitizer a free slot is poisoned, so a use after
+ * free is still reported. */
+
+static struct chring_member_chunk *chunk_new(struct chring_member_pool *p)
+{
+    uint32_t id = 0;
+    while (id < p->nchunks && p->chunks[id] != NULL)
+        id++;
+    if (id == p->cap) {
+        uint32_t cap = p->cap ? p->cap * 2 : 16;
+        struct chring_member_chunk **t = chring__calloc(cap, sizeof *t);
+        if (t == NULL)
+            return NULL;
+        if (p->nchunks > 0)
+            memcpy(t, p->chunks, p->nchunks * sizeof *t);
+        chring__free(p->chunks);
+        p->chunks = t;
+        p->cap = cap;
+    }
+    struct chring_member_chunk *c =
+        chring__alloc_line(CHRING_CACHELINE + CHRING_CHUNK_SLOTS * CHRING_MEMBER_SLOT);
+    if (c == NULL)
+        return NULL;
+    memset(c, 0, sizeof *c);
+    c->id = id;
+    p->chunks[id] = c;
+    if (id == p->nchunks)
+        p->nchunks++;
+    CHRING_POISON_BLOCK((char *)c + CHRING_CACHELINE, CHRING_CHUNK_SLOTS * CHRING_MEMBER_SLOT);
+    return c;
+}
+
+static void chunk_list(struct chring_member_pool *p, struct chring_member_chunk *c)
+{
+    c->prev = NULL;
+    c->next = p->partial;
+    if (p->partial != NULL)
+        p->partial->prev = c;
+    p->partial = c;
+    c->listed = 1;
+}
+
+static void chunk_unlist(struct chring_member_pool *p, struct chring_member_chunk *c)
+{
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        p->partial = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    c->listed = 0;
+}
+
+/* A slot for a member, NULL when out of memory.  Writer side (under the ring lock). */
+static chring_member_t *slot_take(chring_t *r)
+{
+    struct chring_member_pool *p = &r->pool;
+    pthread_mutex_lock(&r->ghosts.lock);
+    struct chring_member_chunk *c = p->partial;
+    if (c == NULL) {
+        c = chunk_new(p);
+        if (c == NULL) {
+            pthread_mutex_unlock(&r->ghosts.lock);
+            return NULL;
+        }
+        chunk_list(p, c);
+    }
+    char *slot;
+    if (c->free != NULL) {
+        slot = c->free;
+        CHRING_UNPOISON_BLOCK(slot, CHRING_MEMBER_SLOT);
+        memcpy(&c->free, slot, sizeof c->free);
+    } else {
+        slot = (char *)c + CHRING_CACHELINE + (size_t)c->fresh++ * CHRING_MEMBER_SLOT;
+        CHRING_UNPOISON_BLOCK(slot, CHRING_MEMBER_SLOT);
+    }
+    if (++c->used == CHRING_CHUNK_SLOTS)
+        chunk_unlist(p, c);
+    p->live++;
+    pthread_mutex_unlock(&r->ghosts.lock);
+    chring_member_t *m = (chring_member_t *)(void *)slot;
+    m->chunk = c->id + 1;
+    return m;
+}
+
+/* Gives m's slot back; its chunk goes when it was the last.  Any thread. */
+static void slot_give(chring_t *r, chring_member_t *m)
+{
+    struct chring_member_pool *p = &r->pool;
+    pthread_mutex_lock(&r->ghosts.lock);
+    struct chring_member_chunk *c = p->chunks[m->chunk - 1];
+    memcpy(m, &c->free, sizeof c->free);
+    c->free = m;
+    CHRING_POISON_BLOCK(m, CHRING_MEMBER_SLOT);
+    p->live--;
+    if (--c->used == 0) {
+        if (c->listed)
+            chunk_unlist(p, c);
+        p->chunks[c->id] = NULL;
+        CHRING_UNPOISON_BLOCK((char *)c + CHRING_CACHELINE,
+                              CHRING_CHUNK_SLOTS * CHRING_MEMBER_SLOT);
+        chring__free_aligned(c);
+    } else if (!c->listed) {
+        chunk_list(p, c);
+    }
+    pthread_mutex_unlock(&r->ghosts.lock);
+}
+
+void chring__member_pool_drop(chring_t *r)
+{
+    struct chring_member_pool *p = &r->pool;
+    if (p->live != 0)
+        return; /* members stale snapshots keep (a fork() child's): their chunks stay */
+    chring__free(p->chunks);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- members ------------------------------------------------------------------------------ */
+
 chring_member_t *chring__member_new(const chring_t *r, const char *name, size_t len,
                                     uint32_t weight, void *udata)
 {
     size_t head = offsetof(chring_member_t, name);
-    chring_member_t *m = chring__alloc_line(head + len + 1);
+    chring_member_t *m = head + len + 1 <= CHRING_MEMBER_SLOT
+                             ? slot_take((chring_t *)r)
+                             : chring__alloc_line(head + len + 1);
     if (m == NULL)
         return NULL;
+    uint32_t chunk = head + len + 1 <= CHRING_MEMBER_SLOT ? m->chunk : 0;
     memset(m, 0, head);
+    m->chunk = chunk;
     m->magic = CHRING_MEMBER_MAGIC;
     m->weight = weight;
-    m->name_len = (uint32_t)len;
+    m->name_len = (uint16_t)len;
     m->udata = udata;
     m->ring = (chring_t *)r;
     memcpy(m->name, name, len);
@@ -58,13 +190,16 @@ struct chring_member_cold *chring__member_cold(chring_member_t *m)
 static void member_free(chring_member_t *m)
 {
     chring__free(m->cold);
-    chring__free_aligned(m);
+    if (m->chunk != 0)
+        slot_give(m->ring, m);
+    else
+        chring__free_aligned(m);
 }
 
 /* A member that was never published: nobody else saw it, and its udata stays the caller's. */
 void chring__member_discard(chring_member_t *m)
 {
-    m->magic = CHRING_POISON;
+    m->magic = (uint32_t)CHRING_POISON;
     member_free(m);
 }
 
@@ -112,7 +247,7 @@ void chring__member_destroy(chring_member_t *m)
     bool deferred = unghost(m);              /* unlisted, unlinked (flaps) */
     if (r->cfg.retire != NULL)
         r->cfg.retire(m->udata, r->cfg.retire_ctx);
-    m->magic = CHRING_POISON;
+    m->magic = (uint32_t)CHRING_POISON;
     if (deferred) {
         struct rcu_head *head = &m->cold->rcu; /* read before the callback may run */
         CHRING_CALLBACK_QUEUED();
@@ -146,7 +281,7 @@ uint64_t chring_member_load(const chring_member_t *m)
 
 int chring_member_check(const chring_member_t *m)
 {
-    if (m == NULL || CHRING_LOAD_64(&m->magic) != CHRING_MEMBER_MAGIC)
+    if (m == NULL || CHRING_LOAD_32(&m->magic) != CHRING_MEMBER_MAGIC)
         return -EINVAL;
     if (m->name_len == 0 || m->name_len > CHRING_NAME_MAX || m->name[m->name_len] != '\0')
         return -EINVAL;

@@ -177,6 +177,7 @@ void chring_free(chring_t **rp)
         CHRING_BARRIER_ENDED();
     }
     chring__blocks_drop(&r->blocks);
+    chring__member_pool_drop(r);
 
     pthread_mutex_destroy(&r->ghosts.lock);
     pthread_mutex_destroy(&r->lock);
