@@ -342,8 +342,9 @@ CHRING_API int chring_new(chring_t **out, const chring_config_t *cfg);
 CHRING_API void chring_free(chring_t **r);
 
 /* Frees the spare blocks the ring keeps for its next publishes, now.  What a ring holds: its
- * current snapshot (12 bytes a point, the index 8 more, 36 bytes a member) and its members (116
- * bytes and the name each, aligned to 64 bytes, plus 112 for one that ramps, reports or flaps),
+ * current snapshot (12 bytes a point, the index 8 more, 36 bytes a member) and its members (a
+ * 128-byte slot each for a name of up to 13 bytes, else 114 bytes and the name on a cache line;
+ * 112 more for one that ramps, reports or flaps),
  * plus, for a while, spare blocks of replaced snapshots (a large ring's build makes five ready
  * for a burst; a burst of back-to-back changes leaves up to six) and the blocks of replaced
  * snapshots until their grace period ends (a burst) or their holders put them (docs/design.md

@@ -138,17 +138,21 @@ _Static_assert(offsetof(struct chring_member, name) == CHRING_CACHELINE + 50 || 
 _Static_assert(CHRING_NAME_MAX <= UINT16_MAX, "a name's length fits name_len");
 
 /* The ring's member chunks (member.c): slots of CHRING_MEMBER_SLOT bytes, CHRING_CHUNK_SLOTS to
- * a chunk, each chunk one allocation, freed when its last member is.  Under the ring's ghost
+ * a chunk (CHRING_CHUNK_FIRST while the ring has fewer than CHRING_CHUNK_SLOTS members in
+ * chunks, so that a small ring does not hold 8 KB for a few members), each chunk one
+ * allocation, freed when its last member is.  Under the ring's ghost
  * lock (a member is freed by whichever thread brings its word to zero). */
 #define CHRING_MEMBER_SLOT 128
 #define CHRING_CHUNK_SLOTS 64
+#define CHRING_CHUNK_FIRST 16
 struct chring_member_chunk {
     struct chring_member_chunk *next, *prev; /* the pool's chunks with a free slot */
     void *free;                              /* freed slots, linked through their first word */
     uint32_t used;                           /* slots holding a member */
     uint32_t fresh;                          /* slots never handed out start at this one */
     uint32_t id;                             /* its index in the pool's table */
-    uint32_t listed;                         /* on the list of chunks with a free slot */
+    uint16_t listed;                         /* on the list of chunks with a free slot */
+    uint16_t slots;                          /* CHRING_CHUNK_SLOTS or CHRING_CHUNK_FIRST */
 };
 struct chring_member_pool {
     struct chring_member_chunk **chunks; /* by id; NULL: a free id */

@@ -29,12 +29,19 @@ int chring__name_check(const char *name, size_t *len)
 /* Members are small (114 bytes and the name) and each wants a cache line of its own for its hot
  * word: an allocation each, aligned by over-allocating, costs 71 bytes of slack a member on
  * top (200 bytes for a 12-byte name).  So members whose name fits live in slots of 128 bytes,
- * 64 to a chunk (one allocation of 8 KB and a line): 128 bytes a member, 8 a point at 16
- * points (docs/design.md §4, "What a member costs").  A chunk is freed when its last member is,
+ * 64 to a chunk (one allocation of 8 KB and a header; 16 while the ring has fewer than 64): 128
+ * bytes a member, 8 a point at 16 points (docs/design.md §4, "What a member costs").  A chunk is freed when its last member is,
  * so a ring that shrinks gives the memory back.  Every operation is under the ring's ghost
  * lock, which a last release and call_rcu's thread take already, and which the fork handlers
  * hold across fork() (fork.c).  Under AddressSanitizer a free slot is poisoned, so a use after
  * free is still reported. */
+
+/* A chunk and its slots are aligned to CHRING_DESTRUCTIVE (128 bytes): so is every slot, and the
+ * line that Intel's adjacent-line prefetcher pairs with a member's hot line is the member's own
+ * second line, never a line of the member before it. */
+#define CHUNK_HEAD CHRING_DESTRUCTIVE
+_Static_assert(sizeof(struct chring_member_chunk) <= CHUNK_HEAD, "a chunk's header fits");
+_Static_assert(CHRING_MEMBER_SLOT % CHRING_DESTRUCTIVE == 0, "slots keep the alignment");
 
 static struct chring_member_chunk *chunk_new(struct chring_member_pool *p)
 {
@@ -52,16 +59,18 @@ static struct chring_member_chunk *chunk_new(struct chring_member_pool *p)
         p->chunks = t;
         p->cap = cap;
     }
+    uint16_t slots = p->live < CHRING_CHUNK_SLOTS ? CHRING_CHUNK_FIRST : CHRING_CHUNK_SLOTS;
     struct chring_member_chunk *c =
-        chring__alloc_line(CHRING_CACHELINE + CHRING_CHUNK_SLOTS * CHRING_MEMBER_SLOT);
+        chring__alloc_aligned(CHUNK_HEAD + (size_t)slots * CHRING_MEMBER_SLOT);
     if (c == NULL)
         return NULL;
     memset(c, 0, sizeof *c);
     c->id = id;
+    c->slots = slots;
     p->chunks[id] = c;
     if (id == p->nchunks)
         p->nchunks++;
-    CHRING_POISON_BLOCK((char *)c + CHRING_CACHELINE, CHRING_CHUNK_SLOTS * CHRING_MEMBER_SLOT);
+    CHRING_POISON_BLOCK((char *)c + CHUNK_HEAD, (size_t)slots * CHRING_MEMBER_SLOT);
     return c;
 }
 
@@ -106,10 +115,10 @@ static chring_member_t *slot_take(chring_t *r)
         CHRING_UNPOISON_BLOCK(slot, CHRING_MEMBER_SLOT);
         memcpy(&c->free, slot, sizeof c->free);
     } else {
-        slot = (char *)c + CHRING_CACHELINE + (size_t)c->fresh++ * CHRING_MEMBER_SLOT;
+        slot = (char *)c + CHUNK_HEAD + (size_t)c->fresh++ * CHRING_MEMBER_SLOT;
         CHRING_UNPOISON_BLOCK(slot, CHRING_MEMBER_SLOT);
     }
-    if (++c->used == CHRING_CHUNK_SLOTS)
+    if (++c->used == c->slots)
         chunk_unlist(p, c);
     p->live++;
     pthread_mutex_unlock(&r->ghosts.lock);
@@ -132,8 +141,7 @@ static void slot_give(chring_t *r, chring_member_t *m)
         if (c->listed)
             chunk_unlist(p, c);
         p->chunks[c->id] = NULL;
-        CHRING_UNPOISON_BLOCK((char *)c + CHRING_CACHELINE,
-                              CHRING_CHUNK_SLOTS * CHRING_MEMBER_SLOT);
+        CHRING_UNPOISON_BLOCK((char *)c + CHUNK_HEAD, (size_t)c->slots * CHRING_MEMBER_SLOT);
         chring__free_aligned(c);
     } else if (!c->listed) {
         chunk_list(p, c);
