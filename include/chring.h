@@ -243,7 +243,8 @@ typedef struct chring_config {
     /* Optional: hands a udata back to the application, with retire_ctx.  Every non-NULL udata
      * passed to chring_add, chring_update or chring_sync in a call that returns 0 comes back
      * exactly once: when the member that keeps it is retired (removed and no longer reachable
-     * by a reader, a lease or a held snapshot; or at chring_free), or, for a udata the call did
+     * by a reader, a lease or a held snapshot, nor kept by a snapshot held from before it
+     * joined, docs/design.md §4, "References"; or at chring_free), or, for a udata the call did
      * not keep (its change named a member that exists already; that member keeps its own
      * udata), before the call returns.  A call that fails keeps none and hands none back.
      * Threads: liburcu's call_rcu thread; a thread inside chring_release, chring_snap_put or
@@ -341,9 +342,13 @@ CHRING_API int chring_new(chring_t **out, const chring_config_t *cfg);
 CHRING_API void chring_free(chring_t **r);
 
 /* Frees the spare blocks the ring keeps for its next publishes, now.  What a ring holds: its
- * current snapshot and its members, plus, for a while, spare blocks of replaced snapshots (a
- * large ring's build makes five ready for a burst; a burst of back-to-back changes leaves up to
- * six).  Without this call a spare that no publish took for 200 ms is freed by a thread of the
+ * current snapshot (12 bytes a point, the index 8 more, 36 bytes a member) and its members (a
+ * 128-byte slot each for a name of up to 13 bytes, else 114 bytes and the name on a cache line;
+ * 112 more for one that ramps, reports or flaps),
+ * plus, for a while, spare blocks of replaced snapshots (a large ring's build makes five ready
+ * for a burst; a burst of back-to-back changes leaves up to six) and the blocks of replaced
+ * snapshots until their grace period ends (a burst) or their holders put them (docs/design.md
+ * §4, "At rest", "What a member costs").  Without this call a spare that no publish took for 200 ms is freed by a thread of the
  * ring's own (the environment variable CHRING_SPARE_IDLE_MS sets the time, 0 keeps the spares),
  * so a second after its last publish a ring holds its snapshot and members alone
  * (docs/design.md §4, "At rest").  After this call the next publish allocates its snapshot
@@ -710,10 +715,12 @@ CHRING_API uint64_t chring_leases(chring_t *r);
  * replaces the older one; an expired report counts nothing.  Placement (lookups), the digest and
  * the diff do not change.  Ignored (returns 0, nothing recorded): config.report_ttl_ms 0, or m
  * down (a report made before m went down is dropped then, too).  Returns 0, -ENOENT when m is not
- * a member of the current snapshot (a removed member), -EINVAL for NULL r or m.  m must be valid
+ * a member of the current snapshot (a removed member), -EINVAL for NULL r or m, -ENOMEM (nothing
+ * recorded: a member's first report allocates the small block that holds its statistics,
+ * docs/design.md §4, "What a member costs").  m must be valid
  * (from a held snapshot or a lease; chring-lb holds a snapshot).  Any thread, concurrently with
  * acquires and other reports; takes the writers' lock (reports are a writer's rate, not an
- * acquire's), allocates nothing, publishes nothing.  In a process that forks while threads run,
+ * acquire's), allocates nothing after a member's first report, publishes nothing.  In a process that forks while threads run,
  * call it (as every writer call) outside read sections: the fork handlers hold the writers' lock
  * while they wait for liburcu's call_rcu thread, whose grace period waits for that section.  A ring that never reports costs its acquires nothing
  * more: one word beside the published pointer, read with the health count, says whether any
@@ -812,7 +819,8 @@ CHRING_API int chring_member_is_down(const chring_member_t *m);
  * nothing more (no clock read).  Drain a leaving member with
  * chring_set_ramp(r, name, chring_member_scale(m), 0, ms) and remove it when its load is 0.
  * Returns 0, -ENOENT for a non-member, -EINVAL (from or to outside [0, 1] or NaN, NULL r or name),
- * -ENAMETOOLONG.  Writer side; allocates nothing.  A reader concurrent with the call sees the old
+ * -ENAMETOOLONG, -ENOMEM (nothing changed: a member's first ramp allocates the small block that
+ * holds it, docs/design.md §4, "What a member costs").  Writer side; allocates nothing else.  A reader concurrent with the call sees the old
  * ramp or the new one (for an instant possibly a blend of their parameters), always a scale in
  * [0, 1]. */
 CHRING_API int chring_set_ramp(chring_t *r, const char *name, double from, double to, uint32_t ms);

@@ -55,17 +55,28 @@ void chring__free(void *p)
 
 /* Over-allocates and keeps the allocator's pointer just below the aligned block, so a custom
  * allocator needs no aligned variant. */
-void *chring__alloc_aligned(size_t size)
+static void *alloc_aligned_to(size_t size, size_t align)
 {
-    if (size > SIZE_MAX - CHRING_DESTRUCTIVE - sizeof(void *))
+    if (size > SIZE_MAX - align - sizeof(void *))
         return NULL;
-    char *raw = chring__alloc(size + CHRING_DESTRUCTIVE + sizeof(void *));
+    char *raw = chring__alloc(size + align - 1 + sizeof(void *));
     if (raw == NULL)
         return NULL;
-    uintptr_t at = ((uintptr_t)(raw + sizeof(void *)) + CHRING_DESTRUCTIVE - 1) &
-                   ~(uintptr_t)(CHRING_DESTRUCTIVE - 1);
+    uintptr_t at = ((uintptr_t)(raw + sizeof(void *)) + align - 1) & ~(uintptr_t)(align - 1);
     ((void **)at)[-1] = raw;
     return (void *)at;
+}
+
+void *chring__alloc_aligned(size_t size)
+{
+    return alloc_aligned_to(size, CHRING_DESTRUCTIVE);
+}
+
+/* Members (member.c): a cache line is what their hot words need, and half the slack of
+ * CHRING_DESTRUCTIVE (docs/design.md §4, "What a member costs"). */
+void *chring__alloc_line(size_t size)
+{
+    return alloc_aligned_to(size, CHRING_CACHELINE);
 }
 
 void chring__free_aligned(void *p)

@@ -220,14 +220,57 @@ static int create_members(struct batch *b, chring_t *r, bool slow_start)
             chring__member_new(r, ch->name, strlen(ch->name), ch->weight, ch->udata);
         if (m == NULL)
             return -ENOMEM;
-        m->join_seq = r->join_seq + k;
         m->id = ++r->member_ids; /* a failed call leaves gaps: ids are unique, not dense */
-        if (slow_start)
-            chring__member_slow_start(m, r->cfg.slow_start_from, r->cfg.slow_start_ms);
-        b->created[b->ncreated++] = m;
+        b->created[b->ncreated++] = m; /* discarded with the batch if a later step fails */
+        if (slow_start &&
+            chring__member_slow_start(m, r->cfg.slow_start_from, r->cfg.slow_start_ms) != 0)
+            return -ENOMEM;
         b->members[b->created_at[k] - 1] = m;
     }
     return 0;
+}
+
+/* What the members that change must know before next replaces cur, written for those only:
+ * current weights (so that a reader of next sees them), chring_acquire_try's slot hint (load.c),
+ * and, for the members that leave, their report (report.c) and their leases out (ghost.c).  The
+ * two snapshots list their members sorted by name, and a member that stays is the same object
+ * in both: one walk of the two arrays finds the changes by comparing pointers, and reads a
+ * member's name only where the arrays differ.  So a publish at 100,000 members touches the
+ * objects of the members it changes, not every one (each a cache miss: docs/bench.md §11).  A
+ * member that stays keeps its weight word and its hint unless next changes them: both were
+ * written when a snapshot that listed it was published, and its slot is kept by a merge.  The
+ * members that leave go in next's chain node (snap_block.c), which drops their references once
+ * cur and every snapshot before it are gone. */
+static void members_changed(chring_t *r, const chring_snap_t *cur, const chring_snap_t *next,
+                            struct chring_chain *node)
+{
+    size_t ia = 0, ngone = 0;
+    for (size_t j = 0; j < next->nmembers; j++) {
+        chring_member_t *m = next->members[j];
+        while (ia < cur->nmembers && cur->members[ia] != m &&
+               chring__name_cmp(cur->members[ia]->name, cur->members[ia]->name_len, m->name,
+                                m->name_len) < 0) {
+            chring__report_left(r, cur->members[ia]); /* leaves */
+            chring__ghost_leave(r, cur->members[ia]);
+            node->gone[ngone++] = cur->members[ia];
+            ia++;
+        }
+        if (ia < cur->nmembers && cur->members[ia] == m) { /* stays */
+            if (cur->weights[ia] != next->weights[j])
+                CHRING_STORE_32(&m->weight, next->weights[j]);
+            if (cur->member_slot[ia] != next->member_slot[j])
+                CHRING_STORE_32(&m->slot_hint, next->member_slot[j]);
+            ia++;
+            continue;
+        }
+        CHRING_STORE_32(&m->weight, next->weights[j]); /* joins */
+        CHRING_STORE_32(&m->slot_hint, next->member_slot[j]);
+    }
+    for (; ia < cur->nmembers; ia++) {
+        chring__report_left(r, cur->members[ia]);
+        chring__ghost_leave(r, cur->members[ia]);
+        node->gone[ngone++] = cur->members[ia];
+    }
 }
 
 static void batch_free(struct batch *b)
@@ -267,20 +310,21 @@ static int apply(chring_t *r, const chring_change_t *changes, size_t n, enum app
     next = chring__snap_build(&r->blocks, &r->prof, cur, b.members, b.weights, b.count, &err);
     if (next == NULL)
         goto unlock;
-    r->join_seq += n;
-    /* Current weights first, so that a reader of the new snapshot sees them. */
-    for (size_t j = 0; j < b.count; j++)
-        CHRING_STORE_32(&b.members[j]->weight, b.weights[j]);
+    /* The members of cur that next does not list: all of cur's but those next keeps. */
+    struct chring_chain *node = chring__chain_new(cur->nmembers - (next->nmembers - b.ncreated));
+    if (node == NULL) {
+        chring__snap_discard(next); /* never published: no member reference taken */
+        err = -ENOMEM;
+        goto unlock;
+    }
     struct chring_health *h = &r->health;
     if (b.down_weight_left != 0 || b.down_left != 0) {
         CHRING_STORE_64(&h->ndown, h->ndown - b.down_left);
         CHRING_STORE_64(&h->down_weight,
                         h->down_weight - b.down_weight_left + b.down_weight_joined);
     }
-    chring__report_left(r, cur, b.members, b.count); /* reports of members leaving (report.c) */
-    chring__ghosts_left(r, cur, b.members, b.count); /* ... and their leases out (ghost.c) */
-    for (size_t j = 0; j < next->nmembers; j++) /* chring_acquire_try's hint (load.c) */
-        CHRING_STORE_32(&next->members[j]->slot_hint, next->member_slot[j]);
+    members_changed(r, cur, next, node);
+    chring__chain_link(cur, next, node, b.created, b.ncreated); /* joiners' references */
     chring__publish(r, next);
     chring__ghosts_link(r, b.created, b.ncreated); /* names that come back count them */
     if (r->cfg.slow_start_ms > 0 && cur->nmembers > 0 && b.ncreated > 0)

@@ -22,35 +22,25 @@
 
 #include <stdlib.h>
 
-void chring__ghosts_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
-                         size_t count)
+void chring__ghost_leave(chring_t *r, chring_member_t *m)
 {
-    size_t b = 0;
-    bool locked = false;
-    for (size_t a = 0; a < cur->nmembers; a++) {
-        chring_member_t *m = cur->members[a];
-        while (b < count &&
-               chring__name_cmp(members[b]->name, members[b]->name_len, m->name, m->name_len) < 0)
-            b++;
-        if (b < count && members[b] == m)
-            continue;    /* stays */
-        rcu_read_lock(); /* its prev chain (member.h) */
-        uint64_t out = chring__member_load(m) + chring__member_inherited(m);
-        rcu_read_unlock();
-        if (out == 0)
-            continue; /* nothing out, its own or its prev chain's: nothing to count */
-        if (!locked) {
-            pthread_mutex_lock(&r->ghosts.lock);
-            locked = true;
-        }
-        /* cur lists m, so m is alive; the lock orders this with its destruction. */
-        m->ghosts = &r->ghosts;
-        m->ghost_next = r->ghosts.head;
-        CHRING_STORE_PTR(&r->ghosts.head, m); /* read without the lock by ghosts_link */
-        CHRING_STORE_32(&m->ghosted, 1);
-    }
-    if (locked)
-        pthread_mutex_unlock(&r->ghosts.lock);
+    rcu_read_lock(); /* its prev chain (member.h) */
+    uint64_t out = chring__member_load(m) + chring__member_inherited(m);
+    rcu_read_unlock();
+    if (out == 0)
+        return; /* nothing out, its own or its prev chain's: nothing to count */
+    /* Out of memory for its cold block: not listed, so a name added again starts at its own
+     * load (the flap is not counted; nothing else changes). */
+    struct chring_member_cold *c = chring__member_cold(m);
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&r->ghosts.lock);
+    /* The current snapshot lists m, so m is alive; the lock orders this with its destruction. */
+    c->ghosts = &r->ghosts;
+    c->ghost_next = r->ghosts.head;
+    CHRING_STORE_PTR(&r->ghosts.head, m); /* read without the lock by ghosts_link */
+    CHRING_STORE_32(&c->ghosted, 1);
+    pthread_mutex_unlock(&r->ghosts.lock);
 }
 
 void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n)
@@ -60,14 +50,18 @@ void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n)
     pthread_mutex_lock(&r->ghosts.lock);
     for (size_t k = 0; k < n; k++) {
         chring_member_t *m = created[k];
-        for (chring_member_t *g = r->ghosts.head; g != NULL; g = g->ghost_next) {
-            if (g->succ != NULL || g->name_len != m->name_len ||
+        for (chring_member_t *g = r->ghosts.head; g != NULL; g = g->cold->ghost_next) {
+            if (g->cold->succ != NULL || g->name_len != m->name_len ||
                 memcmp(g->name, m->name, m->name_len) != 0)
                 continue;
-            /* g is listed, so alive or waiting for this lock to be unlisted. */
-            m->ghosts = &r->ghosts;
-            g->succ = m;
-            g->linked = 1;
+            /* g is listed, so alive or waiting for this lock to be unlisted.  Out of memory for
+             * m's cold block: not linked (the flap is not counted). */
+            struct chring_member_cold *c = chring__member_cold(m);
+            if (c == NULL)
+                break;
+            c->ghosts = &r->ghosts;
+            g->cold->succ = m;
+            g->cold->linked = 1;
             CHRING_STORE_32(&r->ghosts.linked_ever, 1);
             ck_pr_fence_store(); /* g's words before readers can reach it */
             CHRING_STORE_PTR(&m->prev, g);

@@ -116,20 +116,25 @@ static bool valid_scale(double x)
     return x >= 0.0 && x <= 1.0; /* false for NaN */
 }
 
-/* Writes a ramp's parameters, then (store fence) its new generation. */
-static void ramp_store(chring_member_t *m, double from, double to, uint32_t ms, uint64_t start)
+/* Writes a ramp's parameters (in the member's cold block), then (store fence) its new
+ * generation.  0, or -ENOMEM with nothing changed. */
+static int ramp_store(chring_member_t *m, double from, double to, uint32_t ms, uint64_t start)
 {
     if (ms == 0 && to >= 1.0) {
         CHRING_STORE_32(&m->ramp_gen, 0);
-        return;
+        return 0;
     }
-    CHRING_STORE_64(&m->ramp_start_ns, start);
-    CHRING_STORE_64(&m->ramp_len_ns, (uint64_t)ms * UINT64_C(1000000));
-    CHRING_STORE_64(&m->ramp_from, chring__double_bits(from));
-    CHRING_STORE_64(&m->ramp_to, chring__double_bits(to));
+    struct chring_member_cold *c = chring__member_cold(m);
+    if (c == NULL)
+        return -ENOMEM;
+    CHRING_STORE_64(&c->ramp_start_ns, start);
+    CHRING_STORE_64(&c->ramp_len_ns, (uint64_t)ms * UINT64_C(1000000));
+    CHRING_STORE_64(&c->ramp_from, chring__double_bits(from));
+    CHRING_STORE_64(&c->ramp_to, chring__double_bits(to));
     ck_pr_fence_store();
     uint32_t gen = CHRING_LOAD_32(&m->ramp_gen) + 1; /* a reader may clear it (compare-and-swap) */
     CHRING_STORE_32(&m->ramp_gen, gen == 0 ? 1 : gen);
+    return 0;
 }
 
 /* The ramp epoch, health.ramp_epoch: how an acquire knows without a clock read that no member
@@ -159,17 +164,16 @@ int chring_set_ramp(chring_t *r, const char *name, double from, double to, uint3
     pthread_mutex_lock(&r->lock);
     long rank;
     chring_member_t *m = find_locked(r, name, len, &rank);
-    if (m != NULL) {
-        ramp_store(m, from, to, ms, start);
+    err = m == NULL ? -ENOENT : ramp_store(m, from, to, ms, start);
+    if (err == 0)
         chring__ramps_changed(r); /* effective weights: E now changes (effective.c) */
-    }
     pthread_mutex_unlock(&r->lock);
-    return m == NULL ? -ENOENT : 0;
+    return err;
 }
 
-void chring__member_slow_start(chring_member_t *m, double from, uint32_t ms)
+int chring__member_slow_start(chring_member_t *m, double from, uint32_t ms)
 {
-    ramp_store(m, from, 1.0, ms, chring__now_ns());
+    return ramp_store(m, from, 1.0, ms, chring__now_ns());
 }
 
 double chring__member_ramp_scale(chring_member_t *m)
@@ -178,10 +182,11 @@ double chring__member_ramp_scale(chring_member_t *m)
     if (gen == 0)
         return 1.0;
     ck_pr_fence_load(); /* pairs with ramp_store's store fence */
-    uint64_t start = CHRING_LOAD_64(&m->ramp_start_ns);
-    uint64_t len = CHRING_LOAD_64(&m->ramp_len_ns);
-    double from = chring__bits_double(CHRING_LOAD_64(&m->ramp_from));
-    double to = chring__bits_double(CHRING_LOAD_64(&m->ramp_to));
+    const struct chring_member_cold *c = CHRING_LOAD_PTR(&m->cold); /* set before ramp_gen */
+    uint64_t start = CHRING_LOAD_64(&c->ramp_start_ns);
+    uint64_t len = CHRING_LOAD_64(&c->ramp_len_ns);
+    double from = chring__bits_double(CHRING_LOAD_64(&c->ramp_from));
+    double to = chring__bits_double(CHRING_LOAD_64(&c->ramp_to));
     uint64_t now = chring__now_ns();
     double s;
     if (now < start || len == 0 || now - start >= len) {

@@ -24,20 +24,50 @@
 #define CHRING_TWO_POW_64 18446744073709551616.0
 
 /* Validity words: set at creation, poisoned just before the memory is freed. */
-#define CHRING_MEMBER_MAGIC UINT64_C(0x6368726d656d6272) /* "chrmembr" */
+#define CHRING_MEMBER_MAGIC UINT32_C(0x6368726d)         /* "chrm" */
 #define CHRING_SNAP_MAGIC UINT64_C(0x636872736e617073)   /* "chrsnaps" */
 #define CHRING_POISON UINT64_C(0xdeadbeefdeadbeef)
 
 /* ---- structures --------------------------------------------------------------------------- */
 
-/* A member.  Its hot word and the rules for changing it: member.h. */
+/* What few members need (docs/design.md §4, "What a member costs"): a ramp's parameters, the
+ * statistics of the last report, the links of a flap.  Allocated by a writer, under the ring
+ * lock, the first time a member needs one of them (chring__member_cold), freed with the member;
+ * the member's cold pointer is published with a release store before anything refers to it. */
+struct chring_member_cold {
+    /* The ramp (health.c): written before the member's ramp_gen, read after it. */
+    uint64_t ramp_start_ns; /* CLOCK_MONOTONIC at the start of the ramp */
+    uint64_t ramp_len_ns;
+    uint64_t ramp_from, ramp_to; /* doubles' bits: read atomically, whole */
+    /* The last report (report.c, for the statistics): the value, the member's load then and
+     * when (CLOCK_MONOTONIC ns).  Written under the ring lock. */
+    uint64_t rep_value, rep_local, rep_at_ns;
+    /* Flaps (ghost.c), under the ring's ghost lock: the ghost list (non-NULL once the member was
+     * listed as a ghost or linked to one); the member whose prev this one is; the next ghost of
+     * the ring's list; whether it is listed (removed with leases out) and whether it was ever a
+     * prev (then it is freed a grace period after it is destroyed, since readers may still
+     * follow a prev pointer to it). */
+    struct chring_ghosts *ghosts;
+    chring_member_t *succ;
+    chring_member_t *ghost_next;
+    uint32_t ghosted;
+    uint32_t linked;
+    chring_member_t *self; /* the member, for the deferred free */
+    struct rcu_head rcu;
+};
+
+/* A member.  Its hot word and the rules for changing it: member.h.  offsetof(name) + name_len +
+ * 1 bytes (114 + the name), on a cache line: the first line is the member's own, the second
+ * holds what every member needs and, for a name of up to 13 bytes, the name; what few members
+ * need is in its cold block (above).  A member that fits CHRING_MEMBER_SLOT bytes lives in a
+ * slot of the ring's member chunks (member.c), any other in an allocation of its own. */
 struct chring_member {
     /* First cache line: written by every acquire and release on this member. */
     uint64_t word;       /* leases | snapshot references << 32 (member.h) */
     uint64_t primary;    /* acquires that found their owner here */
     uint64_t spilled_in; /* acquires that spilled here from a full owner */
     uint32_t down;       /* 1: out of service (health.c); read by every walk that meets it */
-    uint32_t ramp_gen;   /* 0: admission scale 1; else the generation of the ramp below */
+    uint32_t ramp_gen;   /* 0: admission scale 1; else the generation of the ramp (cold) */
     /* Reported load (report.c): what the member's report adds to its leases, and until when
      * (CLOCK_MONOTONIC ns; 0: no report).  Written by chring_report_load under the ring lock. */
     uint64_t rep_extra;
@@ -47,41 +77,56 @@ struct chring_member {
     chring_member_t *prev;
     uint64_t down_in; /* acquires placed here because the key's owner was down (load.c) */
     /* (the first cache line is full: magic begins the second, checked below) */
-    /* Second cache line on: immutable after creation except weight and the ramp (writers
+    /* Second cache line: immutable after creation except weight, slot_hint and cold (writers
      * only, under the ring lock). */
-    uint64_t magic;
-    uint32_t weight;   /* current weight, stored by the writer at publish */
-    uint32_t name_len; /* 1 .. CHRING_NAME_MAX */
-    uint64_t join_seq; /* join order, for the fnv16 profile's collision rule */
-    void *udata;
-    void (*retire)(void *udata, void *ctx);
-    void *retire_ctx;
-    struct chring_health *health; /* the ring's: a member destroyed while down leaves its count */
-    uint64_t ramp_start_ns;       /* CLOCK_MONOTONIC at the start of the ramp */
-    uint64_t ramp_len_ns;
-    uint64_t ramp_from, ramp_to; /* doubles' bits: read atomically, whole */
-    /* The last report (report.c, for the statistics): the value, the member's load then and
-     * when (CLOCK_MONOTONIC ns).  Written under the ring lock. */
-    uint64_t rep_value, rep_local, rep_at_ns;
-    /* Flaps (ghost.c), under the ring's ghost lock: the member whose prev this one is; the next
-     * ghost of the ring's list; whether it is listed (removed with leases out) and whether it
-     * was ever a prev (then it is freed a grace period after it is destroyed, since readers may
-     * still follow a prev pointer to it). */
-    chring_member_t *succ;
-    chring_member_t *ghost_next;
-    struct chring_ghosts *ghosts;
-    uint32_t ghosted;
-    uint32_t linked;
+    uint32_t magic;
+    uint32_t weight; /* current weight, stored by the writer at publish */
     /* Its slot in the snapshot published last (apply.c), a hint for chring_acquire_try: a
      * snapshot whose slot_member[slot_hint] is this member lists it there, no name search. */
     uint32_t slot_hint;
-    uint64_t id; /* chring_member_id: the ring's count of members created, at its creation */
-    struct rcu_head rcu;
-    char name[]; /* name_len bytes and a NUL */
+    uint32_t chunk; /* 1 + the id of the member chunk it lives in (member.c); 0: its own */
+    /* chring_member_id: the ring's count of members created, at its creation; also the join
+     * order, for the fnv16 profile's collision rule (snap_build.c) */
+    uint64_t id;
+    void *udata;
+    /* The ring (its health, config.retire, ghost list and member chunks, at destruction): a
+     * member never outlives its ring, whose chring_free comes after every lease and held
+     * snapshot is given back (chring.h). */
+    struct chring *ring;
+    struct chring_member_cold *cold; /* NULL until the member needs it */
+    uint16_t name_len;               /* 1 .. CHRING_NAME_MAX */
+    char name[];                     /* name_len bytes and a NUL */
 };
 
 _Static_assert(offsetof(struct chring_member, magic) == CHRING_CACHELINE || sizeof(void *) != 8,
                "a member's hot fields fill its first cache line exactly");
+_Static_assert(offsetof(struct chring_member, name) == CHRING_CACHELINE + 50 || sizeof(void *) != 8,
+               "a member is its hot line, 50 bytes and its name");
+_Static_assert(CHRING_NAME_MAX <= UINT16_MAX, "a name's length fits name_len");
+
+/* The ring's member chunks (member.c): slots of CHRING_MEMBER_SLOT bytes, CHRING_CHUNK_SLOTS to
+ * a chunk (CHRING_CHUNK_FIRST while the ring has fewer than CHRING_CHUNK_SLOTS members in
+ * chunks, so that a small ring does not hold 8 KB for a few members), each chunk one
+ * allocation, freed when its last member is.  Under the ring's ghost
+ * lock (a member is freed by whichever thread brings its word to zero). */
+#define CHRING_MEMBER_SLOT 128
+#define CHRING_CHUNK_SLOTS 64
+#define CHRING_CHUNK_FIRST 16
+struct chring_member_chunk {
+    struct chring_member_chunk *next, *prev; /* the pool's chunks with a free slot */
+    void *free;                              /* freed slots, linked through their first word */
+    uint32_t used;                           /* slots holding a member */
+    uint32_t fresh;                          /* slots never handed out start at this one */
+    uint32_t id;                             /* its index in the pool's table */
+    uint16_t listed;                         /* on the list of chunks with a free slot */
+    uint16_t slots;                          /* CHRING_CHUNK_SLOTS or CHRING_CHUNK_FIRST */
+};
+struct chring_member_pool {
+    struct chring_member_chunk **chunks; /* by id; NULL: a free id */
+    uint32_t nchunks, cap;               /* ids used so far, the table's size */
+    struct chring_member_chunk *partial; /* chunks with a free slot */
+    uint64_t live;                       /* members in chunks */
+};
 
 /* What every lookup of a ring needs to know about health (health.c): how many members of the
  * current membership are down, and their total current weight.  Written by writers under the
@@ -137,6 +182,25 @@ struct chring_blocks {
     uint32_t stop;     /* chring__blocks_drop asks the trimmer to end (atomic) */
     int trimmer_pid;   /* the process the trimmer runs in: a child after fork() has none */
     sem_t wake;        /* posted by chring__blocks_drop */
+    /* The oldest node of the membership chain not yet freed (nodes are freed in chain order);
+     * NULL before the first publish.  Written by the writer (the first node) and by whoever
+     * frees a node. */
+    struct chring_chain *oldest;
+};
+
+/* The membership chain (snap_block.c, docs/design.md §4, "References"): one node per published
+ * snapshot, in publication order.  A snapshot holds its node; a node holds the next one.  The
+ * next node lists, in gone, the members of this node's snapshot that the next snapshot does not
+ * list; freeing a node drops their references.  So a member's one snapshot reference, taken when
+ * it joins, is dropped once every snapshot published while it was listed is destroyed, and a
+ * publish takes and drops references on the members it changes only. */
+struct chring_chain {
+    uint64_t refs; /* its snapshot's, and the previous node's */
+    struct chring_chain *next; /* written once, by the writer, at the next publish */
+    chring_snap_t *snap;       /* its snapshot: read only while the snapshot's reference holds */
+    size_t ngone;
+    chring_member_t *gone[]; /* the previous snapshot's members this one does not list (NULL:
+                                dropped already, by chring_free: chring__chain_settle) */
 };
 
 /* A line of the line index: src/index.h. */
@@ -152,6 +216,7 @@ struct chring_snap {
     uint64_t version;
     struct rcu_head rcu;
     struct chring_blocks *blocks;       /* the cache this block goes back to; NULL: freed */
+    struct chring_chain *chain;         /* its node of the membership chain; NULL: no members yet */
     const struct chring_health *health; /* the ring's (health.c): down members */
     size_t block_size;                  /* bytes of the allocation that holds this snapshot */
     uint64_t stashed;                   /* in the spare cache: blocks->takes when it came */
@@ -237,7 +302,6 @@ struct chring {
     struct chring_prof prof;
     double balance;         /* cfg.balance clamped to >= 1 */
     uint64_t publishes;     /* written under lock, read atomically */
-    uint64_t join_seq;      /* next join sequence number, under lock */
     uint64_t ramp_seq;      /* last ramp_epoch a writer stored (health.c), under lock */
     uint64_t report_ctr;    /* last report_seq a writer stored (report.c), under lock */
     uint64_t member_ids;    /* members created (ids), under lock */
@@ -249,6 +313,7 @@ struct chring {
     struct chring_shard *shards;     /* shard_mask + 1 shards, CHRING_DESTRUCTIVE aligned */
     chring_t *fork_prev, *fork_next; /* the rings alive, for the fork handlers (fork.c) */
     struct chring_ghosts ghosts;     /* flaps (ghost.c) */
+    struct chring_member_pool pool;  /* member chunks (member.c), under ghosts.lock */
 };
 
 /* ---- alloc.c: every allocation of the library goes through these -------------------------- */
@@ -257,6 +322,7 @@ void *chring__alloc(size_t size);
 void *chring__calloc(size_t n, size_t size);
 void chring__free(void *p);
 void *chring__alloc_aligned(size_t size); /* CHRING_DESTRUCTIVE-aligned, freed with _free_aligned */
+void *chring__alloc_line(size_t size);    /* CHRING_CACHELINE-aligned, freed with _free_aligned */
 void chring__free_aligned(void *p);
 
 /* ---- hash.c ------------------------------------------------------------------------------- */
@@ -339,6 +405,12 @@ int chring__name_check(const char *name, size_t *len);
 chring_member_t *chring__member_new(const chring_t *r, const char *name, size_t len,
                                     uint32_t weight, void *udata);
 void chring__member_discard(chring_member_t *m);
+/* chring_free, once every member is freed: frees the pool's table (the chunks went with their
+ * last members; a fork() child's members that stale snapshots keep stay, with their chunks). */
+void chring__member_pool_drop(chring_t *r);
+/* m's cold block, allocated (zeroed) the first time; NULL when out of memory.  Writer side, under
+ * the ring lock. */
+struct chring_member_cold *chring__member_cold(chring_member_t *m);
 void chring__member_destroy(chring_member_t *m);
 
 /* ---- snap_block.c: snapshot blocks, the spare-block cache, destruction -------------------- */
@@ -352,8 +424,19 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
                                   size_t npoints, size_t prev_buckets);
 /* Frees a snapshot that was never published (no member references taken). */
 void chring__snap_discard(chring_snap_t *s);
-/* Takes the snapshot's reference on every member it lists (the last step of a build). */
-void chring__snap_ref_members(chring_snap_t *s);
+/* A chain node for a snapshot that drops ngone members of the current one; NULL when out of
+ * memory.  Writer side. */
+struct chring_chain *chring__chain_new(size_t ngone);
+/* Publishes' bookkeeping, under the ring lock, once nothing can fail: next (whose node is node,
+ * its gone filled) follows cur in the chain; the members that join (created, n) take their
+ * reference. */
+void chring__chain_link(chring_snap_t *cur, chring_snap_t *next, struct chring_chain *node,
+                        chring_member_t *const *created, size_t n);
+/* chring_free, after its grace period and barrier, before it drops last (the ring's last
+ * snapshot): drops the references of last's members, which no later node drops, and of the
+ * members in the chain that only snapshots destroyed since listed.  Snapshots still held then
+ * (by threads a fork() left behind) keep theirs. */
+void chring__chain_settle(struct chring_blocks *blocks, chring_snap_t *last);
 /* Drops one snapshot reference; the last one destroys it (members unreferenced, block kept). */
 void chring__snap_unref(chring_snap_t *s);
 /* Destroys a snapshot whose last reference the caller dropped. */
@@ -377,8 +460,8 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
                                   const uint32_t *weights, size_t nmembers, uint64_t total_weight,
                                   int *err);
 /* Builds the snapshot of this membership (members sorted by name), merging from prev (the current
- * snapshot) when the profile allows it.  The result holds its references on its members and is
- * ready to publish.  NULL and *err (-E2BIG, -ENOMEM) on failure, with nothing referenced. */
+ * snapshot) when the profile allows it.  The result takes no member reference (the publish does:
+ * chring__chain_link) and is freed with chring__snap_discard if it is not published.  NULL and *err (-E2BIG, -ENOMEM) on failure, with nothing referenced. */
 chring_snap_t *chring__snap_build(struct chring_blocks *blocks, const struct chring_prof *prof,
                                   const chring_snap_t *prev, chring_member_t *const *members,
                                   const uint32_t *weights, size_t nmembers, int *err);
@@ -397,8 +480,8 @@ size_t chring__snap_name_bound(const chring_snap_t *s, size_t from, const char *
 /* The admission scale of a member with a ramp (m->ramp_gen != 0) now, in [0, 1]; may clear the
  * ramp once it has reached 1. */
 double chring__member_ramp_scale(chring_member_t *m);
-/* Starts the slow-start ramp of a member that is not published yet. */
-void chring__member_slow_start(chring_member_t *m, double from, uint32_t ms);
+/* Starts the slow-start ramp of a member that is not published yet: 0 or -ENOMEM. */
+int chring__member_slow_start(chring_member_t *m, double from, uint32_t ms);
 /* The member of the first point from i clockwise that is up, or NULL if every member is down:
  * the slow path of chring__owner_up (find.h). */
 const chring_member_t *chring__first_up(const chring_snap_t *s, size_t i);
@@ -453,18 +536,16 @@ static inline uint64_t chring__report_extra(const chring_member_t *m, uint64_t n
 }
 /* Writer side, under the ring lock: drops m's report (it went down). */
 void chring__report_drop(chring_t *r, chring_member_t *m);
-/* Writer side, under the ring lock, before publishing the membership `members` (count, sorted by
- * name) that replaces cur's: drops the reports of cur's members that leave (a report of a member
- * gone is ignored, in every snapshot that still lists it). */
-void chring__report_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
-                         size_t count);
+/* Writer side, under the ring lock, before publishing a membership that m, listed by the current
+ * snapshot, leaves: drops m's report (a report of a member gone is ignored, in every snapshot
+ * that still lists it).  Called for the members that leave only (apply.c): O(changes). */
+void chring__report_left(chring_t *r, chring_member_t *m);
 
 /* ---- ghost.c: flaps (docs/design.md §3, "Flaps") ------------------------------------------- */
 
-/* Writer side, under the ring lock, before publishing the membership `members` (count, sorted by
- * name) that replaces cur's: lists the members leaving with leases out as ghosts. */
-void chring__ghosts_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
-                         size_t count);
+/* Writer side, under the ring lock, before publishing a membership that m, listed by the current
+ * snapshot, leaves: lists m as a ghost if its leases (or its prev chain's) are out. */
+void chring__ghost_leave(chring_t *r, chring_member_t *m);
 /* Writer side, under the ring lock, after publishing: each new member whose name a ghost has
  * counts that ghost's leases (its prev). */
 void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n);

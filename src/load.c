@@ -533,10 +533,14 @@ void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
     if (until > now) {
         ck_pr_fence_load(); /* pairs with chring_report_load's store fence */
         out->report_live = 1;
-        out->reported = CHRING_LOAD_64(&m->rep_value);
-        out->local_at_report = CHRING_LOAD_64(&m->rep_local);
-        uint64_t at = CHRING_LOAD_64(&m->rep_at_ns);
-        out->report_age_ms = now > at ? (now - at) / UINT64_C(1000000) : 0;
+        /* A live report was recorded in the cold block, which is set before its expiry. */
+        const struct chring_member_cold *c = CHRING_LOAD_PTR(&m->cold);
+        if (c != NULL) {
+            out->reported = CHRING_LOAD_64(&c->rep_value);
+            out->local_at_report = CHRING_LOAD_64(&c->rep_local);
+            uint64_t at = CHRING_LOAD_64(&c->rep_at_ns);
+            out->report_age_ms = now > at ? (now - at) / UINT64_C(1000000) : 0;
+        }
         out->counted += CHRING_LOAD_64(&m->rep_extra);
     }
 }

@@ -6,8 +6,10 @@
  *
  *     word = leases + (snapshot references << 32)
  *
- * The low half counts the leases on the member (its load, docs/design.md §3); the high half counts
- * the snapshots that list it, CHRING_SNAP_REF each.  Whoever brings the word to zero retires the
+ * The low half counts the leases on the member (its load, docs/design.md §3); the high half is 1
+ * (CHRING_SNAP_REF) while some snapshot that lists it may still be read: taken when it joins,
+ * dropped by the membership chain (snap_block.c) once every snapshot published while it was
+ * listed is destroyed.  Whoever brings the word to zero retires the
  * member (config.retire(udata)) and frees it, so retire runs exactly once, on whichever thread
  * that is, and never while a reader, a lease or a held snapshot can still reach the member
  * (docs/design.md §4).
@@ -18,12 +20,13 @@
  *                                                                  failed change discards it
  *                                                                  (chring__member_discard: no
  *                                                                  retire, never published)
- *   + CHRING_SNAP_REF       the writer, building a snapshot that  the member is new or listed by
- *     (member_ref_snap)     lists it, before publishing it        the current snapshot, which
- *                                                                  the lock keeps current
- *   - CHRING_SNAP_REF       whoever drops a snapshot's last       every reader of that snapshot
- *     (member_unref_snap)   reference: liburcu's call_rcu thread, is gone; may reach zero: then
- *                           chring_snap_put, chring_free          this thread retires it
+ *   + CHRING_SNAP_REF       the writer, publishing the first      the member is new: nobody else
+ *     (member_ref_snap)     snapshot that lists it (chain_link)   can see it yet
+ *   - CHRING_SNAP_REF       whoever frees the chain node of the   every snapshot that listed it
+ *     (member_unref_snap)   last snapshot that lists it: the      is destroyed, so every reader
+ *                           thread that destroys the last of      of them is gone; may reach
+ *                           those snapshots (call_rcu's thread,   zero: then this thread retires
+ *                           chring_snap_put), or chring_free      it
  *   + 1 (member_admit,      a reader, inside a read section on a  that snapshot's reference keeps
  *     member_force)         snapshot that lists the member, or    the high half >= 1
  *                           with a held snapshot that does
@@ -37,12 +40,14 @@
  * Why the undo can never reach zero: the reader's snapshot lists the member, and the snapshot's
  * published reference is dropped only by an RCU callback after a grace period, which cannot end
  * while the reader is inside its read section (a held snapshot keeps its reference until the
- * holder's chring_snap_put, after the acquire returns).  So while the reader adds and takes back
- * its 1, the high half is at least 1 and the word at least CHRING_SNAP_REF.
+ * holder's chring_snap_put, after the acquire returns); the snapshot holds its chain node, which
+ * holds the nodes after it, up to the one that drops the member.  So while the reader adds and
+ * takes back its 1, the high half is 1 and the word at least CHRING_SNAP_REF.
  *
  * Worked example: add "a" (snapshot S1 lists it: word = 1 << 32); acquire on "a" (word =
- * (1 << 32) + 1); remove "a" (S2 does not list it; after a grace period S1 is destroyed: word =
- * 1); release the lease (word = 0): the releasing thread calls retire and frees "a".  Re-adding
+ * (1 << 32) + 1); remove "a" (S2 does not list it: S2's chain node names "a" as gone; after a
+ * grace period S1 is destroyed, S1's node is freed and drops "a": word = 1); release the lease
+ * (word = 0): the releasing thread calls retire and frees "a".  Re-adding
  * "a" in between creates a new object with a word of its own, which the old lease never touches.
  *
  * Every read-modify-write here is a full barrier (lock xadd, lock cmpxchg): the uses of the

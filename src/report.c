@@ -82,21 +82,10 @@ void chring__report_drop(chring_t *r, chring_member_t *m)
         report_changed(r);
 }
 
-void chring__report_left(chring_t *r, const chring_snap_t *cur, chring_member_t *const *members,
-                         size_t count)
+void chring__report_left(chring_t *r, chring_member_t *m)
 {
-    if (CHRING_LOAD_64(&r->health.report_seq) == 0)
-        return;
-    size_t b = 0;
-    for (size_t a = 0; a < cur->nmembers; a++) {
-        chring_member_t *m = cur->members[a];
-        while (b < count &&
-               chring__name_cmp(members[b]->name, members[b]->name_len, m->name, m->name_len) < 0)
-            b++;
-        if (b < count && members[b] == m)
-            continue; /* stays */
+    if (CHRING_LOAD_64(&r->health.report_seq) != 0)
         chring__report_drop(r, m);
-    }
 }
 
 int chring_report_load(chring_t *r, const chring_member_t *m, uint64_t load)
@@ -108,8 +97,11 @@ int chring_report_load(chring_t *r, const chring_member_t *m, uint64_t load)
     chring_member_t *mm = (chring_member_t *)m;
     pthread_mutex_lock(&r->lock);
     int err = 0;
+    struct chring_member_cold *c = NULL;
     if (chring__snap_rank(r->current, m) < 0) {
         err = -ENOENT; /* gone: its report describes nothing this ring places on */
+    } else if (!chring__member_down(mm) && (c = chring__member_cold(mm)) == NULL) {
+        err = -ENOMEM; /* the statistics' words: nothing recorded */
     } else if (!chring__member_down(mm)) {
         uint64_t now = chring__now_ns();
         rcu_read_lock(); /* a flap's prev (ghost.c): its leases are this backend's too */
@@ -123,9 +115,9 @@ int chring_report_load(chring_t *r, const chring_member_t *m, uint64_t load)
         CHRING_STORE_64(&mm->rep_until_ns, 0);
         ck_pr_fence_store();
         CHRING_STORE_64(&mm->rep_extra, extra);
-        CHRING_STORE_64(&mm->rep_value, load);
-        CHRING_STORE_64(&mm->rep_local, local);
-        CHRING_STORE_64(&mm->rep_at_ns, now);
+        CHRING_STORE_64(&c->rep_value, load);
+        CHRING_STORE_64(&c->rep_local, local);
+        CHRING_STORE_64(&c->rep_at_ns, now);
         ck_pr_fence_store();
         uint64_t until = now + r->report_ttl_ns;
         CHRING_STORE_64(&mm->rep_until_ns, until < now ? UINT64_MAX : until);

@@ -160,11 +160,16 @@ void chring_free(chring_t **rp)
 
     synchronize_rcu();
     CHRING_GRACE_ENDED();
-    chring__snap_unref(last);
-    /* Every pending callback (snapshots replaced earlier) runs before the ring goes. */
+    /* Every pending callback (snapshots replaced earlier) runs before the ring goes, and before
+     * the last snapshot: then the membership chain (snap_block.c) has freed every node before
+     * the last one, and the last one's members, which no later snapshot drops, are dropped
+     * here. */
     rcu_barrier();
     CHRING_GRACE_ENDED();
     CHRING_BARRIER_ENDED();
+    if (last != &chring__empty_snap)
+        chring__chain_settle(&r->blocks, last);
+    chring__snap_unref(last);
     if (CHRING_LOAD_32(&r->ghosts.linked_ever)) {
         /* A member that was a flap's prev, destroyed by a callback of that barrier, is freed by
          * a callback queued after it (ghost.c). */
@@ -172,6 +177,7 @@ void chring_free(chring_t **rp)
         CHRING_BARRIER_ENDED();
     }
     chring__blocks_drop(&r->blocks);
+    chring__member_pool_drop(r);
 
     pthread_mutex_destroy(&r->ghosts.lock);
     pthread_mutex_destroy(&r->lock);

@@ -7,8 +7,9 @@
  * References (docs/design.md §4): a snapshot is born with one reference, owned by the ring's
  * published pointer and dropped by an RCU callback after the grace period that follows its
  * replacement; chring_snap_hold adds one, chring_snap_put drops one.  Whoever drops the last
- * destroys it: it drops its reference on every member it lists (member.h) and its block goes to
- * the spare-block cache.
+ * destroys it: it drops its reference on its node of the membership chain (below), which drops
+ * the members no later snapshot lists once the snapshots before it are gone too (member.h), and
+ * its block goes to the spare-block cache.
  *
  * The spare-block cache.  A snapshot of a large ring is megabytes; allocating it fresh for every
  * publish costs a page fault per 4 KiB (measured here: about 730 faults, 0.7-1 ms, for one add at
@@ -521,10 +522,143 @@ void chring__snap_discard(chring_snap_t *s)
 
 /* ---- references --------------------------------------------------------------------------- */
 
-void chring__snap_ref_members(chring_snap_t *s)
+/* Members ahead of the one whose word is updated, prefetched for writing: each word is on a
+ * line of its own member, so a run of them is a cache miss each without it. */
+#define MEMBERS_AHEAD 12
+
+static void members_unref(chring_member_t *const *members, size_t n)
 {
-    for (size_t j = 0; j < s->nmembers; j++)
-        chring__member_ref_snap(s->members[j]);
+    for (size_t j = 0; j < n; j++) {
+        if (j + MEMBERS_AHEAD < n && members[j + MEMBERS_AHEAD] != NULL)
+            __builtin_prefetch(&members[j + MEMBERS_AHEAD]->word, 1, 3);
+        if (members[j] != NULL) /* NULL: dropped by chring__chain_settle */
+            chring__member_unref_snap(members[j]);
+    }
+}
+
+/* The membership chain (struct chring_chain, docs/design.md §4, "References").  A member's
+ * snapshot reference (member.h) is one, taken when the member joins (the publish of the first
+ * snapshot that lists it) and dropped when the node of the last snapshot that lists it is freed.
+ * A node is freed when its snapshot is destroyed and the node before it is freed, so not before
+ * every snapshot published while the member was listed is destroyed: a reader or a holder of any
+ * of them keeps it.  (A snapshot held from before the member joined keeps it too, until it is
+ * put: the chain does not know where a member's listing began.  chring_free sorts that out for
+ * the snapshots a fork() left held: chring__chain_settle.)  Before the chain every snapshot
+ * took and dropped a reference on each of its members: two atomic operations on a line of each
+ * member per publish, 100,000 cache misses at 100,000 members (docs/bench.md §11). */
+struct chring_chain *chring__chain_new(size_t ngone)
+{
+    if (ngone > (SIZE_MAX - sizeof(struct chring_chain)) / sizeof(chring_member_t *))
+        return NULL;
+    struct chring_chain *c =
+        chring__alloc(sizeof(struct chring_chain) + ngone * sizeof(chring_member_t *));
+    if (c == NULL)
+        return NULL;
+    c->refs = 1; /* its snapshot's */
+    c->next = NULL;
+    c->snap = NULL;
+    c->ngone = ngone;
+    return c;
+}
+
+void chring__chain_link(chring_snap_t *cur, chring_snap_t *next, struct chring_chain *node,
+                        chring_member_t *const *created, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        chring__member_ref_snap(created[k]);
+    node->snap = next;
+    next->chain = node;
+    if (cur->chain != NULL) {
+        node->refs++;            /* the previous node's; nobody else can see node yet */
+        cur->chain->next = node; /* cur is current: its node is alive */
+    } else if (next->blocks != NULL) {
+        CHRING_STORE_PTR(&next->blocks->oldest, node); /* the first node */
+    }
+}
+
+/* Drops one reference on node c; frees the nodes that reach zero, in order, each dropping the
+ * references of the members its snapshot listed and the next one does not. */
+static void chain_unref(struct chring_blocks *blocks, struct chring_chain *c)
+{
+    /* Full barrier: the writer's next and gone, and this snapshot's uses, before the drop. */
+    while (c != NULL && ck_pr_faa_64(&c->refs, (uint64_t)-1) == 1) {
+        struct chring_chain *next = c->next;
+        if (next != NULL)
+            members_unref(next->gone, next->ngone);
+        if (blocks != NULL)
+            CHRING_STORE_PTR(&blocks->oldest, next);
+        chring__free(c);
+        c = next;
+    }
+}
+
+/* Whether snapshot s lists m: a binary search of its members by name. */
+static bool snap_lists(const chring_snap_t *s, const chring_member_t *m)
+{
+    size_t lo = 0, hi = s->nmembers;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const chring_member_t *x = s->members[mid];
+        int c = chring__name_cmp(x->name, x->name_len, m->name, m->name_len);
+        if (c == 0)
+            return x == m;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+/* Whether one of the snapshots still held (stale, n) lists m. */
+static bool stale_lists(chring_snap_t *const *stale, size_t n, const chring_member_t *m)
+{
+    for (size_t k = 0; k < n; k++)
+        if (snap_lists(stale[k], m))
+            return true;
+    return false;
+}
+
+void chring__chain_settle(struct chring_blocks *blocks, chring_snap_t *last)
+{
+    struct chring_chain *oldest = CHRING_LOAD_PTR(&blocks->oldest);
+    if (last->chain == NULL)
+        return; /* no member was ever published */
+    if (oldest == last->chain) { /* every snapshot before last is gone: the common case */
+        members_unref(last->members, last->nmembers);
+        return;
+    }
+    /* Snapshots before last still held (a fork() child's, whose holders did not survive it):
+     * each pins its node and every node after it.  The members those snapshots list keep their
+     * reference, as they would without the chain; the others, which only snapshots destroyed
+     * since listed, are dropped now and cleared from their node. */
+    size_t nstale = 0, cap = 0;
+    for (struct chring_chain *c = oldest; c != last->chain; c = c->next)
+        cap++;
+    chring_snap_t **stale = chring__calloc(cap, sizeof *stale);
+    if (stale == NULL)
+        return; /* out of memory: they all stay (not retired), as the held snapshots' do */
+    for (struct chring_chain *c = oldest; c != last->chain; c = c->next) {
+        /* Its own snapshot's reference: all of its count but the previous node's. */
+        uint64_t own = CHRING_LOAD_64(&c->refs) - (c == oldest ? 0 : 1);
+        if (own != 0)
+            stale[nstale++] = c->snap;
+    }
+    size_t seen = 0; /* the stale snapshots before node c */
+    for (struct chring_chain *c = oldest; c != NULL; c = c->next) {
+        if (c != oldest)
+            for (size_t k = 0; k < c->ngone; k++)
+                if (c->gone[k] != NULL && !stale_lists(stale, seen, c->gone[k])) {
+                    chring__member_unref_snap(c->gone[k]);
+                    c->gone[k] = NULL;
+                }
+        if (seen < nstale && stale[seen] == c->snap)
+            seen++;
+    }
+    for (size_t j = 0; j < last->nmembers; j++)
+        if (!stale_lists(stale, nstale, last->members[j]))
+            chring__member_unref_snap(last->members[j]);
+    chring__free(stale);
 }
 
 void chring__snap_unref(chring_snap_t *s)
@@ -538,8 +672,7 @@ void chring__snap_unref(chring_snap_t *s)
 
 void chring__snap_destroy(chring_snap_t *s)
 {
-    for (size_t j = 0; j < s->nmembers; j++)
-        chring__member_unref_snap(s->members[j]);
+    chain_unref(s->blocks, s->chain);
     s->magic = CHRING_POISON;
     block_stash(s);
 }

@@ -8,7 +8,8 @@
 #include "index.h"
 #include "member.h"
 
-/* Sorts member ranks by join order (insertion sort: fnv16 rings are small). */
+/* Sorts member ranks by join order, which is the order of their ids (apply.c creates members in
+ * the caller's order; insertion sort: fnv16 rings are small). */
 static void sort_by_join(uint32_t *order, size_t n, chring_member_t *const *members)
 {
     for (size_t i = 0; i < n; i++)
@@ -16,7 +17,7 @@ static void sort_by_join(uint32_t *order, size_t n, chring_member_t *const *memb
     for (size_t i = 1; i < n; i++) {
         uint32_t v = order[i];
         size_t j = i;
-        while (j > 0 && members[order[j - 1]]->join_seq > members[v]->join_seq) {
+        while (j > 0 && members[order[j - 1]]->id > members[v]->id) {
             order[j] = order[j - 1];
             j--;
         }
@@ -161,7 +162,6 @@ static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chri
     chring__index_build(s);
 
     chring__free(scratch);
-    chring__snap_ref_members(s);
     *err = 0;
     return s;
 }

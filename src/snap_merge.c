@@ -318,7 +318,6 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
 
     chring__free(scratch);
     chring__free(g.slot_of);
-    chring__snap_ref_members(s);
     *err = 0;
     return s;
 }

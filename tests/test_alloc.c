@@ -897,3 +897,202 @@ Test(alloc, the_first_publish_after_a_quiet_while_allocates_its_own_block_only, 
                  after - rest, 2 * block);
     chring_free(&r);
 }
+
+/* ---- what a member costs (docs/design.md §4, "What a member costs") ------------------------- */
+
+/* Bytes live through the allocator: each block carries its size in a header. */
+static long long sized_live;
+
+static void *sized_alloc(size_t size, void *ctx)
+{
+    (void)ctx;
+    size_t *p = malloc(size + 16);
+    if (p == NULL)
+        return NULL;
+    *p = size;
+    __atomic_add_fetch(&sized_live, (long long)size, __ATOMIC_SEQ_CST);
+    return (char *)p + 16;
+}
+
+static void sized_free(void *ptr, void *ctx)
+{
+    (void)ctx;
+    if (ptr == NULL)
+        return;
+    size_t *p = (size_t *)(void *)((char *)ptr - 16);
+    __atomic_sub_fetch(&sized_live, (long long)*p, __ATOMIC_SEQ_CST);
+    free(p);
+}
+
+/* Live bytes of a ring of n members of one point each, named "m" and 7 digits (8 bytes). */
+static long long ring_of_members_bytes(size_t n)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = 1;
+    chring_t *r = ring_create(&cfg);
+    char(*names)[16] = calloc(n, sizeof *names);
+    chring_change_t *feed = calloc(n, sizeof *feed);
+    cr_assert(names != NULL && feed != NULL);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(names[i], sizeof names[i], "m%07zu", i);
+        feed[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    long long before = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST);
+    cr_assert_eq(chring_update(r, feed, n), 0, "build of %zu members", n);
+    /* (the empty snapshot it replaced, a header of some 300 bytes, may still wait for its
+     * grace period: a tenth of a byte a member) */
+    long long bytes = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST) - before;
+    chring_free(&r);
+    free(feed);
+    free(names);
+    return bytes;
+}
+
+/* A member is its own cache line (the words every acquire writes), 50 bytes every member needs
+ * and its name (114 + 9 bytes here), in a 128-byte slot of a chunk of 64 (8 KB and a header,
+ * so about 4 bytes a member more).  With the snapshot's share of one point (positions, owners, the
+ * index and the member and slot tables: under 70 bytes), what 2000 more members add is at most
+ * 200 bytes each (186.5 measured).  A member of 240 bytes plus its name, aligned to 128, added
+ * about 440; one of 116 plus its name in an allocation of its own, aligned to 64, about 250. */
+Test(alloc, a_member_costs_its_hot_line_its_fields_and_its_name)
+{
+    chring_allocator_t a = {sized_alloc, sized_free, NULL};
+    cr_assert_eq(chring_set_allocator(&a), 0);
+    long long small = ring_of_members_bytes(2000), large = ring_of_members_bytes(4000);
+    cr_assert_eq(chring_set_allocator(NULL), 0);
+    cr_assert_eq(__atomic_load_n(&sized_live, __ATOMIC_SEQ_CST), 0, "every byte given back");
+    double per_member = (double)(large - small) / 2000.0;
+    cr_assert_gt(per_member, 114.0 + 9.0, "a member's object is counted (%.1f bytes)", per_member);
+    cr_assert_leq(per_member, 200.0, "%.1f bytes a member (one point each)", per_member);
+}
+
+/* A ramp and a report's statistics live in a block of their own, allocated the first time a
+ * member needs it: out of memory there, chring_set_ramp and chring_report_load return -ENOMEM
+ * and change nothing; the next call succeeds. */
+Test(alloc, ramp_and_report_fail_cleanly_without_their_cold_block)
+{
+    install();
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.report_ttl_ms = 60000;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, "alpha", 1, NULL);
+    add_or_fail(r, "beta", 1, NULL);
+    const chring_snap_t *s = chring_snap_hold(r);
+    const chring_member_t *alpha = chring_snap_find(s, "alpha");
+    const chring_member_t *beta = chring_snap_find(s, "beta");
+    cr_assert(alpha != NULL && beta != NULL);
+
+    arm(1);
+    int rc = chring_set_ramp(r, "alpha", 0.25, 0.25, 0);
+    disarm();
+    cr_assert_eq(rc, -ENOMEM, "set_ramp with its allocation failing: %d", rc);
+    cr_assert_eq(chring_member_scale(alpha), 1.0, "no ramp was set");
+    cr_assert_eq(chring_set_ramp(r, "alpha", 0.25, 0.25, 0), 0);
+    cr_assert_eq(chring_member_scale(alpha), 0.25, "the ramp holds at 0.25");
+
+    arm(1);
+    rc = chring_report_load(r, beta, 7);
+    disarm();
+    cr_assert_eq(rc, -ENOMEM, "report_load with its allocation failing: %d", rc);
+    chring_member_stats_t st;
+    chring_member_stats(beta, &st);
+    cr_assert_eq(st.report_live, 0, "no report was recorded");
+    cr_assert_eq(st.counted, 0);
+    cr_assert_eq(chring_report_load(r, beta, 7), 0);
+    chring_member_stats(beta, &st);
+    cr_assert_eq(st.report_live, 1);
+    cr_assert_eq(st.reported, 7);
+    cr_assert_eq(st.counted, 7, "the report counts: %llu", (unsigned long long)st.counted);
+
+    chring_snap_put(r, s);
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+static int op_add_slow_start(chring_t *r)
+{
+    return chring_add(r, "delta", 2, NULL);
+}
+
+/* A member that joins with slow start needs its cold block for the ramp: an add fails cleanly
+ * at that allocation as at every other. */
+Test(alloc, add_with_slow_start_fails_cleanly_at_each_allocation)
+{
+    install();
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = 32;
+    cfg.slow_start_ms = 60000;
+    chring_t *r = ring_create(&cfg);
+    add_or_fail(r, "alpha", 1, NULL);
+    add_or_fail(r, "beta", 2, NULL);
+    fail_each_allocation(r, op_add_slow_start, "add with slow start");
+    const chring_snap_t *s = chring_snap_hold(r);
+    double scale = chring_member_scale(chring_snap_find(s, "delta"));
+    cr_assert(scale < 1.0, "delta ramps: scale %f", scale);
+    chring_snap_put(r, s);
+    chring_free(&r);
+    uninstall_and_check_balance();
+}
+
+/* Member chunks go back when their last member does: a ring of 4000 members (4 chunks of 16
+ * slots, then 62 of 64) synced down to 2 keeps one chunk once the replaced snapshot's grace
+ * period has ended (waited for by polling, at most 20 s: no timing is asserted).  A chunk is
+ * the one allocation of a 128-byte header and 16 or 64 x 128 bytes, and its alignment slack
+ * (member.c), counted here by size. */
+static long sized_chunks;
+
+static bool is_chunk(size_t size)
+{
+    return (size >= 128 + 64 * 128 && size < 128 + 64 * 128 + 256) ||
+           (size >= 128 + 16 * 128 && size < 128 + 16 * 128 + 256);
+}
+
+static void *chunk_counting_alloc(size_t size, void *ctx)
+{
+    void *p = sized_alloc(size, ctx);
+    if (p != NULL && is_chunk(size))
+        __atomic_add_fetch(&sized_chunks, 1, __ATOMIC_SEQ_CST);
+    return p;
+}
+
+static void chunk_counting_free(void *ptr, void *ctx)
+{
+    if (ptr != NULL && is_chunk(*(size_t *)(void *)((char *)ptr - 16)))
+        __atomic_sub_fetch(&sized_chunks, 1, __ATOMIC_SEQ_CST);
+    sized_free(ptr, ctx);
+}
+
+Test(alloc, a_ring_that_shrinks_gives_its_member_chunks_back, .timeout = 60)
+{
+    chring_allocator_t a = {chunk_counting_alloc, chunk_counting_free, NULL};
+    cr_assert_eq(chring_set_allocator(&a), 0);
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = 1;
+    chring_t *r = ring_create(&cfg);
+    enum { N = 4000 };
+    static char names[N][16];
+    static chring_change_t feed[N];
+    for (size_t i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "m%07zu", i);
+        feed[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    cr_assert_eq(chring_update(r, feed, N), 0);
+    long full = __atomic_load_n(&sized_chunks, __ATOMIC_SEQ_CST);
+    cr_assert_eq(full, 4 + (N - 64 + 63) / 64, "4000 members in %ld chunks", full);
+    cr_assert_eq(chring_sync(r, feed, 2), 0, "down to two members");
+    long now = full;
+    for (int i = 0; i < 2000 && now > 1; i++) {
+        struct timespec pause = {0, 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        now = __atomic_load_n(&sized_chunks, __ATOMIC_SEQ_CST);
+    }
+    cr_assert_eq(now, 1, "two members keep %ld chunks (4000 had %ld)", now, full);
+    chring_free(&r);
+    cr_assert_eq(__atomic_load_n(&sized_chunks, __ATOMIC_SEQ_CST), 0, "no chunk left");
+    cr_assert_eq(__atomic_load_n(&sized_live, __ATOMIC_SEQ_CST), 0, "every byte given back");
+    cr_assert_eq(chring_set_allocator(NULL), 0);
+}
