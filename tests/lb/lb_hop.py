@@ -675,7 +675,7 @@ def chunked_bad_byte(env):
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 s.sendall(b"POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
                 out, took = read_until(s, lambda b: b"\r\n\r\n" in b, 5)
-                check(status_of(out) == 400, "%r: %r after %.1f s with the connection open (400 "
+                check(h.status_of(out) == 400, "%r: %r after %.1f s with the connection open (400 "
                       "expected at once)" % (body, out[:60], took))
                 closed = False  # the rest of the 400 (its body), then the end of the stream
                 end = time.time() + 5
