@@ -835,7 +835,7 @@ def case_request_memory(env):
     held at once through an upstream of 10,000 servers (9,999 down, so that every key reaches
     the one backend) against the same through an upstream of that backend alone, the worker's
     RSS read while all 200 are at the backend.  And a request that tries more servers than its
-    first room (4) keeps every try: 6 refusing servers and a live one, max_fails=0, a key walks
+    first room (4) keeps every try: 6 refusing servers and a live one, max_fails=0, one point each, a key walks
     up to 7 servers and $chring_member names each once, the live one last."""
     be = Backend(env)
     be.start()
@@ -848,7 +848,7 @@ def case_request_memory(env):
         "    upstream big {\n        chring $arg_k vnodes=1;\n        server %s;\n%s    }"
         % (be.name, down),
         upstream("small", "chring $arg_k vnodes=1", [be]),
-        "    upstream walk {\n        chring $arg_k vnodes=16;\n        server %s max_fails=0;\n%s"
+        "    upstream walk {\n        chring $arg_k vnodes=1;\n        server %s max_fails=0;\n%s"
         "    }" % (be.name, walk),
         front(ng.port, ["small", "big", "walk"])]))
     worker = ng.workers_now().pop()
@@ -881,8 +881,14 @@ def case_request_memory(env):
     check(extra <= REQ_EXTRA_BYTES, "a request in flight through 10,000 servers costs %.0f bytes "
           "more than through one (bound %d)" % (extra, REQ_EXTRA_BYTES))
 
-    longest = 0
-    for i in range(100):
+    # One point per server: the seven arcs' walks are 1 to 7 servers long, whatever the ports;
+    # keys until the longest walk is met (bounded), and at least one must pass the first room of
+    # 4 tries (a fixed count of keys can miss the short arcs of a placement).
+    longest, tried = 0, 0
+    for i in range(2000):
+        if longest == 7:
+            break
+        tried += 1
         st, body, member, _ = get(ng.port, "/walk/?k=walk%d" % i)
         names = member.split(", ")
         check(st == 200 and "127.0.0.1:" + body == be.name, "walk key %d: %d %r" % (i, st, body))
@@ -890,8 +896,10 @@ def case_request_memory(env):
               set(names[:-1]) <= set("127.0.0.1:%d" % p for p in dead),
               "walk key %d: $chring_member %r" % (i, member))
         longest = max(longest, len(names))
-    check(longest == 7, "the longest walk tried %d servers (7 expected over 100 keys)" % longest)
-    log("request-memory: 100 keys through 6 refusing servers: up to %d tries each, all named" % longest)
+    check(longest >= 5, "the longest walk tried %d servers over %d keys (more than the first "
+          "room of 4 expected)" % (longest, tried))
+    log("request-memory: %d keys through 6 refusing servers: up to %d tries each, all named"
+        % (tried, longest))
 
 
 CASES = {
