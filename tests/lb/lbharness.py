@@ -249,7 +249,7 @@ class Balancer:
         out = self.output()
         # "too few references" is libevent freeing a bufferevent that was freed already
         bad = [l for l in out.splitlines() if "AddressSanitizer" in l or "runtime error" in l
-               or "LeakSanitizer" in l or "too few references" in l]
+               or "LeakSanitizer" in l or "ThreadSanitizer" in l or "too few references" in l]
         check(not bad, "sanitizer report from the balancer:\n" + out[-6000:])
         check(rc == 0, "balancer exited with status %s:\n%s" % (rc, out[-3000:]))
         return out
