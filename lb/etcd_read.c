@@ -10,7 +10,6 @@
 
 #include <jansson.h>
 #include <malloc.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +34,14 @@ static void *budget_malloc(size_t n)
     return p;
 }
 
+/* A block allocated on another thread (a document handed over) or before the allocator was
+ * installed was not counted here: the count stops at zero rather than wrap, which would make
+ * every later parse on this thread "too large". */
 static void budget_free(void *p)
 {
     if (p) {
-        used -= malloc_usable_size(p);
+        size_t n = malloc_usable_size(p);
+        used = n < used ? used - n : 0;
         free(p);
     }
 }
@@ -48,16 +51,18 @@ void lb_etcd_read_budget(size_t bytes)
     budget = bytes;
 }
 
-static void install(void)
+/* jansson's allocator is process-wide: every JSON reader of chring-lb (the etcd answers here,
+ * the metrics reader, prompt keys) allocates through the counted functions, on every thread.
+ * They are installed before main, while the process has one thread: installed later (on the
+ * first etcd read, on a reader thread), the pointers were written while other threads parsed,
+ * and blocks allocated before were freed through budget_free uncounted. */
+__attribute__((constructor)) static void install(void)
 {
-    /* Process-wide, but jansson is used by this file only in chring-lb. */
     json_set_alloc_funcs(budget_malloc, budget_free);
 }
 
 static json_t *parse(const char *text, size_t len, const char **why)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, install);
     over = false;
     json_error_t err;
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);

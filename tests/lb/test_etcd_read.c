@@ -236,3 +236,27 @@ Test(text, json_of_random_bytes_is_always_valid_json_of_valid_utf8)
         json_decref(j);
     }
 }
+
+/* A document another part of chring-lb parsed before the first etcd read (the metrics reader, a
+ * prompt key), freed after it: its blocks were not counted, and freeing them must not take the
+ * thread's count below zero, which made every later read "too large". */
+Test(etcd_read, a_document_parsed_before_the_first_read_does_not_spoil_the_budget)
+{
+    json_t *other = json_loads("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"
+                               "\"a prompt long enough to take a few blocks\"}]}",
+                               0, NULL);
+    cr_assert_not_null(other);
+    char text[512];
+    snprintf(text, sizeof text, "{\"header\":{\"revision\":\"7\"},\"kvs\":[{\"key\":\"%s\"}]}",
+             b64s(PREFIX "10.0.0.1:80"));
+    struct lb_etcd_msg m;
+    const char *why = NULL;
+    cr_assert_eq(lb_etcd_read_range(text, strlen(text), PREFIX, &m, &why), 0, "%s", why);
+    lb_etcd_msg_free(&m);
+    json_decref(other);
+    why = NULL;
+    cr_assert_eq(lb_etcd_read_range(text, strlen(text), PREFIX, &m, &why), 0,
+                 "the read after: %s", why ? why : "");
+    cr_assert_eq(m.n, 1);
+    lb_etcd_msg_free(&m);
+}
