@@ -191,6 +191,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
     if (blocks != NULL) {
         now = CHRING_LOAD_64(&blocks->takes) + 1;
         CHRING_STORE_64(&blocks->takes, now);
+        ATOMIC_STORE(&blocks->wanted, size);
         /* The writer's first publish: every block stashed later was taken here first. */
         if (CHRING_LOAD_32(&blocks->ready) == 0 && sem_init(&blocks->wake, 0, 0) == 0)
             ATOMIC_STORE(&blocks->ready, 1);
@@ -290,10 +291,14 @@ static bool trimmer_here(const struct chring_blocks *blocks)
 }
 
 /* Frees the spares idle for CHRING_SPARE_IDLE_NS at `now`, except that the cache keeps
- * blocks->at_rest spares (chring_set_spares_at_rest): the young ones count first, then the idle
- * ones that came last (the blocks of the latest snapshots, the size the next publish needs).
- * Returns the time the oldest young spare left will be idle, 0 if none is left: the spares kept
- * at rest are no reason to run again. */
+ * blocks->at_rest spares that fit the size the last publish asked for (the size the next one
+ * will ask for, give or take a member): the young ones count first, then the idle ones that
+ * came last.  A young spare that does not fit stays until it is idle, and does not count.  Not
+ * simply the ones that came last: the empty snapshot's block, a few hundred bytes, comes back
+ * after a build's grace period, later than the spares the build made ready, and was kept in
+ * their place.  Returns the time the
+ * oldest young spare left will be idle, 0 if none is left: the spares kept at rest are no
+ * reason to run again. */
 static uint64_t trim_idle(struct chring_blocks *blocks, uint64_t now)
 {
     chring_snap_t *taken[CHRING_SPARES];
@@ -309,17 +314,19 @@ static uint64_t trim_idle(struct chring_blocks *blocks, uint64_t now)
         taken[at] = b;
     }
     uint32_t keep = ATOMIC_LOAD(&blocks->at_rest);
+    size_t wanted = ATOMIC_LOAD(&blocks->wanted);
     uint32_t kept = 0;
     uint64_t next = 0;
     for (unsigned k = 0; k < ntaken; k++) {
         chring_snap_t *b = taken[k];
         uint64_t due = b->stashed_ns + spare_idle_ns();
         bool young = due > now;
-        if ((!young && kept >= keep) || !spare_put(blocks, b)) {
+        bool fits = block_fits(b, wanted);
+        if (!(young || (fits && kept < keep)) || !spare_put(blocks, b)) {
             block_free(b);
             continue;
         }
-        kept++;
+        kept += fits;
         if (young && (next == 0 || due < next))
             next = due;
     }

@@ -683,7 +683,15 @@ Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them, .init = keep_spares
  * blocks of about 11 MB, past the size whose publishes prepare spares (docs/design.md §4, "Spare
  * blocks").  *before: the heap in use before it; *block: about a snapshot's block (12 bytes a
  * point and 8 of index).  Skips the test where mallinfo2 does not see the allocator. */
+static chring_t *large_ring_built_keeping(size_t *before, size_t *block, unsigned keep);
+
 static chring_t *large_ring_built(size_t *before, size_t *block)
+{
+    return large_ring_built_keeping(before, block, 0);
+}
+
+/* The same, with chring_set_spares_at_rest(keep) before the build (keep > 0). */
+static chring_t *large_ring_built_keeping(size_t *before, size_t *block, unsigned keep)
 {
     enum {
         MEMBERS = 3300
@@ -698,6 +706,8 @@ static chring_t *large_ring_built(size_t *before, size_t *block)
     if (*before == 0)
         cr_skip_test("mallinfo2 does not see this process's allocator (a sanitizer's)");
     chring_t *r = ring_create(NULL);
+    if (keep > 0)
+        cr_assert_eq(chring_set_spares_at_rest(r, keep), 0, "keep %u", keep);
     cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
     rcu_callbacks_done();
     const chring_snap_t *s = chring_snap_hold(r);
@@ -1177,5 +1187,25 @@ Test(alloc, a_spare_kept_at_rest_serves_the_next_publish_and_chring_trim_frees_i
     rcu_callbacks_done();
     assert_kept_at_rest(before, block, 1, "one kept after the publish");
     assert_trimmed(r, before, block);
+    chring_free(&r);
+}
+
+Test(alloc, a_spare_kept_at_rest_from_the_build_is_one_of_the_ring_s_size, .timeout = 120)
+{
+    /* Asked before the build: the empty snapshot's block (a few hundred bytes) comes back after
+     * the build's grace period, later than the spares the build made ready; the spare kept is
+     * one of those, the size the next publish needs, not the newest block (docs/design.md §4,
+     * "Spares kept at rest"). */
+    size_t before, block;
+    chring_t *r = large_ring_built_keeping(&before, &block, 1);
+    assert_kept_at_rest(before, block, 1, "one kept after the build");
+    size_t rest = heap_in_use();
+    int toggle = 0;
+    toggle_extra(r, &toggle, "the first publish after the build", 0);
+    size_t after = heap_in_use();
+    cr_assert_lt(after, rest + block / 2,
+                 "the first publish after the build allocated %zu bytes: no spare of its size "
+                 "was kept (a block: about %zu)",
+                 after - rest, block);
     chring_free(&r);
 }
