@@ -26,8 +26,8 @@
  * block has 1/64 more room than asked, so the block of a snapshot with one member less fits the
  * next one with the member back.  Other spares that no publish took for CHRING_SPARE_AGE
  * publishes are freed.  At rest the ring's trimmer frees every spare no publish took for
- * CHRING_SPARE_IDLE_NS (below) but the blocks->at_rest that came last (0 unless
- * chring_set_spares_at_rest asks for more), and chring_trim frees them all at once.  Under
+ * CHRING_SPARE_IDLE_NS (below) but blocks->at_rest of those that fit the last publish's size
+ * (0 unless chring_set_spares_at_rest asks for more), and chring_trim frees them all at once.  Under
  * AddressSanitizer a kept block is poisoned, so a use after the grace period is still reported
  * as it would be after free(). */
 #include "index.h"
@@ -296,9 +296,8 @@ static bool trimmer_here(const struct chring_blocks *blocks)
  * came last.  A young spare that does not fit stays until it is idle, and does not count.  Not
  * simply the ones that came last: the empty snapshot's block, a few hundred bytes, comes back
  * after a build's grace period, later than the spares the build made ready, and was kept in
- * their place.  Returns the time the
- * oldest young spare left will be idle, 0 if none is left: the spares kept at rest are no
- * reason to run again. */
+ * their place.  Returns the time the oldest young spare left will be idle, 0 if none is left:
+ * the spares kept at rest are no reason to run again. */
 static uint64_t trim_idle(struct chring_blocks *blocks, uint64_t now)
 {
     chring_snap_t *taken[CHRING_SPARES];
