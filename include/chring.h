@@ -351,11 +351,27 @@ CHRING_API void chring_free(chring_t **r);
  * §4, "At rest", "What a member costs").  Without this call a spare that no publish took for 200 ms is freed by a thread of the
  * ring's own (the environment variable CHRING_SPARE_IDLE_MS sets the time, 0 keeps the spares),
  * so a second after its last publish a ring holds its snapshot and members alone
- * (docs/design.md §4, "At rest").  After this call the next publish allocates its snapshot
- * afresh, paying the page faults the spares save.  Returns 0; -EINVAL for r NULL.  Any thread,
+ * (docs/design.md §4, "At rest"), or those and the spares chring_set_spares_at_rest keeps.
+ * After this call the next publish allocates its snapshot afresh, paying the page faults the
+ * spares save.  Returns 0; -EINVAL for r NULL.  Any thread,
  * also inside a read section (it waits only for the ring's trimmer, if one runs, to stop) and
  * concurrently with a publish (a block a publish is about to reuse stays out of reach). */
 CHRING_API int chring_trim(chring_t *r);
+
+/* How many spare blocks the ring keeps at rest: the ring's trimmer, which frees the spares no
+ * publish took for 200 ms, leaves n of those that fit the size of the last publish (the ones that
+ * came last first).  0, the default, frees them all: a ring at rest holds its snapshot and
+ * members alone.  n = 1 keeps one block the size of the ring's snapshot, its pages already
+ * faulted in, so that a change after a quiet while copies into it instead of zeroing a fresh
+ * block (at 16 M points on a VM up to 0.65 s against 40 ms: docs/design.md §4, "Spares kept at
+ * rest").  The cost is that block, held while the ring lives: about as much memory again as
+ * the snapshot.  A smaller n than before takes effect when the ring's trimmer next runs (200 ms
+ * after this call, or after the next publish).  chring_trim still frees every spare, kept or
+ * not, and chring_free frees them with the ring.  With CHRING_SPARE_IDLE_MS=0 (no trimmer) n
+ * changes nothing.  Returns 0; -EINVAL for r NULL or n above 6 (the spares a ring can hold).
+ * Owns nothing.  Writer side: any thread, also inside a read section; it takes the ring's
+ * writer lock (held for a few loads and stores), so it waits for a publish that runs. */
+CHRING_API int chring_set_spares_at_rest(chring_t *r, unsigned n);
 
 /* Adds a member of the given weight (>= 1).  A member of that name with the same weight: no
  * change, returns 0; with another weight: as chring_set_weight().  An existing member's udata is

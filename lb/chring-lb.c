@@ -98,6 +98,13 @@ int main(int argc, char **argv)
         lb_log("chring_new: %s", chring_strerror(err));
         goto out_init;
     }
+    /* A ring-sized spare block kept at rest, so that a sporadic change (one etcd key) copies
+     * into pages already faulted in (docs/lb.md, "Memory"); 0..6, checked by config.c. */
+    err = chring_set_spares_at_rest(lb_ring, lb_cfg.spare_blocks);
+    if (err < 0) {
+        lb_log("chring_set_spares_at_rest: %s", chring_strerror(err));
+        goto out_ring;
+    }
     if (lb_membership_load() < 0)
         goto out_ring;
 

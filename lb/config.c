@@ -108,6 +108,9 @@ static void usage(FILE *f)
         "  --etcd-max-answer BYTES   largest range answer or watch message (default 67108864)\n"
         "  --etcd-max-points N       etcd's members' points in all, weights x vnodes\n"
         "                            (default 16777216): a change above is refused\n"
+        "  --spare-blocks N          ring-sized blocks kept at rest for the next change (0..6,\n"
+        "                            default 1): a change after a quiet while copies into one\n"
+        "                            instead of zeroing a fresh block; 0 gives the memory back\n"
         "  --etcd-range-timeout SECS a range answer must arrive whole within (default 10)\n"
         "  --max-headers BYTES       largest request header block (default 8192)\n"
         "  --max-body BYTES          largest request body, buffered (default 16777216)\n"
@@ -239,6 +242,7 @@ static void set_defaults(void)
     lb_cfg.etcd_max_answer = (size_t)64 << 20;
     lb_cfg.etcd_max_points = (uint64_t)1 << 24;
     lb_cfg.etcd_range_timeout_ms = 10000;
+    lb_cfg.spare_blocks = 1;
 }
 
 enum {
@@ -278,6 +282,7 @@ enum {
     O_LOADMETRICS,
     O_LOADINTERVAL,
     O_LOADMETRIC,
+    O_SPAREBLOCKS,
     O_HELP
 };
 
@@ -290,6 +295,7 @@ static const struct option opts[] = {
     {"key-prefix", required_argument, 0, O_KEYPREFIX},
     {"profile", required_argument, 0, O_PROFILE},
     {"vnodes", required_argument, 0, O_VNODES},
+    {"spare-blocks", required_argument, 0, O_SPAREBLOCKS},
     {"balance", required_argument, 0, O_BALANCE},
     {"min-capacity", required_argument, 0, O_MINCAPACITY},
     {"backend-timeout", required_argument, 0, O_BTIMEOUT},
@@ -360,6 +366,11 @@ static int parse_option(int c, const char *arg)
         if (parse_size(arg, &v, 1, CHRING_POINTS_MAX) < 0)
             return bad("--vnodes: 1..%u", CHRING_POINTS_MAX);
         lb_cfg.vnodes = (uint32_t)v;
+        return 0;
+    case O_SPAREBLOCKS:
+        if (arg[0] == '\0' || parse_size(arg, &v, 0, 6) < 0)
+            return bad("--spare-blocks: 0..6");
+        lb_cfg.spare_blocks = (unsigned)v;
         return 0;
     case O_BALANCE: {
         char *end;

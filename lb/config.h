@@ -36,6 +36,7 @@ struct lb_config {
     uint32_t vnodes;
     double balance;
     uint32_t min_capacity; /* --min-capacity: the floor under the bound (config.min_capacity) */
+    unsigned spare_blocks; /* --spare-blocks: chring_set_spares_at_rest (docs/lb.md, memory) */
     struct timeval backend_timeout;
     struct timeval client_timeout;
     size_t max_headers;

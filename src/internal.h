@@ -180,6 +180,9 @@ struct chring_blocks {
     uint32_t ready;    /* wake is initialised (by the writer's first block_take) */
     uint32_t trimming; /* 1 while a trimmer thread runs (atomic) */
     uint32_t stop;     /* chring__blocks_drop asks the trimmer to end (atomic) */
+    uint32_t at_rest;  /* spares the trimmer leaves (chring_set_spares_at_rest; atomic) */
+    size_t wanted;     /* the size the writer's last publish asked for (atomic): what the
+                          spares kept at rest must fit */
     int trimmer_pid;   /* the process the trimmer runs in: a child after fork() has none */
     sem_t wake;        /* posted by chring__blocks_drop */
     /* The oldest node of the membership chain not yet freed (nodes are freed in chain order);

@@ -26,7 +26,8 @@
  * block has 1/64 more room than asked, so the block of a snapshot with one member less fits the
  * next one with the member back.  Other spares that no publish took for CHRING_SPARE_AGE
  * publishes are freed.  At rest the ring's trimmer frees every spare no publish took for
- * CHRING_SPARE_IDLE_NS (below), and chring_trim frees them all at once.  Under
+ * CHRING_SPARE_IDLE_NS (below) but blocks->at_rest of those that fit the last publish's size
+ * (0 unless chring_set_spares_at_rest asks for more), and chring_trim frees them all at once.  Under
  * AddressSanitizer a kept block is poisoned, so a use after the grace period is still reported
  * as it would be after free(). */
 #include "index.h"
@@ -190,6 +191,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
     if (blocks != NULL) {
         now = CHRING_LOAD_64(&blocks->takes) + 1;
         CHRING_STORE_64(&blocks->takes, now);
+        ATOMIC_STORE(&blocks->wanted, size);
         /* The writer's first publish: every block stashed later was taken here first. */
         if (CHRING_LOAD_32(&blocks->ready) == 0 && sem_init(&blocks->wake, 0, 0) == 0)
             ATOMIC_STORE(&blocks->ready, 1);
@@ -247,7 +249,8 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
  * holds spares: the first spare put in an empty cache starts it (trimmer_start, from whichever
  * thread stashes: call_rcu's worker, a writer, a thread that puts a held snapshot), it sleeps
  * until the oldest spare is CHRING_SPARE_IDLE_NS old, frees the spares that are, and ends when
- * the cache is empty.  It takes spares with the same atomic exchange as a publish, so a publish
+ * the cache is empty, or holds only the blocks->at_rest spares it keeps (docs/design.md §4,
+ * "Spares kept at rest").  It takes spares with the same atomic exchange as a publish, so a publish
  * and the trimmer never hold one block at once; a spare it finds young goes back.  A burst after
  * a quiet while then allocates a fresh block for each of its first publishes until the blocks of
  * the snapshots it replaced come back (one to three here); making several ready at its first
@@ -287,25 +290,43 @@ static bool trimmer_here(const struct chring_blocks *blocks)
            ATOMIC_LOAD(&blocks->trimmer_pid) == (int)getpid();
 }
 
-/* Frees the spares idle for CHRING_SPARE_IDLE_NS at `now`; returns the time the oldest of those
- * left will be, 0 if none is left. */
+/* Frees the spares idle for CHRING_SPARE_IDLE_NS at `now`, except that the cache keeps
+ * blocks->at_rest spares that fit the size the last publish asked for (the size the next one
+ * will ask for, give or take a member): the young ones count first, then the idle ones that
+ * came last.  A young spare that does not fit stays until it is idle, and does not count.  Not
+ * simply the ones that came last: the empty snapshot's block, a few hundred bytes, comes back
+ * after a build's grace period, later than the spares the build made ready, and was kept in
+ * their place.  Returns the time the oldest young spare left will be idle, 0 if none is left:
+ * the spares kept at rest are no reason to run again. */
 static uint64_t trim_idle(struct chring_blocks *blocks, uint64_t now)
 {
-    uint64_t next = 0;
+    chring_snap_t *taken[CHRING_SPARES];
+    unsigned ntaken = 0;
     for (unsigned k = 0; k < CHRING_SPARES; k++) {
         chring_snap_t *b = spare_take(blocks, k);
         if (b == NULL)
             continue;
+        /* Insertion by arrival, the one that came last first. */
+        unsigned at = ntaken++;
+        for (; at > 0 && taken[at - 1]->stashed_ns < b->stashed_ns; at--)
+            taken[at] = taken[at - 1];
+        taken[at] = b;
+    }
+    uint32_t keep = ATOMIC_LOAD(&blocks->at_rest);
+    size_t wanted = ATOMIC_LOAD(&blocks->wanted);
+    uint32_t kept = 0;
+    uint64_t next = 0;
+    for (unsigned k = 0; k < ntaken; k++) {
+        chring_snap_t *b = taken[k];
         uint64_t due = b->stashed_ns + spare_idle_ns();
-        if (due <= now) {
+        bool young = due > now;
+        bool fits = block_fits(b, wanted);
+        if (!(young || (fits && kept < keep)) || !spare_put(blocks, b)) {
             block_free(b);
             continue;
         }
-        if (!spare_put(blocks, b)) {
-            block_free(b);
-            continue;
-        }
-        if (next == 0 || due < next)
+        kept += fits;
+        if (young && (next == 0 || due < next))
             next = due;
     }
     return next;
@@ -406,6 +427,26 @@ static void trimmer_stop(struct chring_blocks *blocks)
     while (sem_trywait(&blocks->wake) == 0)
         continue;
     ATOMIC_STORE(&blocks->stop, 0);
+}
+
+int chring_set_spares_at_rest(chring_t *r, unsigned n)
+{
+    if (r == NULL || n > CHRING_SPARES)
+        return -EINVAL;
+    struct chring_blocks *blocks = &r->blocks;
+    pthread_mutex_lock(&r->lock);
+    uint32_t was = ATOMIC_LOAD(&blocks->at_rest);
+    ATOMIC_STORE(&blocks->at_rest, (uint32_t)n);
+    /* Fewer than before: spares the trimmer left when it ended may now be too many, and no
+     * trimmer runs to free them.  Start one (or poke the one that runs); it frees the surplus
+     * once it is idle. */
+    bool any = false;
+    for (unsigned k = 0; k < CHRING_SPARES; k++)
+        any = any || __atomic_load_n(&blocks->spare[k], __ATOMIC_ACQUIRE) != NULL;
+    if (n < was && any)
+        trimmer_start(blocks);
+    pthread_mutex_unlock(&r->lock);
+    return 0;
 }
 
 void chring__blocks_drop(struct chring_blocks *blocks)

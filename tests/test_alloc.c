@@ -683,7 +683,15 @@ Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them, .init = keep_spares
  * blocks of about 11 MB, past the size whose publishes prepare spares (docs/design.md §4, "Spare
  * blocks").  *before: the heap in use before it; *block: about a snapshot's block (12 bytes a
  * point and 8 of index).  Skips the test where mallinfo2 does not see the allocator. */
+static chring_t *large_ring_built_keeping(size_t *before, size_t *block, unsigned keep);
+
 static chring_t *large_ring_built(size_t *before, size_t *block)
+{
+    return large_ring_built_keeping(before, block, 0);
+}
+
+/* The same, with chring_set_spares_at_rest(keep) before the build (keep > 0). */
+static chring_t *large_ring_built_keeping(size_t *before, size_t *block, unsigned keep)
 {
     enum {
         MEMBERS = 3300
@@ -698,6 +706,8 @@ static chring_t *large_ring_built(size_t *before, size_t *block)
     if (*before == 0)
         cr_skip_test("mallinfo2 does not see this process's allocator (a sanitizer's)");
     chring_t *r = ring_create(NULL);
+    if (keep > 0)
+        cr_assert_eq(chring_set_spares_at_rest(r, keep), 0, "keep %u", keep);
     cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
     rcu_callbacks_done();
     const chring_snap_t *s = chring_snap_hold(r);
@@ -1095,4 +1105,107 @@ Test(alloc, a_ring_that_shrinks_gives_its_member_chunks_back, .timeout = 60)
     cr_assert_eq(__atomic_load_n(&sized_chunks, __ATOMIC_SEQ_CST), 0, "no chunk left");
     cr_assert_eq(__atomic_load_n(&sized_live, __ATOMIC_SEQ_CST), 0, "every byte given back");
     cr_assert_eq(chring_set_allocator(NULL), 0);
+}
+
+/* ---- spares kept at rest (chring_set_spares_at_rest) ------------------------------------- */
+
+/* Sleeps `ms` milliseconds: more than the trimmer's 200 ms, so that a trimmer that would free
+ * one spare more has had its turn. */
+static void pause_ms(long ms)
+{
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&pause, &pause) != 0)
+        continue;
+}
+
+/* The ring holds its snapshot and `kept` spares once the trimmer is done: the heap in use goes
+ * below that many blocks and a half, and stays above that many less a half, also after two
+ * more trimmer periods. */
+static void assert_kept_at_rest(size_t before, size_t block, unsigned kept, const char *what)
+{
+    size_t limit = before + block * (2 * kept + 3) / 2;
+    size_t rest = heap_settles_below(limit);
+    cr_assert_lt(rest, limit,
+                 "%s: 20 s later the ring holds %zu bytes, more than its snapshot and %u spares "
+                 "(a block: about %zu)",
+                 what, rest - before, kept, block);
+    pause_ms(600);
+    rest = heap_in_use();
+    cr_assert_geq(rest, before + block * (2 * kept + 1) / 2,
+                  "%s: at rest the ring holds %zu bytes, fewer than its snapshot and %u spares "
+                  "(a block: about %zu)",
+                  what, rest - before, kept, block);
+    cr_assert_lt(rest, limit, "%s: at rest the ring holds %zu bytes", what, rest - before);
+}
+
+Test(alloc, chring_set_spares_at_rest_validates_its_input)
+{
+    chring_t *r = ring_create(NULL);
+    cr_assert_eq(chring_set_spares_at_rest(NULL, 1), -EINVAL, "NULL ring");
+    cr_assert_eq(chring_set_spares_at_rest(r, 7), -EINVAL, "7: more than a ring can hold");
+    cr_assert_eq(chring_set_spares_at_rest(r, UINT32_MAX), -EINVAL, "UINT32_MAX");
+    cr_assert_eq(chring_set_spares_at_rest(r, 6), 0, "6");
+    cr_assert_eq(chring_set_spares_at_rest(r, 0), 0, "0");
+    chring_free(&r);
+}
+
+Test(alloc, a_ring_at_rest_keeps_the_spares_it_was_asked_to_and_zero_frees_them, .timeout = 120)
+{
+    /* Two spares kept: after three replaced snapshots come back at once the trimmer frees all
+     * but the two that came last and then leaves them (docs/design.md §4, "At rest").  Asked
+     * for none afterwards, the ring gives them back with no further publish. */
+    size_t before, block;
+    chring_t *r = large_ring_built(&before, &block);
+    cr_assert_eq(chring_set_spares_at_rest(r, 2), 0, "keep two");
+    int toggle = 0;
+    fill_spares(r, &toggle);
+    assert_kept_at_rest(before, block, 2, "two kept");
+    cr_assert_eq(chring_set_spares_at_rest(r, 0), 0, "keep none");
+    assert_kept_at_rest(before, block, 0, "none kept after two");
+    chring_free(&r);
+    cr_assert_lt(heap_in_use(), before + block / 2, "chring_free gave the blocks back");
+}
+
+Test(alloc, a_spare_kept_at_rest_serves_the_next_publish_and_chring_trim_frees_it,
+     .timeout = 120)
+{
+    /* One spare kept: the publish after a quiet while takes it and allocates no block; its
+     * replaced snapshot is the spare kept next; chring_trim frees it at once. */
+    size_t before, block;
+    chring_t *r = large_ring_built(&before, &block);
+    cr_assert_eq(chring_set_spares_at_rest(r, 1), 0, "keep one");
+    int toggle = 0;
+    fill_spares(r, &toggle);
+    assert_kept_at_rest(before, block, 1, "one kept");
+    size_t rest = heap_in_use();
+    toggle_extra(r, &toggle, "the publish after a quiet while", 0);
+    size_t after = heap_in_use();
+    cr_assert_lt(after, rest + block / 2,
+                 "the publish after a quiet while allocated %zu bytes: the spare kept at rest "
+                 "was not taken (a block: about %zu)",
+                 after - rest, block);
+    rcu_callbacks_done();
+    assert_kept_at_rest(before, block, 1, "one kept after the publish");
+    assert_trimmed(r, before, block);
+    chring_free(&r);
+}
+
+Test(alloc, a_spare_kept_at_rest_from_the_build_is_one_of_the_ring_s_size, .timeout = 120)
+{
+    /* Asked before the build: the empty snapshot's block (a few hundred bytes) comes back after
+     * the build's grace period, later than the spares the build made ready; the spare kept is
+     * one of those, the size the next publish needs, not the newest block (docs/design.md §4,
+     * "Spares kept at rest"). */
+    size_t before, block;
+    chring_t *r = large_ring_built_keeping(&before, &block, 1);
+    assert_kept_at_rest(before, block, 1, "one kept after the build");
+    size_t rest = heap_in_use();
+    int toggle = 0;
+    toggle_extra(r, &toggle, "the first publish after the build", 0);
+    size_t after = heap_in_use();
+    cr_assert_lt(after, rest + block / 2,
+                 "the first publish after the build allocated %zu bytes: no spare of its size "
+                 "was kept (a block: about %zu)",
+                 after - rest, block);
+    chring_free(&r);
 }

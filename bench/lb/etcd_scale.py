@@ -2,8 +2,13 @@
 """chring-lb's etcd feed at scale against a real etcd on 127.0.0.1 (docs/bench.md, "chring-lb and
 etcd at scale"; docs/lb.md, "The etcd feed").
 
-    CHRING_LB=build/lb/chring-lb bench/lb/etcd_scale.py [members N] [changes K]
-    CHRING_LB=build/lb/chring-lb bench/lb/etcd_scale.py points [KEYS] [WEIGHT] [changes K]
+    CHRING_LB=build/lb/chring-lb bench/lb/etcd_scale.py [members [N [K]]] [changes K] [gap S]
+    CHRING_LB=build/lb/chring-lb bench/lb/etcd_scale.py points [KEYS [WEIGHT [K]]] [changes K] [gap S]
+
+CHRING_LB_ARGS adds arguments to chring-lb's (split at spaces), e.g. "--spare-blocks 0" to measure
+the changes without the spare block kept at rest (docs/lb.md, "Memory").  gap S: the seconds
+between two changes (default 1.0; more than the library's 200 ms, so that without a spare kept
+each change finds none).
 
 members (the default, N = 100000): N keys with numeric addresses (weight 1, --vnodes 160: 16 M
 points at 100,000) are put into etcd with its JSON gateway's txn in batches; chring-lb starts with
@@ -156,6 +161,15 @@ def wait_log(path, pattern, start, timeout):
 
 def main():
     args = sys.argv[1:]
+    named = {}
+    for word in ("changes", "gap"):
+        if word in args:
+            at = args.index(word)
+            if at + 1 >= len(args):
+                raise SystemExit("%s: a value" % word)
+            named[word] = args[at + 1]
+            del args[at:at + 2]
+    gap = float(named.get("gap", "1.0"))
     mode = "members"
     if args and args[0] in ("members", "points"):
         mode = args.pop(0)
@@ -167,6 +181,8 @@ def main():
         nkeys = int(args[0]) if len(args) > 0 else 10
         weight = int(args[1]) if len(args) > 1 else 10000
         changes = int(args[2]) if len(args) > 2 else 4
+    if "changes" in named:
+        changes = int(named["changes"])
     vnodes = 160
     tmp = tempfile.mkdtemp(prefix="etcd_scale.")
     procs = []
@@ -203,7 +219,8 @@ def main():
 
         logp = os.path.join(tmp, "lb.out")
         argv = [LB, "--listen", "127.0.0.1:%d" % lport, "--stats-listen", "127.0.0.1:%d" % sport,
-                "--threads", "1", "--vnodes", str(vnodes), "--etcd", url, "--etcd-prefix", PREFIX]
+                "--threads", "1", "--vnodes", str(vnodes), "--etcd", url, "--etcd-prefix", PREFIX] + os.environ.get("CHRING_LB_ARGS", "").split()
+        print("chring-lb: %s" % " ".join(argv[1:]))
         t_start = time.monotonic()
         lb = subprocess.Popen(argv, stdout=open(logp, "wb"), stderr=subprocess.STDOUT)
         procs.append(lb)
@@ -224,7 +241,7 @@ def main():
         poller.mark()
         lat = []
         for k in range(changes):
-            time.sleep(1.0)
+            time.sleep(gap)
             if mode == "members":
                 name, val = name_of(nkeys + k), ""
                 pat = r"etcd watch batch at revision %d: 1 added"
@@ -257,7 +274,7 @@ def main():
         print("changes: worst %d ms, median %d ms (%d)" % (max(lat), sorted(lat)[len(lat) // 2], len(lat)))
         print("summary: %d answers, worst %.3f s after the apply (%.3f s from the start), %d errors" %
               (poller.count, poller.worst_marked, poller.worst, poller.errors))
-        print("RSS after the changes: %.0f MB (peak %.0f MB)" % (r2["VmRSS"] / 1024, r2["VmHWM"] / 1024))
+        print("RSS at rest, 1 s after the last change: %.0f MB (peak %.0f MB)" % (r2["VmRSS"] / 1024, r2["VmHWM"] / 1024))
         print("SIGTERM: exit %d in %.2f s" % (rc, t_term))
         print("load average: %s (a machine shared with other work)" % open("/proc/loadavg").read().strip())
     finally:
