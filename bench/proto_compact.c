@@ -37,6 +37,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -77,30 +79,6 @@ static void check(bool ok, const char *what)
         fprintf(stderr, "proto_compact: CHECK FAILED: %s\n", what);
         exit(1);
     }
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static double loadavg(void)
-{
-    double l = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%lf", &l) != 1)
-            l = -1;
-        fclose(f);
-    }
-    return l;
 }
 
 /* A point as generated: (position, slot) in one word, slot low, so that sorting the words
@@ -463,7 +441,7 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, int reps, size_t lookup
         }
     }
     for (int s = 0; s < NSHAPES; s++)
-        build_ms[s] = median(bt[s], 5);
+        build_ms[s] = bench_median(bt[s], 5);
     /* after the last rep every array holds the ring; the index and the lines are the last
      * built (packed's, split's), equal to the others' (the same sorted points) */
     free(gen);
@@ -493,11 +471,11 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, int reps, size_t lookup
             for (int s = 0; s < NSHAPES; s++)
                 res[s][lat][rep] = run(&r, (enum shape)s, lookups, lat, 11 + (uint64_t)rep, &sink);
     printf("\n## %u x %u: %zu points (32-bit positions, ties by slot), %zu buckets, %zu lines; load average %.2f\n\n",
-           nmembers, vnodes, n, nb, r.nlines, loadavg());
+           nmembers, vnodes, n, nb, r.nlines, bench_loadavg());
     printf("| shape | bytes a point | build ms (sort + index; median of 5) | lookup ns, throughput | lookup ns, latency | throughput / wide + buckets | latency / wide + buckets |\n|---|---|---|---|---|---|---|\n");
     double base[2] = {0, 0};
     for (int s = 0; s < NSHAPES; s++) {
-        double tp = median(res[s][0], (size_t)rp), lt = median(res[s][1], (size_t)rp);
+        double tp = bench_median(res[s][0], (size_t)rp), lt = bench_median(res[s][1], (size_t)rp);
         if (s == 0) {
             base[0] = tp;
             base[1] = lt;
@@ -506,7 +484,7 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, int reps, size_t lookup
                build_ms[s], tp, lt, tp / base[0], lt / base[1]);
     }
     printf("\n# checked: 400000 keys (round the wrap and at points' own positions included), every shape's owner equals a binary search's; load average %.2f\n",
-           loadavg());
+           bench_loadavg());
     if (sink == 42)
         printf("#\n");
     free(r.index);
@@ -552,7 +530,7 @@ int main(int argc, char **argv)
     }
     printf("# proto_compact: compact point layouts for the 32-bit profiles (docs/design.md, appendix)\n");
     printf("# 2 shared vCPUs: ratios come from one interleaved run; load average %.2f at the start\n",
-           loadavg());
+           bench_loadavg());
     for (size_t k = 0; k < nm; k++)
         size_run(members[k], vnodes, reps, lookups);
     return 0;

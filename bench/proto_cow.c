@@ -53,6 +53,8 @@
 #include <time.h>
 #include <urcu-bp.h>
 
+#include "common.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -106,30 +108,6 @@ static void *xmalloc(size_t n)
         exit(2);
     }
     return p;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static double loadavg(void)
-{
-    double l = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%lf", &l) != 1)
-            l = -1;
-        fclose(f);
-    }
-    return l;
 }
 
 /* AnonHugePages of this process, kB (-1 if unknown). */
@@ -958,7 +936,7 @@ static void print_row_ms(const char *what, double *v, size_t n)
     double worst = 0;
     for (size_t i = 0; i < n; i++)
         worst = v[i] > worst ? v[i] : worst;
-    printf(" %s median %.3f worst %.3f |", what, median(v, n), worst);
+    printf(" %s median %.3f worst %.3f |", what, bench_median(v, n), worst);
 }
 
 static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts, size_t nls,
@@ -967,7 +945,7 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts
     const size_t n = (size_t)nmembers * vnodes;
     const uint64_t nlines = n / LINE_LOAD;
     printf("\n## %u x %u: %zu points, %llu lines of 64 B (%.2f points a line), load average %.2f\n",
-           nmembers, vnodes, n, (unsigned long long)nlines, (double)n / (double)nlines, loadavg());
+           nmembers, vnodes, n, (unsigned long long)nlines, (double)n / (double)nlines, bench_loadavg());
     fflush(stdout);
 
     /* the ring: every point, sorted */
@@ -1046,13 +1024,13 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts
                     run_lookups(&ly, k, v >= 3 ? v / 3 - 1 : 0, lookups, lat, 7 + (uint64_t)r, &sink);
             }
     printf("\nlookups, ns each (pre-hashed random keys, thread CPU time, median of %d interleaved reps of %zu), load average %.2f:\n\n",
-           reps, lookups, loadavg());
+           reps, lookups, bench_loadavg());
     printf("| layout | owner, throughput | owner, latency | point, throughput | point, latency | batch of 16, throughput | batch of 16, latency |\n|---|---|---|---|---|---|---|\n");
     double flat_med[6];
     for (size_t layout = 0; layout <= nls; layout++) {
         double row[6]; /* owner tp, owner lat, point tp, point lat, batch tp, batch lat */
         for (int q = 0; q < 6; q++)
-            row[q] = median(&res[((layout * 3 + (size_t)(q / 2)) * 2 + (size_t)(q % 2)) * (size_t)reps],
+            row[q] = bench_median(&res[((layout * 3 + (size_t)(q / 2)) * 2 + (size_t)(q % 2)) * (size_t)reps],
                             (size_t)reps);
         if (layout == 0) {
             memcpy(flat_med, row, sizeof row);
@@ -1163,7 +1141,7 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts
                "change list generated and sorted outside the timing (%zu points added, %zu removed; "
                "%.2f ms):\n\n",
                kinds[kind], publishes, with_reader ? "looking up in read sections" : "off",
-               loadavg(), fwd.nadd, fwd.nrem, gen_ms);
+               bench_loadavg(), fwd.nadd, fwd.nrem, gen_ms);
         printf("| layout | CPU ms | wall ms | chunks copied (touched + pad) | MB written | refcount pass ms | pending at the peak (MB over the ring) | grace periods (call_rcu) per publish; tables waiting at most | call_rcu to callback ms, median / worst | chunks freed per callback |\n|---|---|---|---|---|---|---|---|---|---|\n");
         printf("| flat (whole copy into a faulted spare) |");
         print_row_ms("", fl_cpu, (size_t)publishes);
@@ -1178,14 +1156,14 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts
                 tmed[p] = (double)touched[base + (size_t)p];
                 pmed[p] = (double)padfix[base + (size_t)p];
             }
-            double tm = median(tmed, (size_t)(publishes < 64 ? publishes : 64));
-            double pm = median(pmed, (size_t)(publishes < 64 ? publishes : 64));
+            double tm = bench_median(tmed, (size_t)(publishes < 64 ? publishes : 64));
+            double pm = bench_median(pmed, (size_t)(publishes < 64 ? publishes : 64));
             uint64_t cbs = atomic_load(&crs[w].callbacks) - cb0[w];
             uint64_t frs = atomic_load(&crs[w].freed_chunks) - fr0[w];
             printf("| chunked, L=%u |", 1u << lshifts[w]);
             print_row_ms("", &ck_cpu[base], (size_t)publishes);
             print_row_ms("", &ck_wall[base], (size_t)publishes);
-            printf(" %.0f + %.0f | %.2f (median) |", tm, pm, median(&copied[base], (size_t)publishes));
+            printf(" %.0f + %.0f | %.2f (median) |", tm, pm, bench_median(&copied[base], (size_t)publishes));
             size_t nd = cbs < 64 ? (size_t)cbs : 64;
             double dl[64], dworst = 0;
             for (size_t q = 0; q < nd; q++) /* this kind's callbacks: cb0[w] on */
@@ -1193,22 +1171,22 @@ static void size_run(uint32_t nmembers, uint32_t vnodes, const unsigned *lshifts
             for (size_t q = 0; q < nd; q++)
                 dworst = dl[q] > dworst ? dl[q] : dworst;
             printf(" %.3f (median) | %.1f | %.2f; %llu | %.1f / %.1f | %.1f |\n",
-                   median(&ref_ms[base], (size_t)publishes), (double)peak[w] / 1e6,
+                   bench_median(&ref_ms[base], (size_t)publishes), (double)peak[w] / 1e6,
                    (double)cbs / publishes, (unsigned long long)maxwait[w],
-                   nd ? median(dl, nd) : 0.0, dworst, cbs ? (double)frs / (double)cbs : 0.0);
+                   nd ? bench_median(dl, nd) : 0.0, dworst, cbs ? (double)frs / (double)cbs : 0.0);
         }
         printf("\npage faults of the writer thread per publish, median / max:");
         {
             double worst = 0;
             for (int p = 0; p < publishes; p++)
                 worst = fl_flt[p] > worst ? fl_flt[p] : worst;
-            printf(" flat %.0f / %.0f;", median(fl_flt, (size_t)publishes), worst);
+            printf(" flat %.0f / %.0f;", bench_median(fl_flt, (size_t)publishes), worst);
             for (size_t w = 0; w < nls; w++) {
                 double *v = &ck_flt[w * (size_t)publishes];
                 worst = 0;
                 for (int p = 0; p < publishes; p++)
                     worst = v[p] > worst ? v[p] : worst;
-                printf(" L=%u %.0f / %.0f;", 1u << lshifts[w], median(v, (size_t)publishes), worst);
+                printf(" L=%u %.0f / %.0f;", 1u << lshifts[w], bench_median(v, (size_t)publishes), worst);
             }
             printf("\n");
         }
@@ -1323,7 +1301,7 @@ int main(int argc, char **argv)
     printf("# 2 threads may share the machine with other work: ratios come from one interleaved run\n");
     printf("# load average %.2f at the start; GLIBC_TUNABLES=%s (glibc.malloc.hugetlb=1: malloc asks\n"
            "# for transparent huge pages, for the flat arrays and the chunks alike)\n",
-           loadavg(), getenv("GLIBC_TUNABLES") ? getenv("GLIBC_TUNABLES") : "(unset)");
+           bench_loadavg(), getenv("GLIBC_TUNABLES") ? getenv("GLIBC_TUNABLES") : "(unset)");
     urcu_bp_register_thread();
     for (size_t k = 0; k < nm; k++)
         size_run(members[k], vnodes, lshifts, nc, reps, lookups, publishes, with_reader);
