@@ -26,8 +26,6 @@
 
 Everything on 127.0.0.1 under a temporary directory, stopped by PID; every wait bounded.
 """
-import http.client
-import json
 import os
 import re
 import sys
@@ -287,24 +285,12 @@ def resolve(env):
     log("SIGTERM while a reload resolved: clean exit")
 
 
-def summary(port):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        c.request("GET", "/_chring/stats?members=0")
-        r = c.getresponse()
-        body = r.read()
-        check(r.status == 200, "summary answered %d" % r.status)
-        return json.loads(body)
-    finally:
-        c.close()
-
-
 def publish(env):
     path = env.path("members")
     names = ["127.0.3.%d:80" % i for i in range(1, 5)]
     write_members(path, [n + "=10000" for n in names])
     lb = h.Balancer(env, ["--members", path, "--vnodes", "100"], threads=1, stats_listen=True).start()
-    st = summary(lb.stats_port)
+    st = h.summary(lb.stats_port)
     check(st["ring"]["points"] == 4000000, "points %d at start" % st["ring"]["points"])
     v0 = st["ring"]["version"]
     write_members(path, [names[0] + "=9000"] + [n + "=10000" for n in names[1:]])
@@ -312,7 +298,7 @@ def publish(env):
     seen = []  # (publishing, version) per summary
     end = time.time() + 120
     while time.time() < end:
-        st = summary(lb.stats_port)
+        st = h.summary(lb.stats_port)
         seen.append((st["balancer"].get("publishing", False), st["ring"]["version"]))
         if st["balancer"]["reloads"] == 1 and not st["balancer"].get("publishing"):
             break
@@ -331,7 +317,7 @@ def publish(env):
     # summary, started once the ring was quiet for 0.3 s): the process ends without waiting for
     # it, cleanly (docs/lb.md, "Threads").  Under ThreadSanitizer the pass takes seconds, so the
     # SIGTERM mostly comes during it; an abandoned thread left joinable is a "thread leak" there.
-    st = summary(lb.stats_port)
+    st = h.summary(lb.stats_port)
     time.sleep(0.6)
     out = lb.stop()
     cut = "the ring's digest is being computed; the ring is not freed" in out

@@ -328,6 +328,20 @@ class Client:
             self.c = None
 
 
+def summary(port):
+    """The stats listener's summary (GET /_chring/stats?members=0 on 127.0.0.1:port), parsed;
+    a failed check unless it answers 200."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request("GET", "/_chring/stats?members=0")
+        r = c.getresponse()
+        body = r.read()
+        check(r.status == 200, "summary answered %d" % r.status)
+        return json.loads(body)
+    finally:
+        c.close()
+
+
 def status_of(resp):
     """The status code of the answer at the start of resp (bytes), or None when resp does not
     start with an HTTP/1.x status line."""
