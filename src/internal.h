@@ -176,6 +176,9 @@ struct chring_blocks {
     chring_snap_t *spare[CHRING_SPARES];
     uint64_t takes;
     size_t prefaulted; /* the block size spares were last made ready for (the writer's) */
+    size_t ready_size; /* spares of this size to make ready at the end of the publish under
+                          way; 0: none (the writer's) */
+    size_t ready_need; /* and the size that publish asked for */
     /* The trimmer (snap_block.c). */
     uint32_t ready;    /* wake is initialised (by the writer's first block_take) */
     uint32_t trimming; /* 1 while a trimmer thread runs (atomic) */

@@ -127,7 +127,8 @@ static void advise_huge(char *block, size_t size)
 
 /* Spare blocks made ready ahead of a burst (docs/design.md §4, "Spare blocks").  The first
  * publish of a large ring that found no spare of its size (its build, or the first publish
- * after the ring doubled or halved) allocates its block and then fills the cache with
+ * after the ring doubled or halved) allocates its block and, at its end (chring__chain_link,
+ * once nothing can fail, before the new snapshot is published), fills the cache with
  * CHRING_PREFAULT blocks of the same size, every page written once, so that the kernel's page
  * faults (zeroing, huge-page compaction: 4 to 260 ms for a 30 MB block here) are paid by this
  * publish instead of by the next ones of a burst, which find the blocks of the snapshots they
@@ -138,18 +139,22 @@ static void advise_huge(char *block, size_t size)
  * ring that runs short later (grace periods slower than five publishes) allocates one block at a
  * time as before.  "Of its size": blocks of the size made ready would fit the need (block_fits),
  * so a publish with a member more than the build, after the trimmer freed the build's spares,
- * allocates its own block and no more (docs/design.md §4, "At rest").  Best effort: an
- * allocation that fails, or a full cache, leaves the rest as it is. */
+ * allocates its own block and no more (docs/design.md §4, "At rest").
+ * At the end, not when the block is allocated: the spares are stamped when they are made, and
+ * the trimmer frees a spare idle for CHRING_SPARE_IDLE_NS; made at the start of a build that
+ * takes longer than that (16 M points: seconds), they were freed before the build published,
+ * 1.7 GB zeroed for nothing.  Made at the end they also come after the build's scratch (the
+ * sort's second buffer) is freed, so the build's peak holds one of them fewer.  Best effort: an
+ * allocation that fails, or a full cache, leaves the rest as it is.  The writer's. */
 static void prefault_spares(struct chring_blocks *blocks, size_t need, size_t size, uint64_t now)
 {
     if (blocks->prefaulted >= need && blocks->prefaulted / 2 <= need)
         return; /* done for this size */
     blocks->prefaulted = size;
-    uint64_t now_ns = chring__now_ns();
     for (unsigned made = 0; made < CHRING_PREFAULT; made++) {
         chring_snap_t *b = chring__alloc(size);
         if (b == NULL)
-            return;
+            break;
         advise_huge((char *)b, size);
         for (size_t at = 0; at < size; at += 4096)
             ((volatile char *)b)[at] = 0;
@@ -158,14 +163,27 @@ static void prefault_spares(struct chring_blocks *blocks, size_t need, size_t si
         b->blocks = blocks;
         b->magic = CHRING_POISON;
         b->stashed = now;
-        b->stashed_ns = now_ns;
+        b->stashed_ns = chring__now_ns(); /* as it is made: the trimmer's age counts from here */
         CHRING_POISON_BLOCK((char *)b + sizeof *b, size - sizeof *b);
         if (!spare_put(blocks, b)) {
             block_free(b);
-            return;
+            break;
         }
     }
     trimmer_start(blocks);
+}
+
+/* The end of a publish whose block_take asked for spares (blocks->ready_size): makes them ready
+ * when it is published (chring__chain_link), forgets them when it is not (chring__snap_discard).
+ * The writer's. */
+static void prefault_end(struct chring_blocks *blocks, bool published)
+{
+    if (blocks == NULL || blocks->ready_size == 0)
+        return;
+    size_t size = blocks->ready_size, need = blocks->ready_need;
+    blocks->ready_size = 0;
+    if (published)
+        prefault_spares(blocks, need, size, CHRING_LOAD_64(&blocks->takes));
 }
 
 static bool block_fits(const chring_snap_t *b, size_t size)
@@ -234,8 +252,10 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
     char *block = chring__alloc(size);
     if (block != NULL)
         advise_huge(block, size);
-    if (block != NULL && blocks != NULL && size >= HUGE_MIN)
-        prefault_spares(blocks, need, size, now);
+    if (block != NULL && blocks != NULL && size >= HUGE_MIN) {
+        blocks->ready_size = size; /* spares of this size, at the publish's end (prefault_end) */
+        blocks->ready_need = need;
+    }
     return block;
 }
 
@@ -558,6 +578,7 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
 
 void chring__snap_discard(chring_snap_t *s)
 {
+    prefault_end(s->blocks, false);
     block_free(s);
 }
 
@@ -605,6 +626,7 @@ struct chring_chain *chring__chain_new(size_t ngone)
 void chring__chain_link(chring_snap_t *cur, chring_snap_t *next, struct chring_chain *node,
                         chring_member_t *const *created, size_t n)
 {
+    prefault_end(next->blocks, true);
     for (size_t k = 0; k < n; k++)
         chring__member_ref_snap(created[k]);
     node->snap = next;
