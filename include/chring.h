@@ -373,6 +373,23 @@ CHRING_API int chring_trim(chring_t *r);
  * writer lock (held for a few loads and stores), so it waits for a publish that runs. */
 CHRING_API int chring_set_spares_at_rest(chring_t *r, unsigned n);
 
+/* How many spare blocks a publish that allocates a fresh large snapshot block (8 MB or more:
+ * about 400,000 points) makes ready for the publishes that follow it: a ring's build, or the
+ * first publish after the ring doubled or halved.  Each is a block of the new snapshot's size,
+ * every page written once at the end of that publish, so that a burst of changes right after it
+ * does not pay the kernel's page faults for fresh blocks while the blocks of the snapshots it
+ * replaced wait for their grace period (docs/design.md §4, "Spare blocks").  The default
+ * (5) suits a ring that is
+ * built and then changed in bursts.  0 makes none: for a ring built once and then only read
+ * (the nginx module, the VMOD), or a program that must keep its peak memory low, at the price
+ * of page faults in the first publishes of a burst after the build; the ring's trimmer frees
+ * the spares 200 ms after the publish that made them anyway.  The count takes effect from the
+ * next publish; spares made already stay until the trimmer or chring_trim frees them.  Returns
+ * 0; -EINVAL for r NULL or n above 5 (one spare slot stays free for a replaced snapshot's
+ * block).  Owns nothing.  Writer side: any thread, also inside a read section; it takes the
+ * ring's writer lock, so it waits for a publish that runs. */
+CHRING_API int chring_set_prefault(chring_t *r, unsigned n);
+
 /* Adds a member of the given weight (>= 1).  A member of that name with the same weight: no
  * change, returns 0; with another weight: as chring_set_weight().  An existing member's udata is
  * never replaced: the udata passed for it is handed back to config.retire before the call

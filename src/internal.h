@@ -179,6 +179,7 @@ struct chring_blocks {
     size_t ready_size; /* spares of this size to make ready at the end of the publish under
                           way; 0: none (the writer's) */
     size_t ready_need; /* and the size that publish asked for */
+    uint32_t prefault; /* chring_set_prefault's n + 1; 0: the default (prefault_count) */
     /* The trimmer (snap_block.c). */
     uint32_t ready;    /* wake is initialised (by the writer's first block_take) */
     uint32_t trimming; /* 1 while a trimmer thread runs (atomic) */

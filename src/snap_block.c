@@ -146,12 +146,23 @@ static void advise_huge(char *block, size_t size)
  * 1.7 GB zeroed for nothing.  Made at the end they also come after the build's scratch (the
  * sort's second buffer) is freed, so the build's peak holds one of them fewer.  Best effort: an
  * allocation that fails, or a full cache, leaves the rest as it is.  The writer's. */
+static unsigned prefault_count(const struct chring_blocks *blocks, size_t size)
+{
+    (void)size;
+    if (blocks->prefault != 0)
+        return blocks->prefault - 1; /* chring_set_prefault */
+    return CHRING_PREFAULT;
+}
+
 static void prefault_spares(struct chring_blocks *blocks, size_t need, size_t size, uint64_t now)
 {
     if (blocks->prefaulted >= need && blocks->prefaulted / 2 <= need)
         return; /* done for this size */
+    unsigned count = prefault_count(blocks, size);
+    if (count == 0)
+        return;
     blocks->prefaulted = size;
-    for (unsigned made = 0; made < CHRING_PREFAULT; made++) {
+    for (unsigned made = 0; made < count; made++) {
         chring_snap_t *b = chring__alloc(size);
         if (b == NULL)
             break;
@@ -465,6 +476,16 @@ int chring_set_spares_at_rest(chring_t *r, unsigned n)
         any = any || __atomic_load_n(&blocks->spare[k], __ATOMIC_ACQUIRE) != NULL;
     if (n < was && any)
         trimmer_start(blocks);
+    pthread_mutex_unlock(&r->lock);
+    return 0;
+}
+
+int chring_set_prefault(chring_t *r, unsigned n)
+{
+    if (r == NULL || n > CHRING_SPARES - 1)
+        return -EINVAL;
+    pthread_mutex_lock(&r->lock);
+    r->blocks.prefault = (uint32_t)n + 1; /* read by the writer, under this lock */
     pthread_mutex_unlock(&r->lock);
     return 0;
 }

@@ -1290,3 +1290,70 @@ Test(alloc, the_spares_a_build_makes_ready_are_there_when_it_returns_and_go_late
     cr_assert_eq(chring_set_allocator(NULL), 0);
     cr_assert_eq(__atomic_load_n(&sized_live, __ATOMIC_SEQ_CST), 0, "every byte given back");
 }
+
+/* ---- how many spares a build makes ready (chring_set_prefault) ---------------------------- */
+
+Test(alloc, chring_set_prefault_validates_its_input)
+{
+    chring_t *r = ring_create(NULL);
+    cr_assert_eq(chring_set_prefault(NULL, 0), -EINVAL, "NULL ring");
+    cr_assert_eq(chring_set_prefault(r, 6), -EINVAL, "6: no slot left for a replaced block");
+    cr_assert_eq(chring_set_prefault(r, UINT32_MAX), -EINVAL, "UINT32_MAX");
+    cr_assert_eq(chring_set_prefault(r, 5), 0, "5");
+    cr_assert_eq(chring_set_prefault(r, 0), 0, "0");
+    chring_free(&r);
+}
+
+/* Bytes a build of 3300 x 160 (blocks of about 11 MB: a large ring) leaves live, the trimmer
+ * off, with chring_set_prefault(n) before it (n < 0: not called); *block: about a snapshot's
+ * block (12 bytes a point and 8 of index). */
+static long long build_with_prefault(int n, long long *block)
+{
+    enum {
+        MEMBERS = 3300
+    };
+    static char names[MEMBERS][16];
+    static chring_change_t feed[MEMBERS];
+    for (int i = 0; i < MEMBERS; i++) {
+        snprintf(names[i], sizeof names[i], "node-%05d", i);
+        feed[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    chring_allocator_t a = {sized_alloc, sized_free, NULL};
+    cr_assert_eq(chring_set_allocator(&a), 0);
+    long long before = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST);
+    chring_t *r = ring_create(NULL);
+    if (n >= 0)
+        cr_assert_eq(chring_set_prefault(r, (unsigned)n), 0, "prefault %d", n);
+    cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
+    rcu_callbacks_done();
+    long long built = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST) - before;
+    const chring_snap_t *s = chring_snap_hold(r);
+    *block = (long long)chring_snap_points(s) * (8 + 4 + 8);
+    chring_snap_put(r, s);
+    chring_free(&r);
+    cr_assert_eq(chring_set_allocator(NULL), 0);
+    cr_assert_eq(__atomic_load_n(&sized_live, __ATOMIC_SEQ_CST), 0, "every byte given back");
+    return built;
+}
+
+Test(alloc, a_build_makes_ready_the_spares_chring_set_prefault_asks_for, .init = keep_spares,
+     .timeout = 60)
+{
+    /* A block is about 11 MB and 1/64 of room to grow: a ring holding its snapshot and k spares
+     * holds between k + 1/2 and k + 3/2 blocks.  By default five (docs/design.md §4, "Spare
+     * blocks"); chring_set_prefault(0), none: the build's peak and what it leaves are its
+     * snapshot (the nginx module's choice); two, two. */
+    static const struct {
+        int n;
+        long long spares;
+    } cases[] = {{-1, 5}, {0, 0}, {2, 2}, {5, 5}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        long long block;
+        long long built = build_with_prefault(cases[c].n, &block);
+        long long k = cases[c].spares;
+        cr_assert(built >= block * (2 * k + 1) / 2 && built < block * (2 * k + 3) / 2,
+                  "chring_set_prefault(%d): the build left %lld bytes, not its snapshot and "
+                  "%lld spares (a block: about %lld)",
+                  cases[c].n, built, k, block);
+    }
+}
