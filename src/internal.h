@@ -169,7 +169,11 @@ struct chring_prof {
  * A spare that no publish took for CHRING_SPARE_IDLE_NS is freed by the ring's trimmer, a
  * thread that runs while the cache holds spares (docs/design.md §4, "Spare blocks"). */
 #define CHRING_SPARES 6
-#define CHRING_PREFAULT 5  /* spares a large ring's first publish makes ready */
+#define CHRING_PREFAULT 5  /* spares a large ring's first publish makes ready, at most */
+/* ... while they stay within this many bytes, but at least CHRING_PREFAULT_MIN (prefault_count,
+ * snap_block.c) */
+#define CHRING_PREFAULT_BYTES ((size_t)384 << 20)
+#define CHRING_PREFAULT_MIN 2
 #define CHRING_SPARE_AGE 8 /* publishes a spare may wait untaken (block_take, snap_block.c) */
 #define CHRING_SPARE_IDLE_NS UINT64_C(200000000) /* 200 ms */
 struct chring_blocks {

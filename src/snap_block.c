@@ -146,12 +146,29 @@ static void advise_huge(char *block, size_t size)
  * 1.7 GB zeroed for nothing.  Made at the end they also come after the build's scratch (the
  * sort's second buffer) is freed, so the build's peak holds one of them fewer.  Best effort: an
  * allocation that fails, or a full cache, leaves the rest as it is.  The writer's. */
+/* How many spares a publish makes ready for blocks of `size` bytes: chring_set_prefault's
+ * count, else as many as fit in CHRING_PREFAULT_BYTES, between CHRING_PREFAULT_MIN and
+ * CHRING_PREFAULT.  A burst needs a spare for each block still waiting for its grace period
+ * when the next publish needs one: call_rcu hands a replaced block back 10-30 ms after its
+ * publish, and a publish's own time grows with the block (a copy of it: about 0.12-0.14 ms a MB
+ * here), so the bigger the block, the fewer are out at once.  Measured with
+ * chring-bench-prefault (20 back-to-back publishes right after the build, counts alternated,
+ * 2-6 rounds each; docs/bench.md, "Spares a build makes ready"): at 20,000 x 160 (68 MB blocks,
+ * 9.5 ms publishes) five made ready left no publish faulting a fresh block, two left one (21 to
+ * 157 ms), none three (30 to 170 ms); at 50,000 x 160 (170 MB, 23 ms) and 100,000 x 160 (340 MB,
+ * 38 ms) two left none in every round, one left four (210-360 ms), and a burst never held more
+ * than the snapshot and two other blocks.  Five at 16 M points made the build's peak 101 bytes
+ * a point of the library's own count (1.6 GB, two to three seconds of zeroing) against 51 with
+ * two, for nothing.  384 MB gives five up to 76 MB blocks (about 3.6 M points), two from 192 MB
+ * (about 9 M). */
 static unsigned prefault_count(const struct chring_blocks *blocks, size_t size)
 {
-    (void)size;
     if (blocks->prefault != 0)
         return blocks->prefault - 1; /* chring_set_prefault */
-    return CHRING_PREFAULT;
+    size_t fit = CHRING_PREFAULT_BYTES / size;
+    return fit >= CHRING_PREFAULT       ? CHRING_PREFAULT
+           : fit <= CHRING_PREFAULT_MIN ? CHRING_PREFAULT_MIN
+                                        : (unsigned)fit;
 }
 
 static void prefault_spares(struct chring_blocks *blocks, size_t need, size_t size, uint64_t now)
