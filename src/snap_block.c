@@ -21,8 +21,9 @@
  * their grace period when the next publish needs a block, more when the worker is not scheduled
  * at once on a busy machine; a fresh 30 MB block then costs 4-5 ms of huge-page faults when the
  * kernel has free 2 MiB pages and 30-260 ms when it compacts (measured here), far past a
- * publish.  A large ring's first publish therefore makes CHRING_PREFAULT blocks ready
- * (prefault_spares) and, while publishes go on, the ring keeps that many (block_take).  A new
+ * publish.  A large ring's first publish therefore makes up to CHRING_PREFAULT blocks ready at
+ * its end (prefault_spares; fewer for very large blocks, or as chring_set_prefault says:
+ * prefault_count) and, while publishes go on, the ring keeps CHRING_PREFAULT (block_take).  A new
  * block has 1/64 more room than asked, so the block of a snapshot with one member less fits the
  * next one with the member back.  Other spares that no publish took for CHRING_SPARE_AGE
  * publishes are freed.  At rest the ring's trimmer frees every spare no publish took for
