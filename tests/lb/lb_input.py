@@ -297,9 +297,9 @@ def test_memory_bound(env):
         log("%s: %d points; RSS at rest %.0f MB (%.1f bytes a point, bound %.0f MB), peak %.0f MB "
             "(%.1f, bound %.0f MB)" % (when, points, rest / 2**20, rest / points, rest_bound / 2**20,
                                        peak / 2**20, peak / points, peak_bound / 2**20))
-        figures.append((when, rest, peak))
+        figures.append((when, rest, peak, rest_bound, peak_bound))
     lb.stop()
-    for when, rest, peak in figures:
+    for when, rest, peak, rest_bound, peak_bound in figures:
         check(rest <= rest_bound, "%s: RSS at rest %.0f MB, above the bound %.0f MB"
               % (when, rest / 2**20, rest_bound / 2**20))
         check(peak <= peak_bound, "%s: peak RSS %.0f MB, above the bound %.0f MB"
