@@ -345,8 +345,8 @@ CHRING_API void chring_free(chring_t **r);
  * current snapshot (12 bytes a point, the index 8 more, 36 bytes a member) and its members (a
  * 128-byte slot each for a name of up to 13 bytes, else 114 bytes and the name on a cache line;
  * 112 more for one that ramps, reports or flaps),
- * plus, for a while, spare blocks of replaced snapshots (a large ring's build makes five ready
- * for a burst; a burst of back-to-back changes leaves up to six) and the blocks of replaced
+ * plus, for a while, spare blocks of replaced snapshots (a large ring's build makes up to five
+ * ready for a burst, chring_set_prefault; a burst of back-to-back changes leaves up to six) and the blocks of replaced
  * snapshots until their grace period ends (a burst) or their holders put them (docs/design.md
  * §4, "At rest", "What a member costs").  Without this call a spare that no publish took for 200 ms is freed by a thread of the
  * ring's own (the environment variable CHRING_SPARE_IDLE_MS sets the time, 0 keeps the spares),
@@ -372,6 +372,24 @@ CHRING_API int chring_trim(chring_t *r);
  * Owns nothing.  Writer side: any thread, also inside a read section; it takes the ring's
  * writer lock (held for a few loads and stores), so it waits for a publish that runs. */
 CHRING_API int chring_set_spares_at_rest(chring_t *r, unsigned n);
+
+/* How many spare blocks a publish that allocates a fresh large snapshot block (8 MB or more:
+ * about 400,000 points) makes ready for the publishes that follow it: a ring's build, or the
+ * first publish after the ring doubled or halved.  Each is a block of the new snapshot's size,
+ * every page written once at the end of that publish, so that a burst of changes right after it
+ * does not pay the kernel's page faults for fresh blocks while the blocks of the snapshots it
+ * replaced wait for their grace period (docs/design.md §4, "Spare blocks").  The default
+ * suits a ring that is built and then changed in bursts: five, fewer for blocks over 76 MB
+ * (about 3.6 M points), down to two from 192 MB (about 9 M points), whose slower publishes
+ * find the blocks they replaced back sooner.  0 makes none: for a ring built once and then only
+ * read (the nginx module), or a program that must keep its peak memory low, at the price of
+ * page faults in the first publishes of a burst after the build; the ring's trimmer frees the
+ * spares 200 ms after the publish that made them anyway.  The count takes effect from the next
+ * publish; spares made already stay until the trimmer or chring_trim frees them.  Returns 0;
+ * -EINVAL for r NULL or n above 5 (one spare slot stays free for a replaced snapshot's block).
+ * Owns nothing.  Writer side: any thread, also inside a read section; it takes the ring's
+ * writer lock, so it waits for a publish that runs. */
+CHRING_API int chring_set_prefault(chring_t *r, unsigned n);
 
 /* Adds a member of the given weight (>= 1).  A member of that name with the same weight: no
  * change, returns 0; with another weight: as chring_set_weight().  An existing member's udata is

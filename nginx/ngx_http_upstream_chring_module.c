@@ -479,6 +479,17 @@ static ngx_int_t ngx_http_upstream_init_chring(ngx_conf_t *cf, ngx_http_upstream
                       us->line, chring_strerror(rc));
         return NGX_ERROR;
     }
+    /* A configuration's ring is built once and then only read (health aside): no spare blocks
+     * for a burst of publishes that never comes.  Without this its build (a snapshot of 8 MB or
+     * more) would make five ready, and nginx -t and every reload would peak at six times the
+     * ring (docs/nginx.md, "Memory"). */
+    rc = chring_set_prefault(hcf->ring, 0);
+    if (rc != 0) {
+        ngx_log_error(NGX_LOG_EMERG, cf->log, 0, "chring: upstream \"%V\": chring_set_prefault: %s",
+                      &us->host, chring_strerror(rc));
+        chring_free(&hcf->ring);
+        return NGX_ERROR;
+    }
     cln = ngx_pool_cleanup_add(cf->pool, 0);
     if (cln == NULL) {
         chring_free(&hcf->ring);
@@ -532,12 +543,11 @@ static ngx_int_t ngx_http_upstream_init_chring(ngx_conf_t *cf, ngx_http_upstream
             }
         }
     }
-    /* A configuration's ring is built once and then only read (health aside), so the spare
-     * blocks its build made ready for a burst of publishes (docs/design.md §4, "Spare blocks")
-     * would only cost memory: give them back now.  The ring's trimmer would free them 200 ms
-     * later, but not in the processes forked before then (nginx's daemon and its workers, which
-     * have no trimmer thread), which would keep them for as long as the configuration runs
-     * (docs/nginx.md, "Memory"). */
+    /* Spare blocks the build left (none are made ready: chring_set_prefault above; the empty
+     * snapshot's block, or a replaced one on its way back) would only cost memory: give them back
+     * now.  The ring's trimmer would free them 200 ms later, but not in the processes forked
+     * before then (nginx's daemon and its workers, which have no trimmer thread), which would
+     * keep them for as long as the configuration runs (docs/nginx.md, "Memory"). */
     rc = chring_trim(hcf->ring);
     if (rc != 0) {
         ngx_log_error(NGX_LOG_EMERG, cf->log, 0, "chring: upstream \"%V\": chring_trim: %s",

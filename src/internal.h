@@ -169,13 +169,21 @@ struct chring_prof {
  * A spare that no publish took for CHRING_SPARE_IDLE_NS is freed by the ring's trimmer, a
  * thread that runs while the cache holds spares (docs/design.md §4, "Spare blocks"). */
 #define CHRING_SPARES 6
-#define CHRING_PREFAULT 5  /* spares a large ring's first publish makes ready */
+#define CHRING_PREFAULT 5  /* spares a large ring's first publish makes ready, at most */
+/* ... while they stay within this many bytes, but at least CHRING_PREFAULT_MIN (prefault_count,
+ * snap_block.c) */
+#define CHRING_PREFAULT_BYTES ((size_t)384 << 20)
+#define CHRING_PREFAULT_MIN 2
 #define CHRING_SPARE_AGE 8 /* publishes a spare may wait untaken (block_take, snap_block.c) */
 #define CHRING_SPARE_IDLE_NS UINT64_C(200000000) /* 200 ms */
 struct chring_blocks {
     chring_snap_t *spare[CHRING_SPARES];
     uint64_t takes;
     size_t prefaulted; /* the block size spares were last made ready for (the writer's) */
+    size_t ready_size; /* spares of this size to make ready at the end of the publish under
+                          way; 0: none (the writer's) */
+    size_t ready_need; /* and the size that publish asked for */
+    uint32_t prefault; /* chring_set_prefault's n + 1; 0: the default (prefault_count) */
     /* The trimmer (snap_block.c). */
     uint32_t ready;    /* wake is initialised (by the writer's first block_take) */
     uint32_t trimming; /* 1 while a trimmer thread runs (atomic) */

@@ -21,8 +21,9 @@
  * their grace period when the next publish needs a block, more when the worker is not scheduled
  * at once on a busy machine; a fresh 30 MB block then costs 4-5 ms of huge-page faults when the
  * kernel has free 2 MiB pages and 30-260 ms when it compacts (measured here), far past a
- * publish.  A large ring's first publish therefore makes CHRING_PREFAULT blocks ready
- * (prefault_spares) and, while publishes go on, the ring keeps that many (block_take).  A new
+ * publish.  A large ring's first publish therefore makes up to CHRING_PREFAULT blocks ready at
+ * its end (prefault_spares; fewer for very large blocks, or as chring_set_prefault says:
+ * prefault_count) and, while publishes go on, the ring keeps CHRING_PREFAULT (block_take).  A new
  * block has 1/64 more room than asked, so the block of a snapshot with one member less fits the
  * next one with the member back.  Other spares that no publish took for CHRING_SPARE_AGE
  * publishes are freed.  At rest the ring's trimmer frees every spare no publish took for
@@ -127,7 +128,8 @@ static void advise_huge(char *block, size_t size)
 
 /* Spare blocks made ready ahead of a burst (docs/design.md §4, "Spare blocks").  The first
  * publish of a large ring that found no spare of its size (its build, or the first publish
- * after the ring doubled or halved) allocates its block and then fills the cache with
+ * after the ring doubled or halved) allocates its block and, at its end (chring__chain_link,
+ * once nothing can fail, before the new snapshot is published), fills the cache with
  * CHRING_PREFAULT blocks of the same size, every page written once, so that the kernel's page
  * faults (zeroing, huge-page compaction: 4 to 260 ms for a 30 MB block here) are paid by this
  * publish instead of by the next ones of a burst, which find the blocks of the snapshots they
@@ -138,18 +140,50 @@ static void advise_huge(char *block, size_t size)
  * ring that runs short later (grace periods slower than five publishes) allocates one block at a
  * time as before.  "Of its size": blocks of the size made ready would fit the need (block_fits),
  * so a publish with a member more than the build, after the trimmer freed the build's spares,
- * allocates its own block and no more (docs/design.md §4, "At rest").  Best effort: an
- * allocation that fails, or a full cache, leaves the rest as it is. */
+ * allocates its own block and no more (docs/design.md §4, "At rest").
+ * At the end, not when the block is allocated: the spares are stamped when they are made, and
+ * the trimmer frees a spare idle for CHRING_SPARE_IDLE_NS; made at the start of a build that
+ * takes longer than that (16 M points: seconds), they were freed before the build published,
+ * 1.7 GB zeroed for nothing.  Made at the end they also come after the build's scratch (the
+ * sort's second buffer) is freed, so the build's peak holds one of them fewer.  Best effort: an
+ * allocation that fails, or a full cache, leaves the rest as it is.  The writer's. */
+/* How many spares a publish makes ready for blocks of `size` bytes: chring_set_prefault's
+ * count, else as many as fit in CHRING_PREFAULT_BYTES, between CHRING_PREFAULT_MIN and
+ * CHRING_PREFAULT.  A burst needs a spare for each block still waiting for its grace period
+ * when the next publish needs one: call_rcu hands a replaced block back 10-30 ms after its
+ * publish, and a publish's own time grows with the block (a copy of it: about 0.12-0.14 ms a MB
+ * here), so the bigger the block, the fewer are out at once.  Measured with
+ * chring-bench-prefault (20 back-to-back publishes right after the build, counts alternated,
+ * 2-6 rounds each; docs/bench.md, "Spares a build makes ready"): at 20,000 x 160 (68 MB blocks,
+ * 9.5 ms publishes) five made ready left no publish faulting a fresh block, two left one (21 to
+ * 157 ms), none three (30 to 170 ms); at 50,000 x 160 (170 MB, 23 ms) and 100,000 x 160 (340 MB,
+ * 38 ms) two left none in every round, one left four (210-360 ms), and a burst never held more
+ * than the snapshot and two other blocks.  Five at 16 M points made the build's peak 101 bytes
+ * a point of the library's own count (1.6 GB, two to three seconds of zeroing) against 51 with
+ * two, for nothing.  384 MB gives five up to 76 MB blocks (about 3.6 M points), two from 192 MB
+ * (about 9 M). */
+static unsigned prefault_count(const struct chring_blocks *blocks, size_t size)
+{
+    if (blocks->prefault != 0)
+        return blocks->prefault - 1; /* chring_set_prefault */
+    size_t fit = CHRING_PREFAULT_BYTES / size;
+    return fit >= CHRING_PREFAULT       ? CHRING_PREFAULT
+           : fit <= CHRING_PREFAULT_MIN ? CHRING_PREFAULT_MIN
+                                        : (unsigned)fit;
+}
+
 static void prefault_spares(struct chring_blocks *blocks, size_t need, size_t size, uint64_t now)
 {
     if (blocks->prefaulted >= need && blocks->prefaulted / 2 <= need)
         return; /* done for this size */
+    unsigned count = prefault_count(blocks, size);
+    if (count == 0)
+        return;
     blocks->prefaulted = size;
-    uint64_t now_ns = chring__now_ns();
-    for (unsigned made = 0; made < CHRING_PREFAULT; made++) {
+    for (unsigned made = 0; made < count; made++) {
         chring_snap_t *b = chring__alloc(size);
         if (b == NULL)
-            return;
+            break;
         advise_huge((char *)b, size);
         for (size_t at = 0; at < size; at += 4096)
             ((volatile char *)b)[at] = 0;
@@ -158,14 +192,27 @@ static void prefault_spares(struct chring_blocks *blocks, size_t need, size_t si
         b->blocks = blocks;
         b->magic = CHRING_POISON;
         b->stashed = now;
-        b->stashed_ns = now_ns;
+        b->stashed_ns = chring__now_ns(); /* as it is made: the trimmer's age counts from here */
         CHRING_POISON_BLOCK((char *)b + sizeof *b, size - sizeof *b);
         if (!spare_put(blocks, b)) {
             block_free(b);
-            return;
+            break;
         }
     }
     trimmer_start(blocks);
+}
+
+/* The end of a publish whose block_take asked for spares (blocks->ready_size): makes them ready
+ * when it is published (chring__chain_link), forgets them when it is not (chring__snap_discard).
+ * The writer's. */
+static void prefault_end(struct chring_blocks *blocks, bool published)
+{
+    if (blocks == NULL || blocks->ready_size == 0)
+        return;
+    size_t size = blocks->ready_size, need = blocks->ready_need;
+    blocks->ready_size = 0;
+    if (published)
+        prefault_spares(blocks, need, size, CHRING_LOAD_64(&blocks->takes));
 }
 
 static bool block_fits(const chring_snap_t *b, size_t size)
@@ -234,8 +281,10 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
     char *block = chring__alloc(size);
     if (block != NULL)
         advise_huge(block, size);
-    if (block != NULL && blocks != NULL && size >= HUGE_MIN)
-        prefault_spares(blocks, need, size, now);
+    if (block != NULL && blocks != NULL && size >= HUGE_MIN) {
+        blocks->ready_size = size; /* spares of this size, at the publish's end (prefault_end) */
+        blocks->ready_need = need;
+    }
     return block;
 }
 
@@ -449,6 +498,16 @@ int chring_set_spares_at_rest(chring_t *r, unsigned n)
     return 0;
 }
 
+int chring_set_prefault(chring_t *r, unsigned n)
+{
+    if (r == NULL || n > CHRING_SPARES - 1)
+        return -EINVAL;
+    pthread_mutex_lock(&r->lock);
+    r->blocks.prefault = (uint32_t)n + 1; /* read by the writer, under this lock */
+    pthread_mutex_unlock(&r->lock);
+    return 0;
+}
+
 void chring__blocks_drop(struct chring_blocks *blocks)
 {
     trimmer_stop(blocks);
@@ -558,6 +617,7 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
 
 void chring__snap_discard(chring_snap_t *s)
 {
+    prefault_end(s->blocks, false);
     block_free(s);
 }
 
@@ -605,6 +665,7 @@ struct chring_chain *chring__chain_new(size_t ngone)
 void chring__chain_link(chring_snap_t *cur, chring_snap_t *next, struct chring_chain *node,
                         chring_member_t *const *created, size_t n)
 {
+    prefault_end(next->blocks, true);
     for (size_t k = 0; k < n; k++)
         chring__member_ref_snap(created[k]);
     node->snap = next;

@@ -1209,3 +1209,151 @@ Test(alloc, a_spare_kept_at_rest_from_the_build_is_one_of_the_ring_s_size, .time
                  after - rest, block);
     chring_free(&r);
 }
+
+/* ---- the spares a build makes ready age from the build's end ------------------------------ */
+
+/* A build that takes longer than the trimmer's idle time: an allocator that counts live bytes
+ * (sized_alloc) and sleeps once, STALL_MS, in the first allocation under 8 MB that follows one
+ * of 8 MB or more: the build's scratch, allocated right after the snapshot's block.  The
+ * publish that makes the spares ready then ends well after its block was allocated. */
+#define STALL_BIG ((size_t)8 << 20)
+#define STALL_MS 1000
+#define STALL_IDLE_MS "300"
+
+static int stall_state; /* 0: no big allocation yet; 1: the next small one sleeps; 2: done */
+
+static void *stalling_alloc(size_t size, void *ctx)
+{
+    int state = __atomic_load_n(&stall_state, __ATOMIC_SEQ_CST);
+    if (state == 0 && size >= STALL_BIG)
+        __atomic_store_n(&stall_state, 1, __ATOMIC_SEQ_CST);
+    else if (state == 1 && size < STALL_BIG)
+        if (__atomic_exchange_n(&stall_state, 2, __ATOMIC_SEQ_CST) == 1)
+            pause_ms(STALL_MS);
+    return sized_alloc(size, ctx);
+}
+
+/* The trimmer frees a spare 300 ms after it was stashed, less than the build's stall. */
+static void idle_shorter_than_the_build(void)
+{
+    setenv("CHRING_SPARE_IDLE_MS", STALL_IDLE_MS, 1);
+}
+
+/* Waits (at most 20 s, polling every 10 ms) until fewer than limit bytes are live. */
+static long long sized_settles_below(long long limit)
+{
+    long long now = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST);
+    for (int polls = 0; polls < 2000 && now >= limit; polls++) {
+        pause_ms(10);
+        now = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST);
+    }
+    return now;
+}
+
+Test(alloc, the_spares_a_build_makes_ready_are_there_when_it_returns_and_go_later,
+     .init = idle_shorter_than_the_build, .timeout = 120)
+{
+    /* The spares a large ring's build makes ready are for a burst that follows the build
+     * (docs/design.md §4, "Spare blocks"): they age from the end of the publish that made them,
+     * so a build that takes longer than the trimmer's idle time still returns with them, and
+     * the trimmer frees them once they have been idle after it. */
+    enum {
+        MEMBERS = 3300
+    };
+    static char names[MEMBERS][16];
+    static chring_change_t feed[MEMBERS];
+    for (int i = 0; i < MEMBERS; i++) {
+        snprintf(names[i], sizeof names[i], "node-%05d", i);
+        feed[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    chring_allocator_t a = {stalling_alloc, sized_free, NULL};
+    cr_assert_eq(chring_set_allocator(&a), 0);
+    long long before = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST);
+    chring_t *r = ring_create(NULL);
+    cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
+    long long built = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST) - before;
+    cr_assert_eq(__atomic_load_n(&stall_state, __ATOMIC_SEQ_CST), 2, "the build was stalled");
+    const chring_snap_t *s = chring_snap_hold(r);
+    long long block = (long long)chring_snap_points(s) * (8 + 4 + 8);
+    chring_snap_put(r, s);
+    cr_assert_geq(built, 4 * block,
+                  "the build returned holding %lld bytes: its snapshot and fewer than three "
+                  "spares (a block: about %lld); the spares it made ready were freed while it "
+                  "ran",
+                  built, block);
+    long long rest = sized_settles_below(before + block * 3 / 2) - before;
+    cr_assert_lt(rest, block * 3 / 2,
+                 "20 s after the build the ring holds %lld bytes: more than its one snapshot (a "
+                 "block: about %lld)",
+                 rest, block);
+    chring_free(&r);
+    cr_assert_eq(chring_set_allocator(NULL), 0);
+    cr_assert_eq(__atomic_load_n(&sized_live, __ATOMIC_SEQ_CST), 0, "every byte given back");
+}
+
+/* ---- how many spares a build makes ready (chring_set_prefault) ---------------------------- */
+
+Test(alloc, chring_set_prefault_validates_its_input)
+{
+    chring_t *r = ring_create(NULL);
+    cr_assert_eq(chring_set_prefault(NULL, 0), -EINVAL, "NULL ring");
+    cr_assert_eq(chring_set_prefault(r, 6), -EINVAL, "6: no slot left for a replaced block");
+    cr_assert_eq(chring_set_prefault(r, UINT32_MAX), -EINVAL, "UINT32_MAX");
+    cr_assert_eq(chring_set_prefault(r, 5), 0, "5");
+    cr_assert_eq(chring_set_prefault(r, 0), 0, "0");
+    chring_free(&r);
+}
+
+/* Bytes a build of 3300 x 160 (blocks of about 11 MB: a large ring) leaves live, the trimmer
+ * off, with chring_set_prefault(n) before it (n < 0: not called); *block: about a snapshot's
+ * block (12 bytes a point and 8 of index). */
+static long long build_with_prefault(int n, long long *block)
+{
+    enum {
+        MEMBERS = 3300
+    };
+    static char names[MEMBERS][16];
+    static chring_change_t feed[MEMBERS];
+    for (int i = 0; i < MEMBERS; i++) {
+        snprintf(names[i], sizeof names[i], "node-%05d", i);
+        feed[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    chring_allocator_t a = {sized_alloc, sized_free, NULL};
+    cr_assert_eq(chring_set_allocator(&a), 0);
+    long long before = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST);
+    chring_t *r = ring_create(NULL);
+    if (n >= 0)
+        cr_assert_eq(chring_set_prefault(r, (unsigned)n), 0, "prefault %d", n);
+    cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
+    rcu_callbacks_done();
+    long long built = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST) - before;
+    const chring_snap_t *s = chring_snap_hold(r);
+    *block = (long long)chring_snap_points(s) * (8 + 4 + 8);
+    chring_snap_put(r, s);
+    chring_free(&r);
+    cr_assert_eq(chring_set_allocator(NULL), 0);
+    cr_assert_eq(__atomic_load_n(&sized_live, __ATOMIC_SEQ_CST), 0, "every byte given back");
+    return built;
+}
+
+Test(alloc, a_build_makes_ready_the_spares_chring_set_prefault_asks_for, .init = keep_spares,
+     .timeout = 60)
+{
+    /* A block is about 11 MB and 1/64 of room to grow: a ring holding its snapshot and k spares
+     * holds between k + 1/2 and k + 3/2 blocks.  By default five (docs/design.md §4, "Spare
+     * blocks"); chring_set_prefault(0), none: the build's peak and what it leaves are its
+     * snapshot (the nginx module's choice); two, two. */
+    static const struct {
+        int n;
+        long long spares;
+    } cases[] = {{-1, 5}, {0, 0}, {2, 2}, {5, 5}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        long long block;
+        long long built = build_with_prefault(cases[c].n, &block);
+        long long k = cases[c].spares;
+        cr_assert(built >= block * (2 * k + 1) / 2 && built < block * (2 * k + 3) / 2,
+                  "chring_set_prefault(%d): the build left %lld bytes, not its snapshot and "
+                  "%lld spares (a block: about %lld)",
+                  cases[c].n, built, k, block);
+    }
+}

@@ -17,6 +17,10 @@
                               chring-lb with --spare-blocks 1 (the default) holds one ring-sized
                               block more at rest than with 0, after the start and after a
                               SIGHUP (docs/lb.md, "Memory at 16 million points")
+    lb_input.py memory-bound  at 8 M points (50,000 members x 160) chring-lb's RSS at rest and
+                              its peak (VmHWM), after the start and after a SIGHUP, stay within
+                              the bound docs/lb.md states from the ring's own size (points and
+                              members) and a margin
 """
 import json
 import os
@@ -219,8 +223,91 @@ def test_spare_blocks(env):
               % (when, more / 1024, block_kb / 1024))
 
 
+# chring-lb's memory against its ring's own size (docs/lb.md, "Memory at 16 million points"):
+# the ring is at most RING_PER_POINT bytes a point and RING_PER_MEMBER a member (the library's
+# snapshot, 20.6 to 23 bytes a point, and a member's 128-byte slot and its place in the
+# snapshot's tables); the margin is the process (threads, buffers, libevent: about 30 MB) and
+# the feed's tables, MARGIN and MARGIN_PER_MEMBER; the spare blocks a build makes ready take at
+# most PREFAULT_BYTES or two blocks (docs/design.md §4, "Spare blocks").
+RING_PER_POINT = 24
+RING_PER_MEMBER = 256
+MARGIN = 64 << 20
+MARGIN_PER_MEMBER = 1024
+PREFAULT_BYTES = 384 << 20
+
+
+def ring_bytes(points, members):
+    return RING_PER_POINT * points + RING_PER_MEMBER * members
+
+
+def memory_bounds(points, members, spare_blocks, before=0):
+    """(at rest, peak) in bytes for a ring of points and members, --spare-blocks spare_blocks,
+    whose last publish replaced a ring of `before` bytes (0: the first load): at rest the ring
+    and the blocks kept; at the peak the replaced ring (until its grace period ends), the new
+    one, the larger of the spares a build makes ready and those kept at rest, and the margin."""
+    ring = ring_bytes(points, members)
+    margin = MARGIN + MARGIN_PER_MEMBER * members
+    rest = (1 + spare_blocks) * ring + margin
+    peak = before + ring + max(2 * ring, PREFAULT_BYTES, spare_blocks * ring) + margin
+    return rest, peak
+
+
+def vm_kb(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1])
+    return 0
+
+
+def test_memory_bound(env):
+    with open(h.CHRING_LB, "rb") as f:
+        data = f.read()
+    if b"__asan_init" in data or b"__tsan_init" in data:
+        log("a sanitizer build: its shadow memory is not the ring's; skipped")
+        return
+    # 50,000 numeric names where nothing listens (no DNS, no request sent) x 160 points: 8 M
+    # points, snapshot blocks of about 160 MB, so the build makes two spares ready, not five
+    n = 50000
+    names = ["127.0.3.%d:%d" % (1 + i % 250, 1000 + i // 250) for i in range(n + 1)]
+    path = env.path("members")
+    with open(path, "w") as f:
+        f.write("".join(x + "\n" for x in names[:n]))
+    lb = h.Balancer(env, ["--members", path, "--vnodes", "160"], name="lb-memory",
+                    stats_listen=True).start()  # --spare-blocks 1, the default
+    st = lb.stats()
+    check(st["ring"]["members"] == n, "%d members" % st["ring"]["members"])
+    rest_bound, peak_bound = memory_bounds(st["ring"]["points"], n, 1)
+    figures = []
+    for when in ("after the start", "after a SIGHUP"):
+        if when == "after a SIGHUP":
+            with open(path, "a") as f:
+                f.write(names[n] + "\n")
+            lb.hup()
+            end = time.time() + 60
+            while time.time() < end and lb.stats()["balancer"]["reloads"] < 1:
+                time.sleep(0.1)
+            before = ring_bytes(st["ring"]["points"], n)
+            st = lb.stats()
+            check(st["ring"]["members"] == n + 1, "the SIGHUP's member is not in the ring")
+            rest_bound, peak_bound = memory_bounds(st["ring"]["points"], n + 1, 1, before)
+        rest = rss_settled_kb(lb.proc.pid) * 1024
+        peak = vm_kb(lb.proc.pid, "VmHWM:") * 1024
+        points = st["ring"]["points"]
+        log("%s: %d points; RSS at rest %.0f MB (%.1f bytes a point, bound %.0f MB), peak %.0f MB "
+            "(%.1f, bound %.0f MB)" % (when, points, rest / 2**20, rest / points, rest_bound / 2**20,
+                                       peak / 2**20, peak / points, peak_bound / 2**20))
+        figures.append((when, rest, peak, rest_bound, peak_bound))
+    lb.stop()
+    for when, rest, peak, rest_bound, peak_bound in figures:
+        check(rest <= rest_bound, "%s: RSS at rest %.0f MB, above the bound %.0f MB"
+              % (when, rest / 2**20, rest_bound / 2**20))
+        check(peak <= peak_bound, "%s: peak RSS %.0f MB, above the bound %.0f MB"
+              % (when, peak / 2**20, peak_bound / 2**20))
+
+
 TESTS = {"stats-allow": test_stats_allow, "members-nul": test_members_nul, "names": test_names,
-         "spare-blocks": test_spare_blocks}
+         "spare-blocks": test_spare_blocks, "memory-bound": test_memory_bound}
 
 
 def extra_needs(case):
