@@ -259,7 +259,7 @@ struct chring_snap {
      * Prefix-bucket index, b in [0, nbuckets]: a position h is in bucket chring__bucket(s, h)
      * (monotonic in h), index[b] is the first point of a bucket >= b; index[nbuckets] ==
      * npoints.  nbuckets is a power of two on small rings (the bucket is then h's top bits) and
-     * about 2.1 per point past half a million points (index.c).  On rings that have left the
+     * 1.5 per point past half a million points (index.c).  On rings that have left the
      * caches, an empty bucket instead names the slot of its one owner, the owner of that first
      * point (wrapping), with CHRING_INDEX_SLOT set: a plain lookup there reads one entry and no
      * point; a search goes on to the next entry that names a point (index.h). */

@@ -17,6 +17,13 @@
  *   binary search of the points; after the build and after members with points there leave and
  *   come back.
  *
+ * - A ring of 100,000 members x 16 points (1.6 M, the bucket index) is indexed with 1.5 buckets
+ *   per point, and a publish keeps that count (it shifts the index rather than building it): a
+ *   denser index past 2^19 points costs bytes per point at rest and no lookup speed
+ *   (docs/design.md §4.1, docs/bench.md §11d).  Its snapshot's block is at most 21 bytes a point
+ *   (23 with 2.1 buckets a point), and keys round a sample of points and at bucket ends go to the
+ *   owner the points say, after the build and after an add and a remove.
+ *
  * Internal: links the static library and reads the snapshot (src/internal.h) to know which index
  * a ring has and to compute the expected owners from its points.
  *
@@ -153,6 +160,80 @@ Test(index, empty_buckets_that_name_an_owner_pass_over_members_down, .timeout = 
     /* Down members that are also removed, and the down ones back up: the plain path. */
     cr_assert_eq(chring_remove(r, names[4]), 0);
     check_slot_buckets(r, "a member down removed");
+    chring_free(&r);
+    free(changes);
+    free(names);
+}
+
+/* ---- the bucket index's density past 2^19 points ------------------------------------------- */
+
+enum {
+    DENSE_MEMBERS = 100000, /* more than 65,535 slots: the bucket index */
+    DENSE_VNODES = 16,      /* 1.6 M points */
+    DENSE_POINTS = DENSE_MEMBERS * DENSE_VNODES,
+};
+
+/* The snapshot's bucket count (between 1.35 and 1.65 a point), and its keys: round every 53rd
+ * point and at both ends of every 97th bucket. */
+static size_t check_dense(chring_t *r, size_t points, const char *what)
+{
+    const chring_snap_t *s = chring_snap_hold(r);
+    cr_assert_null(s->lines, "%s: more than 65,535 slots keep the bucket index", what);
+    cr_assert_not_null(s->index);
+    cr_assert_eq(s->npoints, points, "%s: %zu points", what, s->npoints);
+    cr_assert(s->nbuckets * 20 >= s->npoints * 27 && s->nbuckets * 20 <= s->npoints * 33,
+              "%s: %zu buckets for %zu points: %.2f a point, not 1.5", what, s->nbuckets,
+              s->npoints, (double)s->nbuckets / (double)s->npoints);
+    size_t cap = 1 << 17, nh = 0;
+    uint64_t *h = malloc(cap * sizeof *h);
+    cr_assert_not_null(h);
+    for (size_t i = 0; i < s->npoints && nh + 3 <= cap; i += 53) {
+        h[nh++] = s->pos[i] - 1;
+        h[nh++] = s->pos[i];
+        h[nh++] = s->pos[i] + 1;
+    }
+    for (size_t b = 0; b < s->nbuckets && nh + 2 <= cap; b += 97) {
+        h[nh++] = chring__bucket_start(s, b);
+        h[nh++] = b + 1 < s->nbuckets ? chring__bucket_start(s, b + 1) - 1 : UINT64_MAX;
+    }
+    check_positions(s, h, nh, what);
+    free(h);
+    size_t nbuckets = s->nbuckets;
+    chring_snap_put(r, s);
+    return nbuckets;
+}
+
+Test(index, a_large_bucket_index_has_one_and_a_half_buckets_a_point_and_publishes_keep_it,
+     .timeout = 120)
+{
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = DENSE_VNODES;
+    chring_t *r = NULL;
+    cr_assert_eq(chring_new(&r, &cfg), 0);
+    char(*names)[16] = malloc((DENSE_MEMBERS + 1) * sizeof *names);
+    chring_change_t *changes = malloc(DENSE_MEMBERS * sizeof *changes);
+    cr_assert(names != NULL && changes != NULL);
+    for (unsigned i = 0; i <= DENSE_MEMBERS; i++)
+        slot_name(names[i], sizeof names[i], i);
+    for (unsigned i = 0; i < DENSE_MEMBERS; i++)
+        changes[i] = (chring_change_t){names[i], 1, NULL};
+    cr_assert_eq(chring_update(r, changes, DENSE_MEMBERS), 0);
+    /* The built snapshot's block: points 12 bytes, the index 6, the member and slot tables
+     * 36 / 16 = 2.25, the block's 1/64 of room: 20.6; with 2.1 buckets a point, 23. */
+    const chring_snap_t *s = chring_snap_hold(r);
+    cr_assert_leq(s->block_size, (size_t)DENSE_POINTS * 21,
+                  "a 100,000 x 16 snapshot holds %.1f bytes a point",
+                  (double)s->block_size / DENSE_POINTS);
+    chring_snap_put(r, s);
+    size_t built = check_dense(r, DENSE_POINTS, "built");
+    /* Publishes shift the index: the count stays. */
+    cr_assert_eq(chring_add(r, names[DENSE_MEMBERS], 1, NULL), 0);
+    cr_assert_eq(check_dense(r, DENSE_POINTS + DENSE_VNODES, "one added"), built,
+                 "a publish kept the bucket count");
+    cr_assert_eq(chring_remove(r, names[7]), 0);
+    cr_assert_eq(check_dense(r, DENSE_POINTS, "one removed"), built,
+                 "a publish kept the bucket count");
     chring_free(&r);
     free(changes);
     free(names);

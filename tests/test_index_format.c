@@ -453,7 +453,7 @@ Test(index_format, a_small_bucket_index_with_a_crowded_bucket)
     layout_free(&y);
 }
 
-/* More than 2^19 points: empty buckets name their owners.  A gap of about 115 empty buckets
+/* More than 2^19 points: empty buckets name their owners.  A gap of about 82 empty buckets
  * (most out of reach, the 16 before its end within it) and the top 1/4096 empty (its buckets
  * wrap to point 0's owner). */
 static void owner_layout(struct layout *y)
