@@ -335,6 +335,9 @@ void chring__free(void *p);
 void *chring__alloc_aligned(size_t size); /* CHRING_DESTRUCTIVE-aligned, freed with _free_aligned */
 void *chring__alloc_line(size_t size);    /* CHRING_CACHELINE-aligned, freed with _free_aligned */
 void chring__free_aligned(void *p);
+/* A snapshot block of size bytes, and its end: freed with the size it was allocated with. */
+void *chring__alloc_block(size_t size);
+void chring__free_block(void *p, size_t size);
 
 /* ---- hash.c ------------------------------------------------------------------------------- */
 

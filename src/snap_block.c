@@ -72,7 +72,7 @@ static chring_snap_t *spare_take(struct chring_blocks *blocks, unsigned k)
 static void block_free(chring_snap_t *b)
 {
     CHRING_UNPOISON_BLOCK(b, b->block_size);
-    chring__free(b);
+    chring__free_block(b, b->block_size);
 }
 
 /* Puts b in a free slot of the cache; false when every slot is taken.  Compare-and-swap is a
@@ -91,7 +91,7 @@ static void block_stash(chring_snap_t *s)
 {
     struct chring_blocks *blocks = s->blocks;
     if (blocks == NULL) {
-        chring__free(s);
+        block_free(s);
         return;
     }
     s->stashed = CHRING_LOAD_64(&blocks->takes);
@@ -181,7 +181,7 @@ static void prefault_spares(struct chring_blocks *blocks, size_t need, size_t si
         return;
     blocks->prefaulted = size;
     for (unsigned made = 0; made < count; made++) {
-        chring_snap_t *b = chring__alloc(size);
+        chring_snap_t *b = chring__alloc_block(size);
         if (b == NULL)
             break;
         advise_huge((char *)b, size);
@@ -278,7 +278,7 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
     size += size / 64;
     size = (size + 4095) & ~(size_t)4095;
     *got = size;
-    char *block = chring__alloc(size);
+    char *block = chring__alloc_block(size);
     if (block != NULL)
         advise_huge(block, size);
     if (block != NULL && blocks != NULL && size >= HUGE_MIN) {

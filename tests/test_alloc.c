@@ -15,6 +15,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The tests below that use the default allocator count the library's memory with mallinfo2,
+ * which sees malloc's heap only: snapshot blocks of 8 MB and more, which the library maps itself
+ * with the default allocator, are left to malloc in this process (CHRING_MAP_BLOCKS=0,
+ * docs/design.md §4, "At rest"), except in the test that checks the mapping (it unsets it). */
+__attribute__((constructor)) static void blocks_from_malloc(void)
+{
+    setenv("CHRING_MAP_BLOCKS", "0", 1);
+}
+
 /* Counters are updated atomically: liburcu's call_rcu thread may free snapshots. */
 struct counting {
     long allocs;    /* successful allocations */
@@ -856,6 +865,82 @@ Test(alloc, a_large_ring_at_rest_gives_its_spares_back_with_no_call, .timeout = 
     cr_assert_eq(chring_len(r), toggle % 2 == 0 ? (size_t)3300 : (size_t)3301, "membership");
     chring_free(&r);
     cr_assert_lt(heap_in_use(), before + block / 2, "chring_free gave the blocks back");
+}
+
+/* ---- a large block goes back to the kernel when it is freed -------------------------------- */
+
+static long resident_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return kb;
+}
+
+static void map_blocks(void)
+{
+    unsetenv("CHRING_MAP_BLOCKS");
+}
+
+/* The resident set once it has come down to limit_kb, polled for up to 10 s (a hang detector:
+ * the trimmer frees the spares 200 ms after the last publish). */
+static long resident_settles_below(long limit_kb)
+{
+    struct timespec tick = {0, 10000000};
+    long now = resident_kb();
+    for (int polls = 0; polls < 1000 && now >= limit_kb; polls++) {
+        nanosleep(&tick, NULL);
+        now = resident_kb();
+    }
+    return now;
+}
+
+Test(alloc, with_the_default_allocator_a_ring_at_rest_is_resident_in_its_snapshot_alone,
+     .init = map_blocks, .timeout = 120)
+{
+    /* With malloc, blocks under its mmap threshold (raised to the size of each mapped block it
+     * frees, up to 32 MiB) come from its heap, and a block the trimmer frees stays resident: the
+     * process kept one to three blocks more than the ring after bursts (docs/bench.md §11e).  The
+     * library maps such blocks itself and unmaps them when it frees them. */
+    enum {
+        MEMBERS = 3300
+    };
+    static char names[MEMBERS + 1][16];
+    static chring_change_t feed[MEMBERS];
+    for (int i = 0; i <= MEMBERS; i++)
+        snprintf(names[i], sizeof names[i], "node-%05d", i);
+    for (int i = 0; i < MEMBERS; i++)
+        feed[i] = (chring_change_t){names[i], 1, NULL};
+    chring_t *r = ring_create(NULL);
+    cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
+    const chring_snap_t *s = chring_snap_hold(r);
+    long block_kb = (long)(chring_snap_points(s) * (sizeof(uint64_t) + sizeof(uint32_t) + 8) / 1024);
+    chring_snap_put(r, s);
+    rcu_callbacks_done();
+    long built = resident_kb();
+    cr_assert_gt(built, 0, "VmRSS readable");
+    /* The build's spares go 200 ms after it; then the ring and the process's own. */
+    long rest = resident_settles_below(built - block_kb);
+    long limit = rest + block_kb / 2;
+    for (int burst = 0; burst < 3; burst++) {
+        for (int k = 0; k < 20; k++) {
+            int rc = k % 2 == 0 ? chring_add(r, names[MEMBERS], 1, NULL)
+                                : chring_remove(r, names[MEMBERS]);
+            cr_assert_eq(rc, 0, "publish %d of burst %d", k, burst);
+        }
+        rcu_callbacks_done();
+        long now = resident_settles_below(limit);
+        cr_assert_lt(now, limit,
+                     "10 s after burst %d the process is resident in %ld kB, %ld more than at rest "
+                     "after the build (a block: about %ld kB)",
+                     burst, now, now - rest, block_kb);
+    }
+    chring_free(&r);
 }
 
 Test(alloc, a_child_after_fork_trims_the_spares_with_its_own_trimmer, .timeout = 120)
