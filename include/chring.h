@@ -353,7 +353,9 @@ CHRING_API void chring_free(chring_t **r);
  * ring's own (the environment variable CHRING_SPARE_IDLE_MS sets the time, 0 keeps the spares),
  * so a second after its last publish a ring holds its snapshot and members alone
  * (docs/design.md §4, "At rest"), or those and the spares chring_set_spares_at_rest keeps.
- * After this call the next publish allocates its snapshot afresh, paying the page faults the
+ * With the default allocator a block of 8 MB or more is mapped by the library and unmapped when
+ * freed, so the process's resident memory comes down with it (CHRING_MAP_BLOCKS=0 in the
+ * environment leaves blocks to malloc, which may keep them resident).  After this call the next publish allocates its snapshot afresh, paying the page faults the
  * spares save.  Returns 0; -EINVAL for r NULL.  Any thread,
  * also inside a read section (it waits only for the ring's trimmer, if one runs, to stop) and
  * concurrently with a publish (a block a publish is about to reuse stays out of reach). */
