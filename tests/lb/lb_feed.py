@@ -27,8 +27,6 @@ it started.
     lb_feed.py quote    keys with newlines, terminal escapes and invalid UTF-8 are logged
                         quoted: no forged line, no escape byte in the log
 """
-import http.client
-import json
 import os
 import re
 import socket
@@ -57,12 +55,12 @@ def etcd_stats(lb):
     return lb.stats().get("etcd", {})
 
 
-# chring-lb's memory against its ring's points (docs/lb.md, "Memory at 16 million points"): at
-# rest (after the last publish's grace period) 21 to 42 bytes per point measured here, 27 to 74
-# at 100,000 x 160 (the ring, 20 to 22 bytes per point in the library's own count, docs/bench.md
-# §6, and up to two replaced snapshots' blocks kept as spares); the peak during a build 124 to
-# 138 here (the library's build and the replaced snapshot); MARGIN for the process itself
-# (threads, buffers, libevent).
+# chring-lb's memory against its ring's points, a loose check of this feed's large changes: at
+# rest the ring (about 21 bytes a point in the library's own count, docs/bench.md §11), the one
+# spare block --spare-blocks keeps by default and the process; the peak adds the replaced
+# snapshot and the spares a build makes ready.  The bound docs/lb.md states ("Memory at 16
+# million points") is checked by lb-input-memory-bound (lb_input.py).  MARGIN for the process
+# itself (threads, buffers, libevent).
 REST_BYTES_PER_POINT = 80
 PEAK_BYTES_PER_POINT = 192
 MARGIN = 64 << 20
@@ -326,18 +324,6 @@ def test_quote(env):
         srv.close()
 
 
-def summary(port):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        c.request("GET", "/_chring/stats?members=0")
-        r = c.getresponse()
-        body = r.read()
-        check(r.status == 200, "summary answered %d" % r.status)
-        return json.loads(body)
-    finally:
-        c.close()
-
-
 def test_publish(env):
     srv = FakeEtcd()
     try:
@@ -350,7 +336,7 @@ def test_publish(env):
         def poll_until(what, cond, timeout):
             end = time.time() + timeout
             while time.time() < end:
-                st = summary(lb.stats_port)
+                st = h.summary(lb.stats_port)
                 seen.append((st["etcd"].get("publishing", False), st["ring"]["members"], st["ring"]["version"],
                              st["ring"]["digest"]))
                 if cond(st):
