@@ -58,6 +58,12 @@ static inline uint64_t bench_cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Sleeps ms milliseconds (nanosleep; a signal may end it early). */
+void bench_sleep_ms(long ms);
+
+/* The calling thread's CPU time, in ms (CLOCK_THREAD_CPUTIME_ID). */
+double bench_thread_cpu_ms(void);
+
 /* The median of n values (the array is sorted in place).  NaN for n == 0. */
 double bench_median(double *values, size_t n);
 

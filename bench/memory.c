@@ -22,19 +22,6 @@
 
 #include "common.h"
 
-static void sleep_ms(long ms)
-{
-    struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&d, NULL);
-}
-
-static double thread_cpu_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -65,7 +52,7 @@ static void at_rest(FILE *csv, unsigned members, unsigned vnodes)
     bench_require(chring_update(r, feed, members) == 0, "build");
     double build_ms = (double)(bench_now_ns() - t0) / 1e6;
     double points = (double)members * vnodes;
-    sleep_ms(1000);
+    bench_sleep_ms(1000);
     double built = (double)(bench_counted_live() - before) / points;
     printf("| %u x %u | build %.0f ms | a second after the build | | | | %.1f |\n", members,
            vnodes, build_ms, built);
@@ -75,10 +62,10 @@ static void at_rest(FILE *csv, unsigned members, unsigned vnodes)
         double ms[PUBLISHES], sorted[PUBLISHES], cpu[PUBLISHES];
         for (int k = 0; k < PUBLISHES; k++) {
             uint64_t t = bench_now_ns();
-            double c = thread_cpu_ms();
+            double c = bench_thread_cpu_ms();
             int rc = k % 2 == 0 ? chring_add(r, names[members], 1, NULL)
                                 : chring_remove(r, names[members]);
-            cpu[k] = thread_cpu_ms() - c;
+            cpu[k] = bench_thread_cpu_ms() - c;
             ms[k] = (double)(bench_now_ns() - t) / 1e6;
             bench_require(rc == 0, "publish %d of burst %d", k, b);
             sorted[k] = ms[k];
@@ -86,9 +73,9 @@ static void at_rest(FILE *csv, unsigned members, unsigned vnodes)
         double first_cpu = cpu[0];
         qsort(sorted, PUBLISHES, sizeof sorted[0], cmp_double);
         qsort(cpu, PUBLISHES, sizeof cpu[0], cmp_double);
-        sleep_ms(50);
+        bench_sleep_ms(50);
         double soon = (double)(bench_counted_live() - before) / points;
-        sleep_ms(950);
+        bench_sleep_ms(950);
         double rest = (double)(bench_counted_live() - before) / points;
         printf("| %u x %u | burst %d of %d publishes | first %.1f ms, median %.1f, worst %.1f | "
                "first %.1f ms, median %.1f, worst %.1f | %.1f | %.1f | %.1f |\n",

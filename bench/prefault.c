@@ -27,19 +27,6 @@ enum {
     PUBLISHES = 20
 };
 
-static void sleep_ms(long ms)
-{
-    struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&d, NULL);
-}
-
-static double thread_cpu_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 static long thread_minflt(void)
 {
     struct rusage u;
@@ -73,9 +60,9 @@ static void one_round(FILE *csv, unsigned members, unsigned vnodes, unsigned pre
     long long before = bench_counted_settled();
     bench_counted_reset();
     uint64_t t0 = bench_now_ns();
-    double c0 = thread_cpu_ms();
+    double c0 = bench_thread_cpu_ms();
     bench_require(chring_update(r, feed, members) == 0, "build");
-    double build_cpu = thread_cpu_ms() - c0;
+    double build_cpu = bench_thread_cpu_ms() - c0;
     double build_ms = (double)(bench_now_ns() - t0) / 1e6;
     double build_peak = (double)(bench_counted_peak() - before) / points;
     double built = (double)(bench_counted_live() - before) / points;
@@ -85,12 +72,12 @@ static void one_round(FILE *csv, unsigned members, unsigned vnodes, unsigned pre
     long flt[PUBLISHES];
     for (int k = 0; k < PUBLISHES; k++) {
         uint64_t t = bench_now_ns();
-        double c = thread_cpu_ms();
+        double c = bench_thread_cpu_ms();
         long f = thread_minflt();
         int rc = k % 2 == 0 ? chring_add(r, names[members], 1, NULL)
                             : chring_remove(r, names[members]);
         flt[k] = thread_minflt() - f;
-        cpu[k] = thread_cpu_ms() - c;
+        cpu[k] = bench_thread_cpu_ms() - c;
         ms[k] = (double)(bench_now_ns() - t) / 1e6;
         bench_require(rc == 0, "publish %d", k);
     }
@@ -108,9 +95,9 @@ static void one_round(FILE *csv, unsigned members, unsigned vnodes, unsigned pre
             fresh++;
             fresh_cpu += cpu[k];
         }
-    sleep_ms(50);
+    bench_sleep_ms(50);
     double soon = (double)(bench_counted_live() - before) / points;
-    sleep_ms(950);
+    bench_sleep_ms(950);
     double rest = (double)(bench_counted_live() - before) / points;
     printf("| %u x %u | %u | %d | %.0f / %.0f | %.1f | %.1f | %.1f / %.1f | %.1f / %.1f | "
            "%.1f / %.1f | %d (%.1f ms CPU each) | %.1f | %.1f | %.1f |\n",

@@ -49,12 +49,6 @@ static double clock_ms(clockid_t clock)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&d, NULL);
-}
-
 /* One run, in a child: prints one line. */
 static int run(unsigned members, unsigned vnodes, bool mapped)
 {
@@ -73,7 +67,7 @@ static int run(unsigned members, unsigned vnodes, bool mapped)
     for (unsigned i = 0; i < members; i++)
         feed[i] = (chring_change_t){names[i], 1, NULL};
     bench_require(chring_update(r, feed, members) == 0, "the build");
-    sleep_ms(1000);
+    bench_sleep_ms(1000);
     printf("| %u x %u | %s | %ld |", members, vnodes, mapped ? "mapped (default)" : "malloc",
            resident_mb());
     for (int b = 0; b < BURSTS; b++) {
@@ -89,7 +83,7 @@ static int run(unsigned members, unsigned vnodes, bool mapped)
             worst = t > worst ? t : worst;
             cworst = c > cworst ? c : cworst;
         }
-        sleep_ms(1000);
+        bench_sleep_ms(1000);
         printf(" %ld | %.1f / %.1f, %.1f / %.1f |", resident_mb(), first, cfirst, worst, cworst);
     }
     printf("\n");

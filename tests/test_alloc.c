@@ -686,6 +686,23 @@ Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them, .init = keep_spares
     chring_free(&r);
 }
 
+/* The membership of the large rings below: "node-00000" .. "node-03299" (LARGE_MEMBERS, weight
+ * 1), then one more name, LARGE_NAMES[LARGE_MEMBERS], for the publishes that add it. */
+enum {
+    LARGE_MEMBERS = 3300
+};
+static char LARGE_NAMES[LARGE_MEMBERS + 1][16];
+
+static chring_change_t *large_feed(void)
+{
+    static chring_change_t feed[LARGE_MEMBERS];
+    for (int i = 0; i <= LARGE_MEMBERS; i++)
+        snprintf(LARGE_NAMES[i], sizeof LARGE_NAMES[i], "node-%05d", i);
+    for (int i = 0; i < LARGE_MEMBERS; i++)
+        feed[i] = (chring_change_t){LARGE_NAMES[i], 1, NULL};
+    return feed;
+}
+
 /* ---- a large ring's first publish makes spare blocks ready ------------------------------- */
 
 /* A ring of 3300 members x 160 points, built in one chring_sync with its grace periods over:
@@ -703,14 +720,9 @@ static chring_t *large_ring_built(size_t *before, size_t *block)
 static chring_t *large_ring_built_keeping(size_t *before, size_t *block, unsigned keep)
 {
     enum {
-        MEMBERS = 3300
+        MEMBERS = LARGE_MEMBERS
     };
-    static char names[MEMBERS][16];
-    static chring_change_t feed[MEMBERS];
-    for (int i = 0; i < MEMBERS; i++) {
-        snprintf(names[i], sizeof names[i], "node-%05d", i);
-        feed[i] = (chring_change_t){names[i], 1, NULL};
-    }
+    chring_change_t *feed = large_feed();
     *before = heap_in_use();
     if (*before == 0)
         cr_skip_test("mallinfo2 does not see this process's allocator (a sanitizer's)");
@@ -908,14 +920,9 @@ Test(alloc, with_the_default_allocator_a_ring_at_rest_is_resident_in_its_snapsho
      * process kept one to three blocks more than the ring after bursts (docs/bench.md §11e).  The
      * library maps such blocks itself and unmaps them when it frees them. */
     enum {
-        MEMBERS = 3300
+        MEMBERS = LARGE_MEMBERS
     };
-    static char names[MEMBERS + 1][16];
-    static chring_change_t feed[MEMBERS];
-    for (int i = 0; i <= MEMBERS; i++)
-        snprintf(names[i], sizeof names[i], "node-%05d", i);
-    for (int i = 0; i < MEMBERS; i++)
-        feed[i] = (chring_change_t){names[i], 1, NULL};
+    chring_change_t *feed = large_feed();
     chring_t *r = ring_create(NULL);
     cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
     const chring_snap_t *s = chring_snap_hold(r);
@@ -929,8 +936,8 @@ Test(alloc, with_the_default_allocator_a_ring_at_rest_is_resident_in_its_snapsho
     long limit = rest + block_kb / 2;
     for (int burst = 0; burst < 3; burst++) {
         for (int k = 0; k < 20; k++) {
-            int rc = k % 2 == 0 ? chring_add(r, names[MEMBERS], 1, NULL)
-                                : chring_remove(r, names[MEMBERS]);
+            int rc = k % 2 == 0 ? chring_add(r, LARGE_NAMES[MEMBERS], 1, NULL)
+                                : chring_remove(r, LARGE_NAMES[MEMBERS]);
             cr_assert_eq(rc, 0, "publish %d of burst %d", k, burst);
         }
         rcu_callbacks_done();
@@ -1343,14 +1350,9 @@ Test(alloc, the_spares_a_build_makes_ready_are_there_when_it_returns_and_go_late
      * so a build that takes longer than the trimmer's idle time still returns with them, and
      * the trimmer frees them once they have been idle after it. */
     enum {
-        MEMBERS = 3300
+        MEMBERS = LARGE_MEMBERS
     };
-    static char names[MEMBERS][16];
-    static chring_change_t feed[MEMBERS];
-    for (int i = 0; i < MEMBERS; i++) {
-        snprintf(names[i], sizeof names[i], "node-%05d", i);
-        feed[i] = (chring_change_t){names[i], 1, NULL};
-    }
+    chring_change_t *feed = large_feed();
     chring_allocator_t a = {stalling_alloc, sized_free, NULL};
     cr_assert_eq(chring_set_allocator(&a), 0);
     long long before = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST);
@@ -1395,14 +1397,9 @@ Test(alloc, chring_set_prefault_validates_its_input)
 static long long build_with_prefault(int n, long long *block)
 {
     enum {
-        MEMBERS = 3300
+        MEMBERS = LARGE_MEMBERS
     };
-    static char names[MEMBERS][16];
-    static chring_change_t feed[MEMBERS];
-    for (int i = 0; i < MEMBERS; i++) {
-        snprintf(names[i], sizeof names[i], "node-%05d", i);
-        feed[i] = (chring_change_t){names[i], 1, NULL};
-    }
+    chring_change_t *feed = large_feed();
     chring_allocator_t a = {sized_alloc, sized_free, NULL};
     cr_assert_eq(chring_set_allocator(&a), 0);
     long long before = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST);

@@ -74,22 +74,6 @@ def sanitized():
     return b"__asan_init" in data or b"__tsan_init" in data
 
 
-def vm_kb(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1])
-    return 0
-
-
-def vm_hwm_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
-
-
 def balancer(env, srv, extra=(), threads=1):
     return h.Balancer(env, ["--etcd", srv.url] + list(extra), threads=threads).start()
 
@@ -239,7 +223,7 @@ def test_bounds(env):
         check(st["ring"]["members"] == 6, "ring has %d members" % st["ring"]["members"])
         check(st["etcd"]["refused"] >= 34, "etcd stats %r" % st["etcd"])
         check(st["ring"]["points"] <= 1000000, "ring has %d points" % st["ring"]["points"])
-        hwm = vm_hwm_kb(lb.proc.pid)
+        hwm = h.vm_kb(lb.proc.pid, "VmHWM:")
         log("peak memory of the balancer: %d MiB" % (hwm >> 10))
         check(hwm < 400 << 10, "peak memory %d MiB" % (hwm >> 10))
         lb.stop()
@@ -373,11 +357,11 @@ def test_publish(env):
         pts = st["ring"]["points"]
         rest = REST_BYTES_PER_POINT * pts + MARGIN
         end = time.time() + 10
-        rss = vm_kb(lb.proc.pid, "VmRSS:")
+        rss = h.vm_kb(lb.proc.pid, "VmRSS:")
         while rss * 1024 > rest and time.time() < end:  # replaced snapshots go after a grace period
             time.sleep(0.1)
-            rss = vm_kb(lb.proc.pid, "VmRSS:")
-        hwm = vm_kb(lb.proc.pid, "VmHWM:")
+            rss = h.vm_kb(lb.proc.pid, "VmRSS:")
+        hwm = h.vm_kb(lb.proc.pid, "VmHWM:")
         log("memory at %d points: RSS %.0f MB (%.1f bytes per point), peak %.0f MB (%.1f)" %
             (pts, rss / 1024, rss * 1024 / pts, hwm / 1024, hwm * 1024 / pts))
         if sanitized():  # a sanitizer's shadow (and ASan's quarantine) is its own memory, not ours

@@ -162,16 +162,10 @@ def test_names(env):
 def rss_settled_kb(pid):
     """VmRSS once it has not moved by more than 2 MB over 1 s (the library's trimmer frees
     spares 200 ms after the last publish), at most 20 s of polling."""
-    def rss():
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return 0
-    seen = [rss()]
+    seen = [h.vm_kb(pid, "VmRSS:")]
     for _ in range(200):
         time.sleep(0.1)
-        seen.append(rss())
+        seen.append(h.vm_kb(pid, "VmRSS:"))
         last = seen[-11:]
         if len(last) == 11 and max(last) - min(last) <= 2048:
             break
@@ -252,14 +246,6 @@ def memory_bounds(points, members, spare_blocks, before=0):
     return rest, peak
 
 
-def vm_kb(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1])
-    return 0
-
-
 def test_memory_bound(env):
     with open(h.CHRING_LB, "rb") as f:
         data = f.read()
@@ -292,7 +278,7 @@ def test_memory_bound(env):
             check(st["ring"]["members"] == n + 1, "the SIGHUP's member is not in the ring")
             rest_bound, peak_bound = memory_bounds(st["ring"]["points"], n + 1, 1, before)
         rest = rss_settled_kb(lb.proc.pid) * 1024
-        peak = vm_kb(lb.proc.pid, "VmHWM:") * 1024
+        peak = h.vm_kb(lb.proc.pid, "VmHWM:") * 1024
         points = st["ring"]["points"]
         log("%s: %d points; RSS at rest %.0f MB (%.1f bytes a point, bound %.0f MB), peak %.0f MB "
             "(%.1f, bound %.0f MB)" % (when, points, rest / 2**20, rest / points, rest_bound / 2**20,

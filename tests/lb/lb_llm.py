@@ -406,19 +406,11 @@ def prompt_affinity(env):
             b.close()
 
 
-def vm_hwm_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
-
-
 def prompt_hostile(env):
     be = LLMBackend()
     try:
         lb = h.Balancer(env, ["--backend", be.member, "--key", "prompt", "--threads", "1"], threads=1).start()
-        base = vm_hwm_kb(lb.proc.pid)
+        base = h.vm_kb(lb.proc.pid, "VmHWM:")
         mb = 1 << 20
         bodies = {
             "deep nesting": b"[" * (8 * mb) + b"]" * (8 * mb),
@@ -438,7 +430,7 @@ def prompt_hostile(env):
             check(digest == hashlib.sha256(body).hexdigest() and int(n) == len(body),
                   "%s: not forwarded byte for byte" % name)
             check(lb.alive(), "balancer died on %s" % name)
-        peak = vm_hwm_kb(lb.proc.pid)
+        peak = h.vm_kb(lb.proc.pid, "VmHWM:")
         with open("/proc/%d/maps" % lb.proc.pid) as f:
             sanitized = "libasan" in f.read()  # ASan's allocator keeps freed memory: no bound
         # A 16 MB body is buffered once by the connection, copied once for the parser and its

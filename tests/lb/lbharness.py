@@ -328,6 +328,15 @@ class Client:
             self.c = None
 
 
+def vm_kb(pid, field):
+    """A field of /proc/PID/status in kB ("VmRSS:", "VmHWM:"), 0 if it is not there."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1])
+    return 0
+
+
 def summary(port):
     """The stats listener's summary (GET /_chring/stats?members=0 on 127.0.0.1:port), parsed;
     a failed check unless it answers 200."""
