@@ -137,6 +137,19 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+chring_change_t *bench_member_feed(unsigned members, char (**names)[16])
+{
+    char(*n)[16] = malloc(((size_t)members + 1) * sizeof *n);
+    chring_change_t *feed = malloc(((size_t)members + 1) * sizeof *feed);
+    bench_require(n != NULL && feed != NULL, "memory for %u names", members);
+    for (unsigned i = 0; i <= members; i++)
+        bench_member_name(n[i], sizeof n[i], i);
+    for (unsigned i = 0; i < members; i++)
+        feed[i] = (chring_change_t){n[i], 1, NULL};
+    *names = n;
+    return feed;
+}
+
 void bench_sleep_ms(long ms)
 {
     struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};

@@ -58,6 +58,11 @@ static inline uint64_t bench_cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A membership of `members` names (bench_member_name 0 .. members - 1, weight 1, no udata) and
+ * *names holding them and one name more, (*names)[members], for publishes that add a member.
+ * Exits on allocation failure; free both with free(). */
+chring_change_t *bench_member_feed(unsigned members, char (**names)[16]);
+
 /* Sleeps ms milliseconds (nanosleep; a signal may end it early). */
 void bench_sleep_ms(long ms);
 

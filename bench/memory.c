@@ -40,13 +40,8 @@ static void at_rest(FILE *csv, unsigned members, unsigned vnodes)
     cfg.vnodes = vnodes;
     chring_t *r = NULL;
     bench_require(chring_new(&r, &cfg) == 0, "chring_new");
-    char(*names)[16] = malloc((size_t)(members + 1) * sizeof *names);
-    chring_change_t *feed = malloc((size_t)members * sizeof *feed);
-    bench_require(names != NULL && feed != NULL, "memory for %u names", members);
-    for (unsigned i = 0; i <= members; i++)
-        bench_member_name(names[i], sizeof names[i], i);
-    for (unsigned i = 0; i < members; i++)
-        feed[i] = (chring_change_t){names[i], 1, NULL};
+    char(*names)[16];
+    chring_change_t *feed = bench_member_feed(members, &names);
     long long before = bench_counted_live();
     uint64_t t0 = bench_now_ns();
     bench_require(chring_update(r, feed, members) == 0, "build");

@@ -48,13 +48,8 @@ static void one_round(FILE *csv, unsigned members, unsigned vnodes, unsigned pre
     chring_t *r = NULL;
     bench_require(chring_new(&r, &cfg) == 0, "chring_new");
     bench_require(chring_set_prefault(r, prefault) == 0, "chring_set_prefault(%u)", prefault);
-    char(*names)[16] = malloc((size_t)(members + 1) * sizeof *names);
-    chring_change_t *feed = malloc((size_t)members * sizeof *feed);
-    bench_require(names != NULL && feed != NULL, "memory for %u names", members);
-    for (unsigned i = 0; i <= members; i++)
-        bench_member_name(names[i], sizeof names[i], i);
-    for (unsigned i = 0; i < members; i++)
-        feed[i] = (chring_change_t){names[i], 1, NULL};
+    char(*names)[16];
+    chring_change_t *feed = bench_member_feed(members, &names);
     double points = (double)members * vnodes;
 
     long long before = bench_counted_settled();

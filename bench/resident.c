@@ -59,13 +59,8 @@ static int run(unsigned members, unsigned vnodes, bool mapped)
     cfg.vnodes = vnodes;
     chring_t *r = NULL;
     bench_require(chring_new(&r, &cfg) == 0, "chring_new");
-    char(*names)[24] = malloc(((size_t)members + 1) * sizeof *names);
-    chring_change_t *feed = malloc((size_t)members * sizeof *feed);
-    bench_require(names != NULL && feed != NULL, "out of memory");
-    for (unsigned i = 0; i <= members; i++)
-        bench_member_name(names[i], sizeof names[i], i);
-    for (unsigned i = 0; i < members; i++)
-        feed[i] = (chring_change_t){names[i], 1, NULL};
+    char(*names)[16];
+    chring_change_t *feed = bench_member_feed(members, &names);
     bench_require(chring_update(r, feed, members) == 0, "the build");
     bench_sleep_ms(1000);
     printf("| %u x %u | %s | %ld |", members, vnodes, mapped ? "mapped (default)" : "malloc",
