@@ -342,23 +342,24 @@ CHRING_API int chring_new(chring_t **out, const chring_config_t *cfg);
 CHRING_API void chring_free(chring_t **r);
 
 /* Frees the spare blocks the ring keeps for its next publishes, now.  What a ring holds: its
- * current snapshot (12 bytes a point, the index 8 more, 6 with more than 65,535 members or
- * the haproxy and varnish profiles past 2^19 points, 36 bytes a member) and its members (a
- * 128-byte slot each for a name of up to 13 bytes, else 114 bytes and the name on a cache line;
- * 112 more for one that ramps, reports or flaps),
- * plus, for a while, spare blocks of replaced snapshots (a large ring's build makes up to five
- * ready for a burst, chring_set_prefault; a burst of back-to-back changes leaves up to six) and the blocks of replaced
- * snapshots until their grace period ends (a burst) or their holders put them (docs/design.md
- * §4, "At rest", "What a member costs").  Without this call a spare that no publish took for 200 ms is freed by a thread of the
- * ring's own (the environment variable CHRING_SPARE_IDLE_MS sets the time, 0 keeps the spares),
- * so a second after its last publish a ring holds its snapshot and members alone
- * (docs/design.md §4, "At rest"), or those and the spares chring_set_spares_at_rest keeps.
- * With the default allocator a block of 8 MB or more is mapped by the library and unmapped when
+ * current snapshot (12 bytes a point, the index 8 more, 6 with more than 65,535 members or the
+ * haproxy and varnish profiles past 2^19 points, 36 bytes a member) and its members (a 128-byte
+ * slot each for a name of up to 13 bytes, else 114 bytes and the name on a cache line; 112 more
+ * for one that ramps, reports or flaps), plus, for a while, spare blocks of replaced snapshots
+ * (a large ring's build makes up to five ready for a burst, chring_set_prefault; a burst of
+ * back-to-back changes leaves up to six) and the blocks of replaced snapshots until their grace
+ * period ends (a burst) or their holders put them (docs/design.md §4, "At rest", "What a member
+ * costs").  Without this call a spare that no publish took for 200 ms is freed by a thread of
+ * the ring's own (the environment variable CHRING_SPARE_IDLE_MS sets the time, 0 keeps the
+ * spares), so a second after its last publish a ring holds its snapshot and members alone
+ * (docs/design.md §4, "At rest"), or those and the spares chring_set_spares_at_rest keeps.  With
+ * the default allocator a block of 8 MB or more is mapped by the library and unmapped when
  * freed, so the process's resident memory comes down with it (CHRING_MAP_BLOCKS=0 in the
- * environment leaves blocks to malloc, which may keep them resident).  After this call the next publish allocates its snapshot afresh, paying the page faults the
- * spares save.  Returns 0; -EINVAL for r NULL.  Any thread,
- * also inside a read section (it waits only for the ring's trimmer, if one runs, to stop) and
- * concurrently with a publish (a block a publish is about to reuse stays out of reach). */
+ * environment leaves blocks to malloc, which may keep them resident).  After this call the next
+ * publish allocates its snapshot afresh, paying the page faults the spares save.  Returns 0;
+ * -EINVAL for r NULL.  Any thread, also inside a read section (it waits only for the ring's
+ * trimmer, if one runs, to stop) and concurrently with a publish (a block a publish is about to
+ * reuse stays out of reach). */
 CHRING_API int chring_trim(chring_t *r);
 
 /* How many spare blocks the ring keeps at rest: the ring's trimmer, which frees the spares no

@@ -59,7 +59,7 @@ void chring__free(void *p)
  * the kernel at once.  Through malloc such a block stays in the process: glibc serves requests
  * below its mmap threshold (raised up to 32 MiB by every mapped chunk it frees) from its heap,
  * and keeps freed heap memory resident.  Measured (docs/bench.md §11e): the resident set a
- * second after three bursts of 20 publishes was 84-177 MB at 100,000 x 16 and 65-97 MB at
+ * second after three bursts of 20 publishes was 84-177 MB at 100,000 x 16 and 65-158 MB at
  * 10,000 x 160 where the library held 46 and 34.  With an installed allocator (a test hook) every
  * block goes through it; an allocator is installed while no ring exists (chring.h), so a block
  * is freed the way it was allocated.  Under AddressSanitizer blocks stay malloc's, whose

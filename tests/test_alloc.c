@@ -836,17 +836,28 @@ Test(alloc, large_ring_keeps_five_spares_through_slow_publishes_and_frees_the_su
 
 /* ---- a ring at rest gives its spares back ------------------------------------------------ */
 
-/* Waits (at most 20 s, polling every 10 ms) until the heap in use is below `limit`; returns the
- * last figure. */
-static size_t heap_settles_below(size_t limit)
+/* Waits (at most 20 s, polling every 10 ms) until what amount() reads is below `limit`; returns
+ * the last figure.  A hang detector: the ring's trimmer frees spares 200 ms after they were last
+ * idle. */
+static long long settles_below(long long (*amount)(void), long long limit)
 {
     struct timespec tick = {0, 10000000};
-    size_t now = heap_in_use();
+    long long now = amount();
     for (int polls = 0; polls < 2000 && now >= limit; polls++) {
         nanosleep(&tick, NULL);
-        now = heap_in_use();
+        now = amount();
     }
     return now;
+}
+
+static long long heap_now(void)
+{
+    return (long long)heap_in_use();
+}
+
+static size_t heap_settles_below(size_t limit)
+{
+    return (size_t)settles_below(heap_now, (long long)limit);
 }
 
 Test(alloc, a_large_ring_at_rest_gives_its_spares_back_with_no_call, .timeout = 120)
@@ -881,13 +892,13 @@ Test(alloc, a_large_ring_at_rest_gives_its_spares_back_with_no_call, .timeout = 
 
 /* ---- a large block goes back to the kernel when it is freed -------------------------------- */
 
-static long resident_kb(void)
+static long long resident_kb(void)
 {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
-    long kb = -1;
+    long long kb = -1;
     while (f != NULL && fgets(line, sizeof line, f) != NULL)
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+        if (sscanf(line, "VmRSS: %lld kB", &kb) == 1)
             break;
     if (f != NULL)
         fclose(f);
@@ -899,25 +910,12 @@ static void map_blocks(void)
     unsetenv("CHRING_MAP_BLOCKS");
 }
 
-/* The resident set once it has come down to limit_kb, polled for up to 10 s (a hang detector:
- * the trimmer frees the spares 200 ms after the last publish). */
-static long resident_settles_below(long limit_kb)
-{
-    struct timespec tick = {0, 10000000};
-    long now = resident_kb();
-    for (int polls = 0; polls < 1000 && now >= limit_kb; polls++) {
-        nanosleep(&tick, NULL);
-        now = resident_kb();
-    }
-    return now;
-}
-
 Test(alloc, with_the_default_allocator_a_ring_at_rest_is_resident_in_its_snapshot_alone,
      .init = map_blocks, .timeout = 120)
 {
     /* With malloc, blocks under its mmap threshold (raised to the size of each mapped block it
      * frees, up to 32 MiB) come from its heap, and a block the trimmer frees stays resident: the
-     * process kept one to three blocks more than the ring after bursts (docs/bench.md §11e).  The
+     * process kept one to four blocks more than the ring after bursts (docs/bench.md §11e).  The
      * library maps such blocks itself and unmaps them when it frees them. */
     enum {
         MEMBERS = LARGE_MEMBERS
@@ -926,14 +924,14 @@ Test(alloc, with_the_default_allocator_a_ring_at_rest_is_resident_in_its_snapsho
     chring_t *r = ring_create(NULL);
     cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
     const chring_snap_t *s = chring_snap_hold(r);
-    long block_kb = (long)(chring_snap_points(s) * (sizeof(uint64_t) + sizeof(uint32_t) + 8) / 1024);
+    long long block_kb = (long long)(chring_snap_points(s) * (sizeof(uint64_t) + sizeof(uint32_t) + 8) / 1024);
     chring_snap_put(r, s);
     rcu_callbacks_done();
-    long built = resident_kb();
+    long long built = resident_kb();
     cr_assert_gt(built, 0, "VmRSS readable");
     /* The build's spares go 200 ms after it; then the ring and the process's own. */
-    long rest = resident_settles_below(built - block_kb);
-    long limit = rest + block_kb / 2;
+    long long rest = settles_below(resident_kb, built - block_kb);
+    long long limit = rest + block_kb / 2;
     for (int burst = 0; burst < 3; burst++) {
         for (int k = 0; k < 20; k++) {
             int rc = k % 2 == 0 ? chring_add(r, LARGE_NAMES[MEMBERS], 1, NULL)
@@ -941,10 +939,10 @@ Test(alloc, with_the_default_allocator_a_ring_at_rest_is_resident_in_its_snapsho
             cr_assert_eq(rc, 0, "publish %d of burst %d", k, burst);
         }
         rcu_callbacks_done();
-        long now = resident_settles_below(limit);
+        long long now = settles_below(resident_kb, limit);
         cr_assert_lt(now, limit,
-                     "10 s after burst %d the process is resident in %ld kB, %ld more than at rest "
-                     "after the build (a block: about %ld kB)",
+                     "20 s after burst %d the process is resident in %lld kB, %lld more than at "
+                     "rest after the build (a block: about %lld kB)",
                      burst, now, now - rest, block_kb);
     }
     chring_free(&r);
@@ -1331,15 +1329,9 @@ static void idle_shorter_than_the_build(void)
     setenv("CHRING_SPARE_IDLE_MS", STALL_IDLE_MS, 1);
 }
 
-/* Waits (at most 20 s, polling every 10 ms) until fewer than limit bytes are live. */
-static long long sized_settles_below(long long limit)
+static long long sized_now(void)
 {
-    long long now = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST);
-    for (int polls = 0; polls < 2000 && now >= limit; polls++) {
-        pause_ms(10);
-        now = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST);
-    }
-    return now;
+    return __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST);
 }
 
 Test(alloc, the_spares_a_build_makes_ready_are_there_when_it_returns_and_go_later,
@@ -1368,7 +1360,7 @@ Test(alloc, the_spares_a_build_makes_ready_are_there_when_it_returns_and_go_late
                   "spares (a block: about %lld); the spares it made ready were freed while it "
                   "ran",
                   built, block);
-    long long rest = sized_settles_below(before + block * 3 / 2) - before;
+    long long rest = settles_below(sized_now, before + block * 3 / 2) - before;
     cr_assert_lt(rest, block * 3 / 2,
                  "20 s after the build the ring holds %lld bytes: more than its one snapshot (a "
                  "block: about %lld)",

@@ -66,14 +66,6 @@ PEAK_BYTES_PER_POINT = 192
 MARGIN = 64 << 20
 
 
-def sanitized():
-    """True for a chring-lb built with AddressSanitizer (.ci/steps/40-lb-asan.sh) or
-    ThreadSanitizer (.ci/steps/41-lb-tsan.sh): both map shadow memory of their own."""
-    with open(h.CHRING_LB, "rb") as f:
-        data = f.read()
-    return b"__asan_init" in data or b"__tsan_init" in data
-
-
 def balancer(env, srv, extra=(), threads=1):
     return h.Balancer(env, ["--etcd", srv.url] + list(extra), threads=threads).start()
 
@@ -364,7 +356,7 @@ def test_publish(env):
         hwm = h.vm_kb(lb.proc.pid, "VmHWM:")
         log("memory at %d points: RSS %.0f MB (%.1f bytes per point), peak %.0f MB (%.1f)" %
             (pts, rss / 1024, rss * 1024 / pts, hwm / 1024, hwm * 1024 / pts))
-        if sanitized():  # a sanitizer's shadow (and ASan's quarantine) is its own memory, not ours
+        if h.sanitized():  # a sanitizer's shadow (and ASan's quarantine) is its own memory, not ours
             log("a sanitizer build: the memory bounds are not checked")
         else:
             check(rss * 1024 <= rest, "RSS %.0f MB at rest, above %.0f MB" % (rss / 1024, rest / 2**20))

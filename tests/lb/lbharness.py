@@ -328,6 +328,14 @@ class Client:
             self.c = None
 
 
+def sanitized():
+    """True for a chring-lb built with AddressSanitizer (.ci/steps/40-lb-asan.sh) or
+    ThreadSanitizer (.ci/steps/41-lb-tsan.sh): both map shadow memory of their own."""
+    with open(CHRING_LB, "rb") as f:
+        data = f.read()
+    return b"__asan_init" in data or b"__tsan_init" in data
+
+
 def vm_kb(pid, field):
     """A field of /proc/PID/status in kB ("VmRSS:", "VmHWM:"), 0 if it is not there."""
     with open("/proc/%d/status" % pid) as f:
