@@ -55,7 +55,7 @@ static inline void prefetch_points(const chring_snap_t *s, uint64_t h64)
         BATCH_PREFETCH(&s->slot_member[e & CHRING_INDEX_POINT]);
     } else {
         BATCH_PREFETCH(&s->pos[e]);
-        BATCH_PREFETCH(&s->owner[e]);
+        BATCH_PREFETCH(s->owner + (size_t)e * s->owner_w);
     }
 }
 

@@ -31,9 +31,9 @@
 
 struct breaks {
     const chring_snap_t *s;
-    uint64_t max;   /* 2^bits - 1 */
-    bool nearest;   /* the profile's rule */
-    size_t i;       /* the next point (the first of its position) */
+    uint64_t max;    /* 2^bits - 1 */
+    bool nearest;    /* the profile's rule */
+    size_t i;        /* the next point (the first of its position) */
     uint64_t q0, qL; /* first and last positions */
     uint64_t lead[3], trail[2], pend[3];
     unsigned nlead, ilead, ntrail, itrail, npend, ipend;
@@ -153,7 +153,7 @@ static const chring_member_t *owner_at(const chring_snap_t *s, uint64_t h)
     if (s->npoints == 0)
         return NULL;
     size_t i = chring__start(s, h << s->prof.shift);
-    return s->slot_member[s->owner[i]];
+    return s->slot_member[chring__owner(s, i)];
 }
 
 static bool same_name(const chring_member_t *a, const chring_member_t *b)
@@ -329,7 +329,7 @@ double chring_member_share(const chring_snap_t *s, const chring_member_t *m)
     uint32_t slot = s->member_slot[j];
     double share = 0.0;
     for (size_t i = 0; i < s->npoints; i++) {
-        if (s->owner[i] != slot)
+        if (chring__owner(s, i) != slot)
             continue;
         bool full;
         uint64_t arc = arc_before(s, i, &full);
@@ -366,7 +366,8 @@ double chring_snap_moved(const chring_snap_t *a, const chring_snap_t *b)
         /* Keys [0, q] for the first interval, (prev, q] afterwards. */
         uint64_t len = first ? q : q - prev;
         bool extra_one = first; /* [0, q] holds q + 1 keys */
-        if (!same_name(a->slot_member[a->owner[oa]], b->slot_member[b->owner[ob]])) {
+        if (!same_name(a->slot_member[chring__owner(a, oa)],
+                       b->slot_member[chring__owner(b, ob)])) {
             uint64_t before = moved_lo;
             moved_lo += len;
             moved_hi += moved_lo < before;
@@ -384,7 +385,7 @@ double chring_snap_moved(const chring_snap_t *a, const chring_snap_t *b)
             ib++;
     }
     /* The wrap interval (prev, 2^64): both owners are their first points. */
-    if (!same_name(a->slot_member[a->owner[0]], b->slot_member[b->owner[0]])) {
+    if (!same_name(a->slot_member[chring__owner(a, 0)], b->slot_member[chring__owner(b, 0)])) {
         uint64_t len = UINT64_MAX - prev; /* keys prev+1 .. 2^64-1 */
         uint64_t before = moved_lo;
         moved_lo += len;

@@ -64,7 +64,7 @@ static inline const chring_member_t *chring__owner_of(const chring_snap_t *s, ui
  * the line that holds the ring's published pointer. */
 static inline const chring_member_t *chring__owner_up(const chring_snap_t *s, size_t i)
 {
-    const chring_member_t *m = s->slot_member[s->owner[i]];
+    const chring_member_t *m = s->slot_member[chring__owner(s, i)];
     if (CHRING_LIKELY(CHRING_LOAD_64(&s->health->alive_down) == 0))
         return m;
     /* Some member is down: the owner's own flag first (a key whose owner is up pays one load of
@@ -99,7 +99,7 @@ static inline const chring_member_t *chring__owner_of(const chring_snap_t *s, ui
     } else {
         /* The owner of the bucket's first point is the answer or next to it: its line is
          * fetched while the positions are compared, one miss in parallel instead of after. */
-        CHRING_PREFETCH(&s->owner[e]);
+        CHRING_PREFETCH(s->owner + (size_t)e * s->owner_w);
     }
     return chring__owner_up(s, chring__start(s, h64));
 }

@@ -88,9 +88,9 @@ static size_t line_encode(chring_snap_t *s, size_t b, size_t i)
     l->first = (uint32_t)i | (count > CHRING_LINE_POINTS ? CHRING_LINE_FULL : 0);
     for (size_t e = 0; e < listed; e++) {
         l->off[e] = chring__line_off(s, s->pos[i + e]);
-        l->slot[e] = (uint16_t)s->owner[i + e];
+        l->slot[e] = (uint16_t)chring__owner(s, i + e);
     }
-    uint16_t next = (uint16_t)s->owner[end == n ? 0 : end];
+    uint16_t next = (uint16_t)chring__owner(s, end == n ? 0 : end);
     for (size_t e = listed; e < CHRING_LINE_ENTRIES; e++) {
         l->off[e] = CHRING_LINE_PAD;
         l->slot[e] = next;
@@ -180,7 +180,7 @@ static void lines_shift(chring_snap_t *s, const chring_snap_t *prev, const uint6
 static uint32_t empty_entry(const chring_snap_t *s, size_t b, size_t nb, size_t first, bool slots)
 {
     if (slots && nb - b <= CHRING_INDEX_REACH)
-        return CHRING_INDEX_SLOT | s->owner[first == s->npoints ? 0 : first];
+        return CHRING_INDEX_SLOT | chring__owner(s, first == s->npoints ? 0 : first);
     return (uint32_t)first;
 }
 

@@ -24,8 +24,8 @@
 #define CHRING_TWO_POW_64 18446744073709551616.0
 
 /* Validity words: set at creation, poisoned just before the memory is freed. */
-#define CHRING_MEMBER_MAGIC UINT32_C(0x6368726d)         /* "chrm" */
-#define CHRING_SNAP_MAGIC UINT64_C(0x636872736e617073)   /* "chrsnaps" */
+#define CHRING_MEMBER_MAGIC UINT32_C(0x6368726d)       /* "chrm" */
+#define CHRING_SNAP_MAGIC UINT64_C(0x636872736e617073) /* "chrsnaps" */
 #define CHRING_POISON UINT64_C(0xdeadbeefdeadbeef)
 
 /* ---- structures --------------------------------------------------------------------------- */
@@ -169,7 +169,7 @@ struct chring_prof {
  * A spare that no publish took for CHRING_SPARE_IDLE_NS is freed by the ring's trimmer, a
  * thread that runs while the cache holds spares (docs/design.md §4, "Spare blocks"). */
 #define CHRING_SPARES 6
-#define CHRING_PREFAULT 5  /* spares a large ring's first publish makes ready, at most */
+#define CHRING_PREFAULT 5 /* spares a large ring's first publish makes ready, at most */
 /* ... while they stay within this many bytes, but at least CHRING_PREFAULT_MIN (prefault_count,
  * snap_block.c) */
 #define CHRING_PREFAULT_BYTES ((size_t)384 << 20)
@@ -206,7 +206,7 @@ struct chring_blocks {
  * it joins, is dropped once every snapshot published while it was listed is destroyed, and a
  * publish takes and drops references on the members it changes only. */
 struct chring_chain {
-    uint64_t refs; /* its snapshot's, and the previous node's */
+    uint64_t refs;             /* its snapshot's, and the previous node's */
     struct chring_chain *next; /* written once, by the writer, at the next publish */
     chring_snap_t *snap;       /* its snapshot: read only while the snapshot's reference holds */
     size_t ngone;
@@ -250,10 +250,17 @@ struct chring_snap {
     uint32_t *slot_rank; /* the member's rank (index in members) */
 
     size_t npoints;
-    uint64_t *pos;   /* sorted by (position, member name), shifted to 64 bits; pos[npoints] to
+    uint64_t *pos; /* sorted by (position, member name), shifted to 64 bits; pos[npoints] to
                         pos[npoints + CHRING_SENTINELS - 1] are the search's sentinels,
                         UINT64_MAX */
-    uint32_t *owner; /* slot of each point's member */
+    /* The slot of each point's member: owner_w bytes a point, little-endian, as few as the
+     * slots need (chring__owner_width: 2 bytes up to 65,536 slots, 3 up to 2^24, else 4), read
+     * with chring__owner and written with chring__owner_set (below); CHRING_OWNER_PAD bytes
+     * follow the last, so that the 4-byte load that reads one stays in the block.  At 10,000 x
+     * 160 two bytes a point fewer than a uint32_t array (docs/bench.md §11f). */
+    unsigned char *owner;
+    uint32_t owner_w;    /* 2, 3 or 4 */
+    uint32_t owner_mask; /* the low owner_w bytes of a 32-bit word */
 
     /* The snapshot index (src/index.h: its picture, invariants and search).
      * Prefix-bucket index, b in [0, nbuckets]: a position h is in bucket chring__bucket(s, h)
@@ -283,6 +290,38 @@ struct chring_snap {
     uint64_t rep_until_ns;
     uint64_t rep_sum;
 };
+
+/* Point owners (struct chring_snap's owner): the bytes a slot takes in a snapshot of nslots
+ * slots, and the padding after the array. */
+#define CHRING_OWNER_PAD 4
+static inline uint32_t chring__owner_width(size_t nslots)
+{
+    return nslots <= ((size_t)1 << 16) ? 2 : nslots <= ((size_t)1 << 24) ? 3 : 4;
+}
+
+/* The slot of point i's member: one unaligned 4-byte load and a mask (no branch on the width),
+ * which the padding keeps inside the block for the last point. */
+static inline uint32_t chring__owner(const chring_snap_t *s, size_t i)
+{
+    uint32_t v;
+    memcpy(&v, s->owner + i * s->owner_w, sizeof v);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    return v & s->owner_mask;
+}
+
+/* Writes the slot of point i's member (slot < nslots, so it fits owner_w bytes).  Writers. */
+static inline void chring__owner_set(chring_snap_t *s, size_t i, uint32_t slot)
+{
+    unsigned char *p = s->owner + i * s->owner_w;
+    p[0] = (unsigned char)slot;
+    p[1] = (unsigned char)(slot >> 8);
+    if (s->owner_w > 2)
+        p[2] = (unsigned char)(slot >> 16);
+    if (s->owner_w > 3)
+        p[3] = (unsigned char)(slot >> 24);
+}
 
 /* The members removed while their leases were out (ghost.c), newest first, so that a name added
  * again counts them (a flap).  Its own lock, which a last release may take: never the writers'. */

@@ -228,7 +228,7 @@ static inline int place(chring_t *r, uint64_t h64, bool hashed, const void *key,
         h64 <<= s->prof.shift; /* bits above the profile's width fall off */
     struct chring__walk walk;
     chring__walk_start(&walk, s, chring__start(s, h64));
-    const uint32_t owner = s->owner[walk.i];
+    const uint32_t owner = chring__owner(s, walk.i);
 
     /* m is read only when a loaded member must be judged: a member with load 0 is below every
      * capacity of a member whose scale is above 0 (c * (m + 1) * e / E > 0, so cap >= 1), which

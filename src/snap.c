@@ -100,7 +100,7 @@ int chring_snap_point(const chring_snap_t *s, size_t i, uint64_t *pos, const chr
     if (pos != NULL)
         *pos = s->pos[i] >> s->prof.shift;
     if (m != NULL)
-        *m = s->slot_member[s->owner[i]];
+        *m = s->slot_member[chring__owner(s, i)];
     return 0;
 }
 
@@ -126,7 +126,7 @@ int chring_snap_check(const chring_snap_t *s)
     /* A bounded sample of the points: in order and owned by a listed member. */
     size_t step = s->npoints / 64 + 1;
     for (size_t i = 0; i < s->npoints; i += step) {
-        if (s->owner[i] >= s->nslots || s->slot_member[s->owner[i]] == NULL)
+        if (chring__owner(s, i) >= s->nslots || s->slot_member[chring__owner(s, i)] == NULL)
             return -EINVAL;
         if (i > 0 && s->pos[i - 1] > s->pos[i])
             return -EINVAL;

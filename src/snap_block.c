@@ -50,6 +50,8 @@ const chring_snap_t chring__empty_snap = {
              .shift = 0,
              .vnodes = CHRING_DEFAULT_VNODES},
     .nbuckets = 2,
+    .owner_w = 2,
+    .owner_mask = 0xffff,
 };
 
 /* ---- the spare-block cache ---------------------------------------------------------------- */
@@ -532,8 +534,8 @@ static size_t align_up(size_t x, size_t a)
     return (x + a - 1) & ~(a - 1);
 }
 
-/* Pointer arrays first, then the 64-bit positions, then the 32-bit arrays: each stays aligned.
- * The lines of a line index come last, with room to start them on a cache line wherever the
+/* Pointer arrays first, then the 64-bit positions, then the 32-bit arrays, then the owners
+ * (owner_w bytes a point and the padding), then the index: each stays aligned.  The lines of a line index come last, with room to start them on a cache line wherever the
  * block starts (chring__snap_alloc). */
 static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, size_t nbuckets,
                                 bool lines)
@@ -557,8 +559,8 @@ static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, 
     l.slot_rank_off = at;
     at += nslots * sizeof(uint32_t);
     l.owner_off = at;
-    at += npoints * sizeof(uint32_t);
-    l.index_off = at;
+    at += npoints * chring__owner_width(nslots) + CHRING_OWNER_PAD;
+    l.index_off = at = align_up(at, sizeof(uint32_t));
     if (lines)
         at += (nbuckets + 1) * sizeof(struct chring_line) + CHRING_CACHELINE - 1;
     else
@@ -598,7 +600,10 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
     s->slot_weight = (uint32_t *)(void *)(block + l.slot_weight_off);
     s->slot_rank = (uint32_t *)(void *)(block + l.slot_rank_off);
     s->pos = (uint64_t *)(void *)(block + l.pos_off);
-    s->owner = (uint32_t *)(void *)(block + l.owner_off);
+    s->owner = (unsigned char *)(block + l.owner_off);
+    s->owner_w = chring__owner_width(nslots);
+    s->owner_mask = s->owner_w == 4 ? UINT32_MAX : (UINT32_C(1) << (8 * s->owner_w)) - 1;
+    memset(s->owner + npoints * s->owner_w, 0, CHRING_OWNER_PAD); /* read, masked off */
     s->npoints = npoints;
     s->nbuckets = nbuckets;
     if (lines) {
@@ -725,7 +730,7 @@ void chring__chain_settle(struct chring_blocks *blocks, chring_snap_t *last)
 {
     struct chring_chain *oldest = CHRING_LOAD_PTR(&blocks->oldest);
     if (last->chain == NULL)
-        return; /* no member was ever published */
+        return;                  /* no member was ever published */
     if (oldest == last->chain) { /* every snapshot before last is gone: the common case */
         members_unref(last->members, last->nmembers);
         return;

@@ -51,8 +51,9 @@ static void positions_of(const chring_snap_t *s, size_t j, uint64_t count, uint6
     s->prof.desc->positions(&s->prof, m->name, m->name_len, count, out);
 }
 
-/* Every member's points, in name order, shifted; returns how many. */
-static size_t generate_all(chring_snap_t *s, const uint32_t *counts)
+/* Every member's points, in name order, shifted, their owners' slots (ranks: identity_slots)
+ * into owner; returns how many. */
+static size_t generate_all(chring_snap_t *s, const uint32_t *counts, uint32_t *owner)
 {
     size_t at = 0;
     for (size_t j = 0; j < s->nmembers; j++) {
@@ -60,7 +61,7 @@ static size_t generate_all(chring_snap_t *s, const uint32_t *counts)
         positions_of(s, j, count, s->pos + at);
         for (uint64_t i = 0; i < count; i++) {
             s->pos[at + i] <<= s->prof.shift;
-            s->owner[at + i] = (uint32_t)j;
+            owner[at + i] = (uint32_t)j;
         }
         s->member_points[j] = (uint32_t)count;
         at += count;
@@ -72,7 +73,7 @@ static size_t generate_all(chring_snap_t *s, const uint32_t *counts)
  * then placed member by member in join order, each member's points in index order; a position
  * already taken is skipped.  Returns the points placed. */
 static size_t place_skip_taken(chring_snap_t *s, const uint32_t *counts, uint64_t *raw,
-                               uint64_t *start, uint32_t *order)
+                               uint64_t *start, uint32_t *order, uint32_t *owner)
 {
     uint64_t at = 0;
     for (size_t j = 0; j < s->nmembers; j++) {
@@ -94,7 +95,7 @@ static size_t place_skip_taken(chring_snap_t *s, const uint32_t *counts, uint64_
                 continue;
             taken[p / 64] |= UINT64_C(1) << (p % 64);
             s->pos[placed] = p << s->prof.shift;
-            s->owner[placed] = j;
+            owner[placed] = j;
             placed++;
             mine++;
         }
@@ -105,18 +106,18 @@ static size_t place_skip_taken(chring_snap_t *s, const uint32_t *counts, uint64_
 
 /* CHRING_COLLIDE_KEEP_FIRST on sorted points: of equal positions only the first (by name) stays.
  * Returns the points kept. */
-static size_t keep_first(chring_snap_t *s, size_t npoints)
+static size_t keep_first(chring_snap_t *s, size_t npoints, uint32_t *owner)
 {
     if (npoints == 0)
         return 0;
     size_t kept = 1;
     for (size_t i = 1; i < npoints; i++) {
         if (s->pos[i] == s->pos[kept - 1]) {
-            s->member_points[s->owner[i]]--;
+            s->member_points[owner[i]]--;
             continue;
         }
         s->pos[kept] = s->pos[i];
-        s->owner[kept] = s->owner[i];
+        owner[kept] = owner[i];
         kept++;
     }
     return kept;
@@ -132,9 +133,10 @@ static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chri
     bool skip_taken = prof->desc->collide == CHRING_COLLIDE_SKIP_TAKEN;
     chring_snap_t *s = chring__snap_alloc(blocks, prof, members, weights, nmembers, nmembers,
                                           total_weight, npoints, 0);
-    /* Scratch: the sort's second buffer; for skip-taken also the join order and offsets.
+    /* Scratch: the owners as 32-bit slots and the sort's second buffer (the snapshot's owners
+     * are narrower: written once sorted); for skip-taken also the join order and offsets.
      * 64-bit arrays first, then the 32-bit ones: every array stays aligned. */
-    size_t scratch_size = npoints * (sizeof(uint64_t) + sizeof(uint32_t)) +
+    size_t scratch_size = npoints * (sizeof(uint64_t) + 2 * sizeof(uint32_t)) +
                           (skip_taken ? nmembers * (sizeof(uint32_t) + sizeof(uint64_t)) : 0);
     char *scratch = s == NULL ? NULL : chring__alloc(scratch_size);
     if (s == NULL || scratch == NULL) {
@@ -146,19 +148,22 @@ static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chri
     uint64_t *tpos = (uint64_t *)(void *)scratch;
     uint64_t *start = tpos + npoints; /* skip-taken only */
     uint32_t *towner = (uint32_t *)(void *)(start + (skip_taken ? nmembers : 0));
-    uint32_t *order = towner + npoints; /* skip-taken only */
+    uint32_t *owner = towner + npoints;
+    uint32_t *order = owner + npoints; /* skip-taken only */
 
     identity_slots(s);
     if (skip_taken)
-        npoints = place_skip_taken(s, counts, tpos, start, order);
+        npoints = place_skip_taken(s, counts, tpos, start, order, owner);
     else
-        npoints = generate_all(s, counts);
+        npoints = generate_all(s, counts, owner);
     /* Generated in name order (skip-taken: no equal positions), so the stable sort orders equal
      * positions by name. */
-    chring__sort_points(npoints, s->pos, s->owner, tpos, towner);
+    chring__sort_points(npoints, s->pos, owner, tpos, towner);
     if (prof->desc->collide == CHRING_COLLIDE_KEEP_FIRST)
-        npoints = keep_first(s, npoints);
+        npoints = keep_first(s, npoints, owner);
     s->npoints = npoints;
+    for (size_t i = 0; i < npoints; i++)
+        chring__owner_set(s, i, owner[i]);
     chring__index_build(s);
 
     chring__free(scratch);

@@ -162,7 +162,7 @@ static bool find_dropped(struct merge *g)
             continue; /* the run of points at this position was listed once */
         size_t i = chring__pos_search(prev->pos, cursor, prev->npoints, gpos[k]);
         for (; i < prev->npoints && prev->pos[i] == gpos[k]; i++) {
-            if (!g->drop[prev->owner[i]])
+            if (!g->drop[chring__owner(prev, i)])
                 continue;
             if (found == n) {
                 exact = false;
@@ -189,11 +189,25 @@ static void list_dropped(struct merge *g)
     if (g->gone > 0 && g->gone * 64 <= prev->npoints && find_dropped(g))
         return;
     for (size_t i = 0; g->gone > 0 && i < prev->npoints; i++) {
-        if (g->drop[prev->owner[i]]) {
+        if (g->drop[chring__owner(prev, i)]) {
             g->removed[g->ndropped] = prev->pos[i];
             g->dropped[g->ndropped++] = i;
         }
     }
+}
+
+/* The owners of n points of prev from point from, to s from point to: the bytes as they are
+ * while the two snapshots' owners are as wide (the usual case: the width changes only when the
+ * slots cross 65,536 or 2^24), else slot by slot. */
+static void copy_owners(chring_snap_t *s, size_t to, const chring_snap_t *prev, size_t from,
+                        size_t n)
+{
+    if (s->owner_w == prev->owner_w) {
+        memcpy(s->owner + to * s->owner_w, prev->owner + from * prev->owner_w, n * s->owner_w);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        chring__owner_set(s, to + i, chring__owner(prev, from + i));
 }
 
 /* 4. Before each fresh point, the old points ordered before it (by position, then member name)
@@ -208,15 +222,15 @@ static void weave(struct merge *g, chring_snap_t *s)
             /* The first old point ordered after (fpos[k], its member's name). */
             size_t lo = chring__pos_search(prev->pos, cursor, prev->npoints, g->fpos[k]);
             while (lo < prev->npoints && prev->pos[lo] == g->fpos[k] &&
-                   (g->drop[prev->owner[lo]] ||
-                    s->slot_rank[prev->owner[lo]] < s->slot_rank[g->fowner[k]]))
+                   (g->drop[chring__owner(prev, lo)] ||
+                    s->slot_rank[chring__owner(prev, lo)] < s->slot_rank[g->fowner[k]]))
                 lo++;
             end = lo;
         }
         while (cursor < end) {
             size_t stop = kd < g->ndropped && g->dropped[kd] < end ? g->dropped[kd] : end;
             memcpy(s->pos + out, prev->pos + cursor, (stop - cursor) * sizeof *s->pos);
-            memcpy(s->owner + out, prev->owner + cursor, (stop - cursor) * sizeof *s->owner);
+            copy_owners(s, out, prev, cursor, stop - cursor);
             out += stop - cursor;
             cursor = stop;
             if (stop < end) {
@@ -226,7 +240,7 @@ static void weave(struct merge *g, chring_snap_t *s)
         }
         if (k < g->fresh) {
             s->pos[out] = g->fpos[k];
-            s->owner[out++] = g->fowner[k];
+            chring__owner_set(s, out++, g->fowner[k]);
         }
     }
 }
@@ -307,8 +321,7 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
     list_dropped(&g);
     weave(&g, s);
     if (s->nbuckets == prev->nbuckets && (s->lines == NULL) == (prev->lines == NULL) &&
-        chring__index_slots(s) == chring__index_slots(prev) &&
-        g.fresh + g.gone < npoints / 4) {
+        chring__index_slots(s) == chring__index_slots(prev) && g.fresh + g.gone < npoints / 4) {
         chring__index_shift(s, prev, g.fpos, g.fresh, g.removed, g.ndropped);
         fix_index(s, g.fpos, g.fresh);
         fix_index(s, g.removed, g.ndropped);

@@ -29,7 +29,7 @@ static inline void chring__walk_start(struct chring__walk *w, const chring_snap_
 static inline uint32_t chring__walk_next(struct chring__walk *w)
 {
     while (w->left > 0) {
-        uint32_t j = w->s->owner[w->i];
+        uint32_t j = chring__owner(w->s, w->i);
         if (++w->i == w->s->npoints)
             w->i = 0;
         w->left--;

@@ -655,7 +655,7 @@ Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them, .init = keep_spares
     slow_publishes(r, &toggle, 1, "add");
     size_t block = heap_in_use() - live;
     const chring_snap_t *s = chring_snap_hold(r);
-    cr_assert_geq(block, chring_snap_points(s) * (sizeof(uint64_t) + sizeof(uint32_t)),
+    cr_assert_geq(block, chring_snap_points(s) * (sizeof(uint64_t) + 2),
                   "one spare block (%zu bytes) holds at least the points", block);
     chring_snap_put(r, s);
 
@@ -732,11 +732,11 @@ static chring_t *large_ring_built_keeping(size_t *before, size_t *block, unsigne
     cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
     rcu_callbacks_done();
     const chring_snap_t *s = chring_snap_hold(r);
-    *block = chring_snap_points(s) * (sizeof(uint64_t) + sizeof(uint32_t) + 8);
+    /* A point's position (8 bytes), owner slot (2: fewer than 65,536 slots), line (8). */
+    *block = chring_snap_points(s) * (sizeof(uint64_t) + 2 + 8);
     chring_snap_put(r, s);
     return r;
 }
-
 
 /* chring_trim leaves the ring holding its one snapshot (a block of about `block` bytes). */
 static void assert_trimmed(chring_t *r, size_t before, size_t block)
@@ -924,7 +924,7 @@ Test(alloc, with_the_default_allocator_a_ring_at_rest_is_resident_in_its_snapsho
     chring_t *r = ring_create(NULL);
     cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
     const chring_snap_t *s = chring_snap_hold(r);
-    long long block_kb = (long long)(chring_snap_points(s) * (sizeof(uint64_t) + sizeof(uint32_t) + 8) / 1024);
+    long long block_kb = (long long)(chring_snap_points(s) * (sizeof(uint64_t) + 2 + 8) / 1024);
     chring_snap_put(r, s);
     rcu_callbacks_done();
     long long built = resident_kb();
@@ -1173,7 +1173,9 @@ Test(alloc, a_ring_that_shrinks_gives_its_member_chunks_back, .timeout = 60)
     chring_config_default(&cfg);
     cfg.vnodes = 1;
     chring_t *r = ring_create(&cfg);
-    enum { N = 4000 };
+    enum {
+        N = 4000
+    };
     static char names[N][16];
     static chring_change_t feed[N];
     for (size_t i = 0; i < N; i++) {
@@ -1256,8 +1258,7 @@ Test(alloc, a_ring_at_rest_keeps_the_spares_it_was_asked_to_and_zero_frees_them,
     cr_assert_lt(heap_in_use(), before + block / 2, "chring_free gave the blocks back");
 }
 
-Test(alloc, a_spare_kept_at_rest_serves_the_next_publish_and_chring_trim_frees_it,
-     .timeout = 120)
+Test(alloc, a_spare_kept_at_rest_serves_the_next_publish_and_chring_trim_frees_it, .timeout = 120)
 {
     /* One spare kept: the publish after a quiet while takes it and allocates no block; its
      * replaced snapshot is the spare kept next; chring_trim frees it at once. */

@@ -50,7 +50,7 @@ static const chring_member_t *expected_owner(const chring_snap_t *s, uint64_t h)
     }
     size_t i = lo == s->npoints ? 0 : lo;
     for (size_t step = 0; step < s->npoints; step++) {
-        const chring_member_t *m = s->slot_member[s->owner[(i + step) % s->npoints]];
+        const chring_member_t *m = s->slot_member[chring__owner(s, (i + step) % s->npoints)];
         if (!chring_member_is_down(m))
             return m;
     }

@@ -75,12 +75,17 @@ static void fixture_build(struct fixture *f, const uint64_t *pos, const uint32_t
     s->nslots = nslots;
     s->nbuckets = nbuckets;
     s->pos = malloc((n + CHRING_SENTINELS) * sizeof *s->pos);
-    s->owner = malloc((n ? n : 1) * sizeof *s->owner);
+    s->owner_w = chring__owner_width(nslots); /* the library's width for these slots */
+    s->owner_mask = s->owner_w == 4 ? UINT32_MAX : (UINT32_C(1) << (8 * s->owner_w)) - 1;
+    s->owner = calloc(n * s->owner_w + CHRING_OWNER_PAD, 1);
     s->slot_member = malloc(nslots * sizeof *s->slot_member);
     f->tokens = malloc(nslots * TOKEN);
     cr_assert(s->pos && s->owner && s->slot_member && f->tokens);
     memcpy(s->pos, pos, n * sizeof *pos);
-    memcpy(s->owner, owner, n * sizeof *owner);
+    for (size_t i = 0; i < n; i++) {
+        chring__owner_set(s, i, owner[i]);
+        cr_assert_eq(chring__owner(s, i), owner[i], "point %zu's owner reads back", i);
+    }
     for (size_t k = 0; k < nslots; k++)
         s->slot_member[k] = (chring_member_t *)(void *)(f->tokens + k * TOKEN);
     for (size_t i = 1; i < n; i++)
@@ -176,7 +181,7 @@ static void check_line_invariant(const chring_snap_t *s, const char *what)
                      line->first, want_first);
         for (size_t e = 0; e < 15; e++) {
             uint16_t off = e < m ? offset_of(nb, s->pos[f + e]) : 0xffff;
-            uint16_t slot = (uint16_t)(e < m ? s->owner[f + e] : s->owner[x]);
+            uint16_t slot = (uint16_t)(e < m ? chring__owner(s, f + e) : chring__owner(s, x));
             cr_assert(line->off[e] == off && line->slot[e] == slot,
                       "%s: line %zu of %zu points, entry %zu: offset %#x slot %u, the invariant "
                       "says %#x %u",
@@ -203,7 +208,7 @@ static void check_bucket_invariant(const chring_snap_t *s, bool slots, const cha
         size_t next = f < n ? line_of(nb, s->pos[f]) : nb; /* the next bucket with a point */
         uint32_t want = (uint32_t)f;
         if (empty && slots && next - b <= 16) {
-            want = CHRING_INDEX_SLOT | s->owner[f < n ? f : 0];
+            want = CHRING_INDEX_SLOT | chring__owner(s, f < n ? f : 0);
             named++;
         } else if (empty && slots) {
             far++;
@@ -279,12 +284,13 @@ static void check_probes(const chring_snap_t *s, uint64_t top, unsigned randoms,
                      "%zu",
                      what, (unsigned long long)h, l, offset_of(s->nbuckets, h), got, want);
         const chring_member_t *m = chring__owner_of(s, h);
-        const chring_member_t *wm = s->slot_member[s->owner[want]];
+        const chring_member_t *wm = s->slot_member[chring__owner(s, want)];
         cr_assert(m == wm,
                   "%s: key %016llx (line %zu, offset %#x) goes to slot %td, the positions say "
                   "slot %u",
                   what, (unsigned long long)h, l, offset_of(s->nbuckets, h),
-                  ((const char *)m - (const char *)s->slot_member[0]) / TOKEN, s->owner[want]);
+                  ((const char *)m - (const char *)s->slot_member[0]) / TOKEN,
+                  chring__owner(s, want));
     }
     free(p.h);
 }
@@ -380,7 +386,7 @@ Test(index_format, hand_made_lines_hold_the_invariant_and_answer_every_probe)
     cr_assert_eq(f.s.lines[2].first & CHRING_LINE_FULL, 0, "14 points fit a line");
     cr_assert_neq(f.s.lines[3].first & CHRING_LINE_FULL, 0, "15 points do not");
     cr_assert_eq(f.s.lines[4].off[1], 0xffff, "line 4 lists a point at offset 0xffff");
-    cr_assert_eq(f.s.lines[4].slot[1], f.s.owner[f.s.lines[4].first + 1]);
+    cr_assert_eq(f.s.lines[4].slot[1], chring__owner(&f.s, f.s.lines[4].first + 1));
     cr_assert_eq(f.s.lines[HAND_LINES - 1].slot[0], HAND_SLOT0,
                  "the top line names point 0's owner");
     fixture_free(&f);
@@ -473,7 +479,7 @@ Test(index_format, a_bucket_index_whose_empty_buckets_name_their_owners, .timeou
     check_probes(&f.s, UINT64_MAX, 20000, "owner entries");
     /* The wrap, as the index holds it: the probes above went through it. */
     cr_assert_neq(f.s.index[nb - 1] & CHRING_INDEX_SLOT, 0, "the top bucket names an owner");
-    cr_assert_eq(f.s.index[nb - 1] & CHRING_INDEX_POINT, f.s.owner[0], "point 0's");
+    cr_assert_eq(f.s.index[nb - 1] & CHRING_INDEX_POINT, chring__owner(&f.s, 0), "point 0's");
     fixture_free(&f);
     layout_free(&y);
 }
