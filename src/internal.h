@@ -299,12 +299,17 @@ static inline uint32_t chring__owner_width(size_t nslots)
     return nslots <= ((size_t)1 << 16) ? 2 : nslots <= ((size_t)1 << 24) ? 3 : 4;
 }
 
-/* The slot of point i's member: one unaligned 4-byte load and a mask (no branch on the width),
- * which the padding keeps inside the block for the last point. */
+/* The slot of point i's member: one unaligned 4-byte load and a mask, which the padding keeps
+ * inside the block for the last point.  Two bytes, every ring of up to 65,536 members, is the
+ * branch predicted: its address is a scaled index, where i * owner_w was a multiply on the
+ * lookup's chain (3-5 % on the pre-hashed lookups of rings in the cache, docs/bench.md §11f). */
 static inline uint32_t chring__owner(const chring_snap_t *s, size_t i)
 {
     uint32_t v;
-    memcpy(&v, s->owner + i * s->owner_w, sizeof v);
+    if (CHRING_LIKELY(s->owner_w == 2))
+        memcpy(&v, s->owner + i * 2, sizeof v);
+    else
+        memcpy(&v, s->owner + i * s->owner_w, sizeof v);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     v = __builtin_bswap32(v);
 #endif

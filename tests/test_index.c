@@ -24,6 +24,11 @@
  *   (23 with 2.1 buckets a point), and keys round a sample of points and at bucket ends go to the
  *   owner the points say, after the build and after an add and a remove.
  *
+ * - Owner slots of 2, 3 and 4 bytes (docs/design.md §4.1, "Owner slots"): each reads back what
+ *   was written without touching its neighbours, and a publish that takes a ring from 65,536
+ *   slots to 65,537 (2 bytes to 3, the merge converting the owners it copies) gives the points a
+ *   build of the same members gives.
+ *
  * Internal: links the static library and reads the snapshot (src/internal.h) to know which index
  * a ring has and to compute the expected owners from its points.
  *
@@ -219,10 +224,12 @@ Test(index, a_large_bucket_index_has_one_and_a_half_buckets_a_point_and_publishe
     for (unsigned i = 0; i < DENSE_MEMBERS; i++)
         changes[i] = (chring_change_t){names[i], 1, NULL};
     cr_assert_eq(chring_update(r, changes, DENSE_MEMBERS), 0);
-    /* The built snapshot's block: points 12 bytes, the index 6, the member and slot tables
-     * 36 / 16 = 2.25, the block's 1/64 of room: 20.6; with 2.1 buckets a point, 23. */
+    /* The built snapshot's block: points 11 bytes (a 3-byte owner slot: more than 65,536
+     * slots), the index 6, the member and slot tables 36 / 16 = 2.25, the block's 1/64 of
+     * room: 19.6; with 4-byte owner slots 20.6, with 2.1 buckets a point 23. */
     const chring_snap_t *s = chring_snap_hold(r);
-    cr_assert_leq(s->block_size, (size_t)DENSE_POINTS * 21,
+    cr_assert_eq(s->owner_w, 3, "100,001 slots take 3 bytes");
+    cr_assert_leq(s->block_size, (size_t)DENSE_POINTS * 20,
                   "a 100,000 x 16 snapshot holds %.1f bytes a point",
                   (double)s->block_size / DENSE_POINTS);
     chring_snap_put(r, s);
@@ -235,6 +242,110 @@ Test(index, a_large_bucket_index_has_one_and_a_half_buckets_a_point_and_publishe
     cr_assert_eq(check_dense(r, DENSE_POINTS, "one removed"), built,
                  "a publish kept the bucket count");
     chring_free(&r);
+    free(changes);
+    free(names);
+}
+
+/* ---- owner slots as wide as the slots need --------------------------------------------------- */
+
+/* Every width: a slot written reads back, its neighbours keep theirs, the last point's 4-byte
+ * load stays in the padding. */
+Test(index, an_owner_slot_takes_two_three_or_four_bytes_and_reads_back_alone)
+{
+    const struct {
+        size_t nslots;
+        uint32_t width;
+    } shapes[] = {{1, 2},     {65535, 2},           {65536, 2},
+                  {65537, 3}, {(size_t)1 << 24, 3}, {((size_t)1 << 24) + 1, 4}};
+    enum {
+        N = 9
+    };
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        chring_snap_t s = {0};
+        s.owner_w = chring__owner_width(shapes[k].nslots);
+        cr_assert_eq(s.owner_w, shapes[k].width, "%zu slots: %u bytes, not %u", shapes[k].nslots,
+                     s.owner_w, shapes[k].width);
+        s.owner_mask = s.owner_w == 4 ? UINT32_MAX : (UINT32_C(1) << (8 * s.owner_w)) - 1;
+        unsigned char *bytes = malloc(N * s.owner_w + CHRING_OWNER_PAD);
+        cr_assert_not_null(bytes);
+        memset(bytes, 0xa5, N * s.owner_w + CHRING_OWNER_PAD); /* garbage in the padding too */
+        s.owner = bytes;
+        uint32_t top = (uint32_t)(shapes[k].nslots - 1), want[N];
+        for (size_t i = 0; i < N; i++) {
+            want[i] = i % 3 == 0 ? top : i % 3 == 1 ? 0 : (uint32_t)(top / (i + 2));
+            chring__owner_set(&s, i, want[i]);
+        }
+        for (size_t i = 0; i < N; i++)
+            cr_assert_eq(chring__owner(&s, i), want[i], "%u bytes: point %zu reads %u, not %u",
+                         s.owner_w, i, chring__owner(&s, i), want[i]);
+        /* Rewriting one leaves the others. */
+        chring__owner_set(&s, 4, top / 7);
+        want[4] = top / 7;
+        for (size_t i = 0; i < N; i++)
+            cr_assert_eq(chring__owner(&s, i), want[i], "%u bytes, after a rewrite: point %zu",
+                         s.owner_w, i);
+        free(bytes);
+    }
+}
+
+/* A ring of 65,536 slots (2-byte owners) that a publish takes to 65,537 (3 bytes): the merge
+ * copies the unchanged points' owners slot by slot instead of as bytes.  Its points, their
+ * positions and their members' names, are those of a ring built from nothing with the same
+ * members (a build writes its owners directly), and its lookups what the points say. */
+Test(index, a_publish_that_takes_the_slots_past_65536_widens_the_owners, .timeout = 120)
+{
+    enum {
+        WIDE_MEMBERS = 65536,
+        WIDE_VNODES = 4,
+    };
+    chring_config_t cfg;
+    chring_config_default(&cfg);
+    cfg.vnodes = WIDE_VNODES;
+    chring_t *r = NULL, *fresh = NULL;
+    cr_assert_eq(chring_new(&r, &cfg), 0);
+    cr_assert_eq(chring_new(&fresh, &cfg), 0);
+    char(*names)[16] = malloc((WIDE_MEMBERS + 1) * sizeof *names);
+    chring_change_t *changes = malloc((WIDE_MEMBERS + 1) * sizeof *changes);
+    cr_assert(names != NULL && changes != NULL);
+    for (unsigned i = 0; i <= WIDE_MEMBERS; i++) {
+        slot_name(names[i], sizeof names[i], i);
+        changes[i] = (chring_change_t){names[i], 1, NULL};
+    }
+    cr_assert_eq(chring_update(r, changes, WIDE_MEMBERS), 0);
+    const chring_snap_t *s = chring_snap_hold(r);
+    cr_assert_eq(s->owner_w, 2, "65,536 slots take 2 bytes");
+    chring_snap_put(r, s);
+    cr_assert_eq(chring_add(r, names[WIDE_MEMBERS], 1, NULL), 0);
+    cr_assert_eq(chring_update(fresh, changes, WIDE_MEMBERS + 1), 0);
+    const chring_snap_t *a = chring_snap_hold(r), *b = chring_snap_hold(fresh);
+    cr_assert_eq(a->owner_w, 3, "65,537 slots take 3 bytes");
+    cr_assert_eq(b->owner_w, 3);
+    cr_assert_eq(a->npoints, b->npoints);
+    for (size_t i = 0; i < a->npoints; i++) {
+        uint64_t pa, pb;
+        const chring_member_t *ma, *mb;
+        cr_assert_eq(chring_snap_point(a, i, &pa, &ma), 0);
+        cr_assert_eq(chring_snap_point(b, i, &pb, &mb), 0);
+        cr_assert(pa == pb && strcmp(chring_member_name(ma), chring_member_name(mb)) == 0,
+                  "point %zu: %016llx of %s after the publish, %016llx of %s built", i,
+                  (unsigned long long)pa, chring_member_name(ma), (unsigned long long)pb,
+                  chring_member_name(mb));
+    }
+    /* Keys round every 97th point, single and in batches, against the points. */
+    size_t nh = 0, cap = 3 * (a->npoints / 97 + 1);
+    uint64_t *h = malloc(cap * sizeof *h);
+    cr_assert_not_null(h);
+    for (size_t i = 0; i < a->npoints && nh + 3 <= cap; i += 97) {
+        h[nh++] = a->pos[i] - 1;
+        h[nh++] = a->pos[i];
+        h[nh++] = a->pos[i] + 1;
+    }
+    check_positions(a, h, nh, "widened");
+    free(h);
+    chring_snap_put(r, a);
+    chring_snap_put(fresh, b);
+    chring_free(&r);
+    chring_free(&fresh);
     free(changes);
     free(names);
 }
