@@ -54,7 +54,7 @@ static inline void prefetch_points(const chring_snap_t *s, uint64_t h64)
     if (e & CHRING_INDEX_SLOT) {
         BATCH_PREFETCH(&s->slot_member[e & CHRING_INDEX_POINT]);
     } else {
-        BATCH_PREFETCH(&s->pos[e]);
+        BATCH_PREFETCH((const char *)s->pos + (size_t)e * s->pos_w);
         BATCH_PREFETCH(s->owner + (size_t)e * s->owner_w);
     }
 }

@@ -42,7 +42,7 @@ struct breaks {
 
 static inline uint64_t point_at(const chring_snap_t *s, size_t i)
 {
-    return s->pos[i] >> s->prof.shift;
+    return chring__pos(s, i) >> s->prof.shift;
 }
 
 static void sort_small(uint64_t *v, unsigned n)
@@ -311,12 +311,12 @@ static uint64_t arc_before(const chring_snap_t *s, size_t i, bool *full)
 {
     *full = false;
     if (i > 0)
-        return s->pos[i] - s->pos[i - 1];
-    if (s->pos[0] == s->pos[s->npoints - 1]) {
+        return chring__pos(s, i) - chring__pos(s, i - 1);
+    if (chring__pos(s, 0) == chring__pos(s, s->npoints - 1)) {
         *full = true;
         return 0;
     }
-    return s->pos[0] - s->pos[s->npoints - 1]; /* mod 2^64: the wrap arc */
+    return chring__pos(s, 0) - chring__pos(s, s->npoints - 1); /* mod 2^64: the wrap arc */
 }
 
 double chring_member_share(const chring_snap_t *s, const chring_member_t *m)
@@ -357,10 +357,10 @@ double chring_snap_moved(const chring_snap_t *a, const chring_snap_t *b)
     bool first = true;
     while (ia < a->npoints || ib < b->npoints) {
         uint64_t q;
-        if (ib >= b->npoints || (ia < a->npoints && a->pos[ia] <= b->pos[ib]))
-            q = a->pos[ia];
+        if (ib >= b->npoints || (ia < a->npoints && chring__pos(a, ia) <= chring__pos(b, ib)))
+            q = chring__pos(a, ia);
         else
-            q = b->pos[ib];
+            q = chring__pos(b, ib);
         size_t oa = ia < a->npoints ? ia : 0; /* past the last point: wrap */
         size_t ob = ib < b->npoints ? ib : 0;
         /* Keys [0, q] for the first interval, (prev, q] afterwards. */
@@ -379,9 +379,9 @@ double chring_snap_moved(const chring_snap_t *a, const chring_snap_t *b)
         }
         first = false;
         prev = q;
-        while (ia < a->npoints && a->pos[ia] == q)
+        while (ia < a->npoints && chring__pos(a, ia) == q)
             ia++;
-        while (ib < b->npoints && b->pos[ib] == q)
+        while (ib < b->npoints && chring__pos(b, ib) == q)
             ib++;
     }
     /* The wrap interval (prev, 2^64): both owners are their first points. */

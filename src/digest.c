@@ -72,7 +72,7 @@ uint64_t chring_snap_digest(const chring_snap_t *s)
     put_le(&g, envoy ? s->prof.ring_size_max : 0, 4);
     for (size_t i = 0; i < s->npoints; i++) {
         const chring_member_t *m = s->slot_member[chring__owner(s, i)];
-        put_le(&g, s->pos[i] >> s->prof.shift, 8);
+        put_le(&g, chring__pos(s, i) >> s->prof.shift, 8);
         put_le(&g, m->name_len, 1);
         put(&g, m->name, m->name_len);
     }

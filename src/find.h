@@ -24,7 +24,7 @@ static inline uint64_t chring__key_pos(const chring_snap_t *s, const void *key, 
 static inline size_t chring__nearest(const chring_snap_t *s, uint64_t h64, size_t i)
 {
     size_t before = (i == 0 ? s->npoints : i) - 1;
-    return h64 - s->pos[before] <= s->pos[i] - h64 ? before : i;
+    return h64 - chring__pos(s, before) <= chring__pos(s, i) - h64 ? before : i;
 }
 
 /* The varnish rule (Varnish's shard_lookup()): of point i, chring__find's answer, the last
@@ -34,7 +34,7 @@ static inline size_t chring__varnish_start(const chring_snap_t *s, uint64_t h64,
 {
     if (s->npoints == 2)
         return 1;
-    if (i == 0 && s->npoints > 0 && h64 > s->pos[s->npoints - 1])
+    if (i == 0 && s->npoints > 0 && h64 > chring__pos(s, s->npoints - 1))
         return s->npoints - 1;
     return i;
 }

@@ -82,12 +82,12 @@ static size_t line_encode(chring_snap_t *s, size_t b, size_t i)
 {
     struct chring_line *l = &s->lines[b];
     size_t n = s->npoints, end = i;
-    while (end < n && chring__bucket(s, s->pos[end]) == b)
+    while (end < n && chring__bucket(s, chring__pos(s, end)) == b)
         end++;
     size_t count = end - i, listed = count <= CHRING_LINE_POINTS ? count : 0;
     l->first = (uint32_t)i | (count > CHRING_LINE_POINTS ? CHRING_LINE_FULL : 0);
     for (size_t e = 0; e < listed; e++) {
-        l->off[e] = chring__line_off(s, s->pos[i + e]);
+        l->off[e] = chring__line_off(s, chring__pos(s, i + e));
         l->slot[e] = (uint16_t)chring__owner(s, i + e);
     }
     uint16_t next = (uint16_t)chring__owner(s, end == n ? 0 : end);
@@ -117,7 +117,7 @@ static void lines_build(chring_snap_t *s)
 /* Lines b0 to b1 from the points alone: what they said is not read. */
 static void lines_encode(chring_snap_t *s, size_t b0, size_t b1)
 {
-    size_t i = chring__pos_search(s->pos, 0, s->npoints, chring__bucket_start(s, b0));
+    size_t i = chring__pos_search(s, 0, s->npoints, chring__bucket_start(s, b0));
     for (size_t b = b0; b <= b1; b++)
         i = line_encode(s, b, i);
 }
@@ -194,11 +194,11 @@ void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1)
         return;
     }
     bool slots = chring__index_slots(s);
-    size_t i = chring__pos_search(s->pos, 0, s->npoints, chring__bucket_start(s, b0));
+    size_t i = chring__pos_search(s, 0, s->npoints, chring__bucket_start(s, b0));
     for (size_t b = b0; b <= b1; b++) {
-        while (i < s->npoints && chring__bucket(s, s->pos[i]) < b)
+        while (i < s->npoints && chring__bucket(s, chring__pos(s, i)) < b)
             i++;
-        size_t nb = i < s->npoints ? chring__bucket(s, s->pos[i]) : buckets;
+        size_t nb = i < s->npoints ? chring__bucket(s, chring__pos(s, i)) : buckets;
         s->index[b] = nb == b ? (uint32_t)i : empty_entry(s, b, nb, i, slots);
     }
 }
@@ -209,7 +209,7 @@ void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1)
 void chring__index_build(chring_snap_t *s)
 {
     for (unsigned k = 0; k < CHRING_SENTINELS; k++)
-        s->pos[s->npoints + k] = UINT64_MAX; /* the search's sentinels */
+        chring__pos_set(s, s->npoints + k, UINT64_MAX); /* the search's sentinels */
     if (s->lines != NULL) {
         lines_build(s);
         return;
@@ -218,7 +218,7 @@ void chring__index_build(chring_snap_t *s)
     uint32_t *index = s->index;
     memset(index, 0, (buckets + 1) * sizeof *index);
     for (size_t i = 0; i < s->npoints; i++)
-        index[chring__bucket(s, s->pos[i]) + 1]++;
+        index[chring__bucket(s, chring__pos(s, i)) + 1]++;
     for (size_t b = 0; b < buckets; b++)
         index[b + 1] += index[b];
     if (!chring__index_slots(s))
@@ -243,7 +243,7 @@ void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint
                          size_t nadded, const uint64_t *removed, size_t nremoved)
 {
     for (unsigned k = 0; k < CHRING_SENTINELS; k++)
-        s->pos[s->npoints + k] = UINT64_MAX; /* the search's sentinels */
+        chring__pos_set(s, s->npoints + k, UINT64_MAX); /* the search's sentinels */
     if (s->lines != NULL) {
         lines_shift(s, prev, added, nadded, removed, nremoved);
         return;

@@ -177,18 +177,27 @@ static inline uint64_t chring__bucket_start(const chring_snap_t *s, size_t b)
     return ((((uint64_t)b << 32) + nb - 1) / nb) << 32;
 }
 
-/* The first index in [lo, hi) of sorted positions pos whose position is >= h64, hi if none is:
- * the binary search of every caller (the crowded bucket, the merge, the index's repair). */
-static inline size_t chring__pos_search(const uint64_t *pos, size_t lo, size_t hi, uint64_t h64)
+/* The first index in [lo, hi) of sorted w-byte positions pos whose shifted position is >= h64,
+ * hi if none is. */
+static inline size_t chring__pos_search_at(const void *pos, unsigned w, size_t lo, size_t hi,
+                                           uint64_t h64)
 {
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (pos[mid] < h64)
+        if (chring__pos_at(pos, w, mid) < h64)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+/* The same in s's points: the binary search of every caller (the crowded bucket, the merge, the
+ * index's repair), one loop for each width. */
+static inline size_t chring__pos_search(const chring_snap_t *s, size_t lo, size_t hi, uint64_t h64)
+{
+    return s->pos_w == 8 ? chring__pos_search_at(s->pos, 8, lo, hi, h64)
+                         : chring__pos_search_at(s->pos, 4, lo, hi, h64);
 }
 
 /* ---- index.c: which rings take which form, the counts, building and shifting --------------- */
@@ -264,7 +273,7 @@ static inline size_t chring__line_find(const chring_snap_t *s, uint64_t h64)
     unsigned below = chring__line_below(l, k);
     size_t i;
     if (CHRING_UNLIKELY((l->first & CHRING_LINE_FULL) != 0 || l->off[below] == k))
-        i = chring__pos_search(s->pos, l->first & ~CHRING_LINE_FULL, chring__index_first(s, b + 1),
+        i = chring__pos_search(s, l->first & ~CHRING_LINE_FULL, chring__index_first(s, b + 1),
                                h64);
     else
         i = l->first + below;
@@ -278,26 +287,37 @@ static inline size_t chring__line_find(const chring_snap_t *s, uint64_t h64)
  * often).  Points are sorted, so the number below h64 is where the answer is.  A key above three
  * points of its bucket (a crowded bucket: a coarse custom hash) takes a binary search up to the
  * next bucket's first point. */
-static inline size_t chring__find(const chring_snap_t *s, uint64_t h64)
+static inline size_t chring__bucket_find(const chring_snap_t *s, uint64_t h64, unsigned w)
 {
-    if (s->lines != NULL)
-        return chring__line_find(s, h64);
     size_t b = chring__bucket(s, h64);
     uint32_t e = s->index[b];
-    const uint64_t *pos = s->pos;
+    const void *pos = s->pos;
     size_t i;
     if (CHRING_UNLIKELY(e & CHRING_INDEX_SLOT)) {
         i = chring__bucket_first(s, b + 1); /* bucket b is empty */
     } else {
         i = e;
-        size_t below = (size_t)(pos[i] < h64) + (size_t)(pos[i + 1] < h64);
-        if (CHRING_UNLIKELY(pos[i + 2] < h64)) {
-            i = chring__pos_search(pos, i + 3, chring__bucket_first(s, b + 1), h64);
+        size_t below = (size_t)(chring__pos_at(pos, w, i) < h64) +
+                       (size_t)(chring__pos_at(pos, w, i + 1) < h64);
+        if (CHRING_UNLIKELY(chring__pos_at(pos, w, i + 2) < h64)) {
+            /* From the fourth point, but never past the next bucket's first: 4-byte sentinels
+             * read as 2^64 - 2^32, below a key with low bits above them (none of a 32-bit
+             * profile's own keys, whose low half is 0). */
+            size_t hi = chring__bucket_first(s, b + 1);
+            i = chring__pos_search_at(pos, w, i + 3 < hi ? i + 3 : hi, hi, h64);
         } else {
             i += below;
         }
     }
     return i == s->npoints ? 0 : i;
+}
+
+static inline size_t chring__find(const chring_snap_t *s, uint64_t h64)
+{
+    if (s->lines != NULL)
+        return chring__line_find(s, h64);
+    /* One search for each width of the positions, the branch predicted by the ring's profile. */
+    return s->pos_w == 8 ? chring__bucket_find(s, h64, 8) : chring__bucket_find(s, h64, 4);
 }
 
 #endif

@@ -250,9 +250,14 @@ struct chring_snap {
     uint32_t *slot_rank; /* the member's rank (index in members) */
 
     size_t npoints;
-    uint64_t *pos; /* sorted by (position, member name), shifted to 64 bits; pos[npoints] to
-                        pos[npoints + CHRING_SENTINELS - 1] are the search's sentinels,
-                        UINT64_MAX */
+    /* The positions, sorted by (position, member name): pos_w bytes each, read with
+     * chring__pos (the position shifted to the top of 64 bits, pos << prof.shift, whatever the
+     * width) and written with chring__pos_set (below).  8 bytes for the 64-bit profiles; 4 for
+     * the profiles of 32 bits or fewer, whose shifted positions have a low half of 0: the top
+     * half alone (docs/design.md §4.1, "Points").  Points npoints to npoints + CHRING_SENTINELS
+     * - 1 are the search's sentinels, all ones. */
+    void *pos;
+    uint32_t pos_w; /* 8 or 4 (chring__pos_width) */
     /* The slot of each point's member: owner_w bytes a point, little-endian, as few as the
      * slots need (chring__owner_width: 2 bytes up to 65,536 slots, 3 up to 2^24, else 4), read
      * with chring__owner and written with chring__owner_set (below); CHRING_OWNER_PAD bytes
@@ -290,6 +295,35 @@ struct chring_snap {
     uint64_t rep_until_ns;
     uint64_t rep_sum;
 };
+
+/* Point positions (struct chring_snap's pos): the bytes a profile's positions take. */
+static inline uint32_t chring__pos_width(const struct chring_prof *p)
+{
+    return p->bits <= 32 ? 4 : 8;
+}
+
+/* Position i of an array of w-byte positions, shifted to the top of 64 bits: w a constant where
+ * the search is specialised for each width (index.h), so that no load pays a branch. */
+static inline uint64_t chring__pos_at(const void *pos, unsigned w, size_t i)
+{
+    return w == 8 ? ((const uint64_t *)pos)[i] : (uint64_t)((const uint32_t *)pos)[i] << 32;
+}
+
+/* Position i of s, shifted to the top of 64 bits. */
+static inline uint64_t chring__pos(const chring_snap_t *s, size_t i)
+{
+    return s->pos_w == 8 ? chring__pos_at(s->pos, 8, i) : chring__pos_at(s->pos, 4, i);
+}
+
+/* Writes position i of s from its shifted 64-bit value (of a 4-byte width, its top half: the
+ * low half of a profile of 32 bits or fewer is 0; a sentinel's ones are kept).  Writers. */
+static inline void chring__pos_set(chring_snap_t *s, size_t i, uint64_t h64)
+{
+    if (s->pos_w == 8)
+        ((uint64_t *)s->pos)[i] = h64;
+    else
+        ((uint32_t *)s->pos)[i] = (uint32_t)(h64 >> 32);
+}
 
 /* Point owners (struct chring_snap's owner): the bytes a slot takes in a snapshot of nslots
  * slots, and the padding after the array. */
@@ -506,6 +540,9 @@ void chring__blocks_drop(struct chring_blocks *blocks);
 
 void chring__sort_points(size_t n, uint64_t *pos, uint32_t *owner, uint64_t *tpos,
                          uint32_t *towner);
+/* The same for positions of 4 bytes (the top halves of a 32-bit profile's shifted positions). */
+void chring__sort_points32(size_t n, uint32_t *pos, uint32_t *owner, uint32_t *tpos,
+                           uint32_t *towner);
 
 /* ---- index.c: the snapshot index, its geometry, search and building: src/index.h ---------- */
 

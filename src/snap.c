@@ -98,7 +98,7 @@ int chring_snap_point(const chring_snap_t *s, size_t i, uint64_t *pos, const chr
     if (i >= s->npoints)
         return -ERANGE;
     if (pos != NULL)
-        *pos = s->pos[i] >> s->prof.shift;
+        *pos = chring__pos(s, i) >> s->prof.shift;
     if (m != NULL)
         *m = s->slot_member[chring__owner(s, i)];
     return 0;
@@ -128,7 +128,7 @@ int chring_snap_check(const chring_snap_t *s)
     for (size_t i = 0; i < s->npoints; i += step) {
         if (chring__owner(s, i) >= s->nslots || s->slot_member[chring__owner(s, i)] == NULL)
             return -EINVAL;
-        if (i > 0 && s->pos[i - 1] > s->pos[i])
+        if (i > 0 && chring__pos(s, i - 1) > chring__pos(s, i))
             return -EINVAL;
     }
     if (s->npoints > 0 && chring__index_first(s, s->nbuckets) != s->npoints)

@@ -50,6 +50,7 @@ const chring_snap_t chring__empty_snap = {
              .shift = 0,
              .vnodes = CHRING_DEFAULT_VNODES},
     .nbuckets = 2,
+    .pos_w = 8,
     .owner_w = 2,
     .owner_mask = 0xffff,
 };
@@ -534,11 +535,11 @@ static size_t align_up(size_t x, size_t a)
     return (x + a - 1) & ~(a - 1);
 }
 
-/* Pointer arrays first, then the 64-bit positions, then the 32-bit arrays, then the owners
+/* Pointer arrays first, then the positions (8 or 4 bytes), then the 32-bit arrays, then the owners
  * (owner_w bytes a point and the padding), then the index: each stays aligned.  The lines of a line index come last, with room to start them on a cache line wherever the
  * block starts (chring__snap_alloc). */
 static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, size_t nbuckets,
-                                bool lines)
+                                bool lines, uint32_t pos_w)
 {
     struct layout l;
     size_t at = align_up(sizeof(chring_snap_t), 16);
@@ -547,7 +548,7 @@ static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, 
     l.slot_member_off = at;
     at += nslots * sizeof(chring_member_t *);
     l.pos_off = at = align_up(at, 16);
-    at += (npoints + CHRING_SENTINELS) * sizeof(uint64_t);
+    at += (npoints + CHRING_SENTINELS) * pos_w;
     l.weights_off = at;
     at += nmembers * sizeof(uint32_t);
     l.mpoints_off = at;
@@ -577,7 +578,8 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
     bool lines = chring__index_lines(prof, npoints, nslots);
     size_t nbuckets = lines ? chring__index_line_count(npoints, prev_buckets)
                             : chring__index_buckets(npoints, prof->bits, prev_buckets);
-    struct layout l = layout_for(nmembers, nslots, npoints, nbuckets, lines);
+    uint32_t pos_w = chring__pos_width(prof);
+    struct layout l = layout_for(nmembers, nslots, npoints, nbuckets, lines, pos_w);
     size_t got;
     char *block = block_take(blocks, l.size, &got);
     if (block == NULL)
@@ -599,7 +601,8 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
     s->slot_member = (chring_member_t **)(void *)(block + l.slot_member_off);
     s->slot_weight = (uint32_t *)(void *)(block + l.slot_weight_off);
     s->slot_rank = (uint32_t *)(void *)(block + l.slot_rank_off);
-    s->pos = (uint64_t *)(void *)(block + l.pos_off);
+    s->pos = block + l.pos_off;
+    s->pos_w = pos_w;
     s->owner = (unsigned char *)(block + l.owner_off);
     s->owner_w = chring__owner_width(nslots);
     s->owner_mask = s->owner_w == 4 ? UINT32_MAX : (UINT32_C(1) << (8 * s->owner_w)) - 1;

@@ -51,16 +51,17 @@ static void positions_of(const chring_snap_t *s, size_t j, uint64_t count, uint6
     s->prof.desc->positions(&s->prof, m->name, m->name_len, count, out);
 }
 
-/* Every member's points, in name order, shifted, their owners' slots (ranks: identity_slots)
- * into owner; returns how many. */
-static size_t generate_all(chring_snap_t *s, const uint32_t *counts, uint32_t *owner)
+/* Every member's points, in name order, shifted, into pos (64-bit positions), their owners'
+ * slots (ranks: identity_slots) into owner; returns how many. */
+static size_t generate_all(chring_snap_t *s, const uint32_t *counts, uint64_t *pos,
+                           uint32_t *owner)
 {
     size_t at = 0;
     for (size_t j = 0; j < s->nmembers; j++) {
         uint64_t count = points_of(s, counts, j);
-        positions_of(s, j, count, s->pos + at);
+        positions_of(s, j, count, pos + at);
         for (uint64_t i = 0; i < count; i++) {
-            s->pos[at + i] <<= s->prof.shift;
+            pos[at + i] <<= s->prof.shift;
             owner[at + i] = (uint32_t)j;
         }
         s->member_points[j] = (uint32_t)count;
@@ -94,7 +95,7 @@ static size_t place_skip_taken(chring_snap_t *s, const uint32_t *counts, uint64_
             if (taken[p / 64] & (UINT64_C(1) << (p % 64)))
                 continue;
             taken[p / 64] |= UINT64_C(1) << (p % 64);
-            s->pos[placed] = p << s->prof.shift;
+            chring__pos_set(s, placed, p << s->prof.shift);
             owner[placed] = j;
             placed++;
             mine++;
@@ -112,11 +113,11 @@ static size_t keep_first(chring_snap_t *s, size_t npoints, uint32_t *owner)
         return 0;
     size_t kept = 1;
     for (size_t i = 1; i < npoints; i++) {
-        if (s->pos[i] == s->pos[kept - 1]) {
+        if (chring__pos(s, i) == chring__pos(s, kept - 1)) {
             s->member_points[owner[i]]--;
             continue;
         }
-        s->pos[kept] = s->pos[i];
+        chring__pos_set(s, kept, chring__pos(s, i));
         owner[kept] = owner[i];
         kept++;
     }
@@ -133,9 +134,11 @@ static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chri
     bool skip_taken = prof->desc->collide == CHRING_COLLIDE_SKIP_TAKEN;
     chring_snap_t *s = chring__snap_alloc(blocks, prof, members, weights, nmembers, nmembers,
                                           total_weight, npoints, 0);
-    /* Scratch: the owners as 32-bit slots and the sort's second buffer (the snapshot's owners
-     * are narrower: written once sorted); for skip-taken also the join order and offsets.
-     * 64-bit arrays first, then the 32-bit ones: every array stays aligned. */
+    /* Scratch: the owners as 32-bit slots (the snapshot's are narrower: written once sorted)
+     * and the sort's second buffer, or for 4-byte positions the 64-bit positions as generated,
+     * then (narrowed into the snapshot) the sort's second buffer in the same bytes; for
+     * skip-taken also the join order and offsets.  64-bit arrays first, then the 32-bit ones:
+     * every array stays aligned. */
     size_t scratch_size = npoints * (sizeof(uint64_t) + 2 * sizeof(uint32_t)) +
                           (skip_taken ? nmembers * (sizeof(uint32_t) + sizeof(uint64_t)) : 0);
     char *scratch = s == NULL ? NULL : chring__alloc(scratch_size);
@@ -152,13 +155,22 @@ static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chri
     uint32_t *order = owner + npoints; /* skip-taken only */
 
     identity_slots(s);
-    if (skip_taken)
+    if (skip_taken) {
         npoints = place_skip_taken(s, counts, tpos, start, order, owner);
-    else
-        npoints = generate_all(s, counts, owner);
+    } else if (s->pos_w == 8) {
+        npoints = generate_all(s, counts, s->pos, owner);
+    } else {
+        npoints = generate_all(s, counts, tpos, owner);
+        for (size_t i = 0; i < npoints; i++)
+            chring__pos_set(s, i, tpos[i]);
+    }
     /* Generated in name order (skip-taken: no equal positions), so the stable sort orders equal
      * positions by name. */
-    chring__sort_points(npoints, s->pos, owner, tpos, towner);
+    if (s->pos_w == 8)
+        chring__sort_points(npoints, s->pos, owner, tpos, towner);
+    else
+        chring__sort_points32(npoints, s->pos, owner, (uint32_t *)(void *)tpos,
+                              (uint32_t *)(void *)tpos + npoints);
     if (prof->desc->collide == CHRING_COLLIDE_KEEP_FIRST)
         npoints = keep_first(s, npoints, owner);
     s->npoints = npoints;

@@ -160,15 +160,15 @@ static bool find_dropped(struct merge *g)
     for (size_t k = 0; k < n && exact; k++) {
         if (k > 0 && gpos[k] == gpos[k - 1])
             continue; /* the run of points at this position was listed once */
-        size_t i = chring__pos_search(prev->pos, cursor, prev->npoints, gpos[k]);
-        for (; i < prev->npoints && prev->pos[i] == gpos[k]; i++) {
+        size_t i = chring__pos_search(prev, cursor, prev->npoints, gpos[k]);
+        for (; i < prev->npoints && chring__pos(prev, i) == gpos[k]; i++) {
             if (!g->drop[chring__owner(prev, i)])
                 continue;
             if (found == n) {
                 exact = false;
                 break;
             }
-            g->removed[found] = prev->pos[i];
+            g->removed[found] = chring__pos(prev, i);
             g->dropped[found++] = i;
         }
         cursor = i;
@@ -190,7 +190,7 @@ static void list_dropped(struct merge *g)
         return;
     for (size_t i = 0; g->gone > 0 && i < prev->npoints; i++) {
         if (g->drop[chring__owner(prev, i)]) {
-            g->removed[g->ndropped] = prev->pos[i];
+            g->removed[g->ndropped] = chring__pos(prev, i);
             g->dropped[g->ndropped++] = i;
         }
     }
@@ -220,8 +220,8 @@ static void weave(struct merge *g, chring_snap_t *s)
         size_t end = prev->npoints;
         if (k < g->fresh) {
             /* The first old point ordered after (fpos[k], its member's name). */
-            size_t lo = chring__pos_search(prev->pos, cursor, prev->npoints, g->fpos[k]);
-            while (lo < prev->npoints && prev->pos[lo] == g->fpos[k] &&
+            size_t lo = chring__pos_search(prev, cursor, prev->npoints, g->fpos[k]);
+            while (lo < prev->npoints && chring__pos(prev, lo) == g->fpos[k] &&
                    (g->drop[chring__owner(prev, lo)] ||
                     s->slot_rank[chring__owner(prev, lo)] < s->slot_rank[g->fowner[k]]))
                 lo++;
@@ -229,7 +229,8 @@ static void weave(struct merge *g, chring_snap_t *s)
         }
         while (cursor < end) {
             size_t stop = kd < g->ndropped && g->dropped[kd] < end ? g->dropped[kd] : end;
-            memcpy(s->pos + out, prev->pos + cursor, (stop - cursor) * sizeof *s->pos);
+            memcpy((char *)s->pos + out * s->pos_w, (const char *)prev->pos + cursor * s->pos_w,
+                   (stop - cursor) * s->pos_w); /* one profile: one width */
             copy_owners(s, out, prev, cursor, stop - cursor);
             out += stop - cursor;
             cursor = stop;
@@ -239,7 +240,7 @@ static void weave(struct merge *g, chring_snap_t *s)
             }
         }
         if (k < g->fresh) {
-            s->pos[out] = g->fpos[k];
+            chring__pos_set(s, out, g->fpos[k]);
             chring__owner_set(s, out++, g->fowner[k]);
         }
     }
@@ -258,12 +259,12 @@ static void fix_index(chring_snap_t *s, const uint64_t *changed, size_t n)
     const size_t last = s->nbuckets - 1;
     for (size_t k = 0; k < n; k++) {
         uint64_t p = changed[k];
-        size_t at = chring__pos_search(s->pos, 0, s->npoints, p); /* first >= p, wrapping */
+        size_t at = chring__pos_search(s, 0, s->npoints, p); /* first >= p, wrapping */
         if (at == s->npoints)
             at = 0;
         size_t before = (at == 0 ? s->npoints : at) - 1;
-        size_t b0 = chring__bucket(s, s->pos[before]), b1 = chring__bucket(s, p);
-        if (s->pos[before] >= p) { /* wrapped: from the ring's last point round to p */
+        size_t b0 = chring__bucket(s, chring__pos(s, before)), b1 = chring__bucket(s, p);
+        if (chring__pos(s, before) >= p) { /* wrapped: from the ring's last point round to p */
             chring__index_encode(s, b0, last);
             b0 = 0;
         }

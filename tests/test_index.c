@@ -48,7 +48,7 @@ static const chring_member_t *expected_owner(const chring_snap_t *s, uint64_t h)
     size_t lo = 0, hi = s->npoints;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (s->pos[mid] < h)
+        if (chring__pos(s, mid) < h)
             lo = mid + 1;
         else
             hi = mid;
@@ -193,9 +193,9 @@ static size_t check_dense(chring_t *r, size_t points, const char *what)
     uint64_t *h = malloc(cap * sizeof *h);
     cr_assert_not_null(h);
     for (size_t i = 0; i < s->npoints && nh + 3 <= cap; i += 53) {
-        h[nh++] = s->pos[i] - 1;
-        h[nh++] = s->pos[i];
-        h[nh++] = s->pos[i] + 1;
+        h[nh++] = chring__pos(s, i) - 1;
+        h[nh++] = chring__pos(s, i);
+        h[nh++] = chring__pos(s, i) + 1;
     }
     for (size_t b = 0; b < s->nbuckets && nh + 2 <= cap; b += 97) {
         h[nh++] = chring__bucket_start(s, b);
@@ -336,9 +336,9 @@ Test(index, a_publish_that_takes_the_slots_past_65536_widens_the_owners, .timeou
     uint64_t *h = malloc(cap * sizeof *h);
     cr_assert_not_null(h);
     for (size_t i = 0; i < a->npoints && nh + 3 <= cap; i += 97) {
-        h[nh++] = a->pos[i] - 1;
-        h[nh++] = a->pos[i];
-        h[nh++] = a->pos[i] + 1;
+        h[nh++] = chring__pos(a, i) - 1;
+        h[nh++] = chring__pos(a, i);
+        h[nh++] = chring__pos(a, i) + 1;
     }
     check_positions(a, h, nh, "widened");
     free(h);
@@ -431,10 +431,10 @@ static void check_sparse_lines(chring_t *r, const char *what, int removed)
     uint64_t h[4096];
     size_t nh = 0;
     uint64_t end = line_top(SPARSE_LINES + 1) << 32; /* and the first line after them */
-    for (size_t i = 0; i < s->npoints && s->pos[i] < end + (UINT64_C(1) << 40); i++) {
-        h[nh++] = s->pos[i] - 1;
-        h[nh++] = s->pos[i];
-        h[nh++] = s->pos[i] + 1;
+    for (size_t i = 0; i < s->npoints && chring__pos(s, i) < end + (UINT64_C(1) << 40); i++) {
+        h[nh++] = chring__pos(s, i) - 1;
+        h[nh++] = chring__pos(s, i);
+        h[nh++] = chring__pos(s, i) + 1;
     }
     for (uint64_t b = 0; b <= SPARSE_LINES; b++) {
         uint64_t lo = line_top(b) << 32, hi = (line_top(b + 1) << 32) - 1;
