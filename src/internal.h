@@ -261,8 +261,8 @@ struct chring_snap {
     /* The slot of each point's member: owner_w bytes a point, little-endian, as few as the
      * slots need (chring__owner_width: 2 bytes up to 65,536 slots, 3 up to 2^24, else 4), read
      * with chring__owner and written with chring__owner_set (below); CHRING_OWNER_PAD bytes
-     * follow the last, so that the 4-byte load that reads one stays in the block.  At 10,000 x
-     * 160 two bytes a point fewer than a uint32_t array (docs/bench.md §11f). */
+     * follow the last, so that the 4-byte load that reads one stays in the block
+     * (docs/design.md §4.1, "Points"). */
     unsigned char *owner;
     uint32_t owner_w;    /* 2, 3 or 4 */
     uint32_t owner_mask; /* the low owner_w bytes of a 32-bit word */
@@ -335,8 +335,8 @@ static inline uint32_t chring__owner_width(size_t nslots)
 
 /* The slot of point i's member: one unaligned 4-byte load and a mask, which the padding keeps
  * inside the block for the last point.  Two bytes, every ring of up to 65,536 members, is the
- * branch predicted: its address is a scaled index, where i * owner_w was a multiply on the
- * lookup's chain (3-5 % on the pre-hashed lookups of rings in the cache, docs/bench.md §11f). */
+ * branch predicted: its address is a scaled index, where i * owner_w put a multiply on the
+ * lookup's chain. */
 static inline uint32_t chring__owner(const chring_snap_t *s, size_t i)
 {
     uint32_t v;

@@ -135,11 +135,13 @@ static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chri
     chring_snap_t *s = chring__snap_alloc(blocks, prof, members, weights, nmembers, nmembers,
                                           total_weight, npoints, 0);
     /* Scratch: the owners as 32-bit slots (the snapshot's are narrower: written once sorted)
-     * and the sort's second buffer, or for 4-byte positions the 64-bit positions as generated,
-     * then (narrowed into the snapshot) the sort's second buffer in the same bytes; for
-     * skip-taken also the join order and offsets.  64-bit arrays first, then the 32-bit ones:
-     * every array stays aligned. */
-    size_t scratch_size = npoints * (sizeof(uint64_t) + 2 * sizeof(uint32_t)) +
+     * and the sort's second buffer (positions, then owners); for 4-byte positions the 64-bit
+     * positions as generated instead, whose bytes (once narrowed into the snapshot) are the
+     * sort's second buffer, 32-bit positions and owners.  For skip-taken also the join order
+     * and offsets.  64-bit arrays first, then the 32-bit ones: every array stays aligned.  So
+     * 16 bytes a point for 8-byte positions, 12 for 4-byte ones. */
+    bool wide = chring__pos_width(prof) == 8;
+    size_t scratch_size = npoints * (sizeof(uint64_t) + (wide ? 2 : 1) * sizeof(uint32_t)) +
                           (skip_taken ? nmembers * (sizeof(uint32_t) + sizeof(uint64_t)) : 0);
     char *scratch = s == NULL ? NULL : chring__alloc(scratch_size);
     if (s == NULL || scratch == NULL) {
@@ -150,14 +152,14 @@ static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chri
     }
     uint64_t *tpos = (uint64_t *)(void *)scratch;
     uint64_t *start = tpos + npoints; /* skip-taken only */
-    uint32_t *towner = (uint32_t *)(void *)(start + (skip_taken ? nmembers : 0));
-    uint32_t *owner = towner + npoints;
-    uint32_t *order = owner + npoints; /* skip-taken only */
+    uint32_t *owner = (uint32_t *)(void *)(start + (skip_taken ? nmembers : 0));
+    uint32_t *towner = owner + npoints; /* 8-byte positions only */
+    uint32_t *order = towner + (wide ? npoints : 0); /* skip-taken only */
 
     identity_slots(s);
     if (skip_taken) {
         npoints = place_skip_taken(s, counts, tpos, start, order, owner);
-    } else if (s->pos_w == 8) {
+    } else if (wide) {
         npoints = generate_all(s, counts, s->pos, owner);
     } else {
         npoints = generate_all(s, counts, tpos, owner);
@@ -166,7 +168,7 @@ static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chri
     }
     /* Generated in name order (skip-taken: no equal positions), so the stable sort orders equal
      * positions by name. */
-    if (s->pos_w == 8)
+    if (wide)
         chring__sort_points(npoints, s->pos, owner, tpos, towner);
     else
         chring__sort_points32(npoints, s->pos, owner, (uint32_t *)(void *)tpos,

@@ -24,7 +24,7 @@
  *   (23 with 2.1 buckets a point), and keys round a sample of points and at bucket ends go to the
  *   owner the points say, after the build and after an add and a remove.
  *
- * - Owner slots of 2, 3 and 4 bytes (docs/design.md §4.1, "Owner slots"): each reads back what
+ * - Owner slots of 2, 3 and 4 bytes (docs/design.md §4.1, "Points"): each reads back what
  *   was written without touching its neighbours, and a publish that takes a ring from 65,536
  *   slots to 65,537 (2 bytes to 3, the merge converting the owners it copies) gives the points a
  *   build of the same members gives.
