@@ -42,7 +42,7 @@ static inline size_t chring__varnish_start(const chring_snap_t *s, uint64_t h64,
 /* The point a lookup and every walk start from: chring__find's, moved to the nearest point or
  * by the varnish rule when the profile says so (docs/design.md §2.1).  The default profile
  * never reads the descriptor. */
-static inline size_t chring__start(const chring_snap_t *s, uint64_t h64)
+CHRING_HOT_INLINE size_t chring__start(const chring_snap_t *s, uint64_t h64)
 {
     size_t i = chring__find(s, h64);
     if (CHRING_UNLIKELY(s->prof.id != CHRING_PROFILE_HASH64)) {

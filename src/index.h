@@ -287,7 +287,7 @@ static inline size_t chring__line_find(const chring_snap_t *s, uint64_t h64)
  * often).  Points are sorted, so the number below h64 is where the answer is.  A key above three
  * points of its bucket (a crowded bucket: a coarse custom hash) takes a binary search up to the
  * next bucket's first point. */
-static inline size_t chring__bucket_find(const chring_snap_t *s, uint64_t h64, unsigned w)
+CHRING_HOT_INLINE size_t chring__bucket_find(const chring_snap_t *s, uint64_t h64, unsigned w)
 {
     size_t b = chring__bucket(s, h64);
     uint32_t e = s->index[b];
@@ -312,7 +312,7 @@ static inline size_t chring__bucket_find(const chring_snap_t *s, uint64_t h64, u
     return i == s->npoints ? 0 : i;
 }
 
-static inline size_t chring__find(const chring_snap_t *s, uint64_t h64)
+CHRING_HOT_INLINE size_t chring__find(const chring_snap_t *s, uint64_t h64)
 {
     if (s->lines != NULL)
         return chring__line_find(s, h64);
