@@ -4,7 +4,8 @@
  * SPDX-License-Identifier: MIT
  *
  * Notation.  n = s->npoints, N = s->nbuckets (buckets, or lines), p[0 .. n) the sorted shifted
- * positions (s->pos), o[i] the slot of point i's member (s->owner), t(h) = h >> 32 and
+ * positions (chring__pos: s->pos holds 8 or 4 bytes a point), o[i] the slot of point i's member
+ * (chring__owner: s->owner holds 2, 3 or 4 bytes a point), t(h) = h >> 32 and
  *
  *     P(h)    = t(h) * N                     (64 bits; grows strictly with t(h))
  *     line(h) = P(h) >> 32                   chring__bucket: the bucket or line of h, in [0, N)
@@ -74,15 +75,18 @@
  *   and index[N] = n.  A search from an entry that names a slot steps to the next entry that
  *   names a point (chring__bucket_first), at most CHRING_INDEX_REACH on.
  *
- *   Both forms: p[n .. n + CHRING_SENTINELS) are UINT64_MAX (the bucket search reads three
- *   points from a bucket's first, which may be n).
+ *   Both forms: p[n .. n + CHRING_SENTINELS) are all ones, UINT64_MAX (2^64 - 2^32 read from
+ *   4-byte positions; the search past three points stops at the next bucket's first), since the
+ *   bucket search reads three points from a bucket's first, which may be n.
  *
  * WHAT A CHANGE TO THE FORMAT MUST TOUCH (the format is the two invariants above, the geometry
  * and the choice of form):
  *   - this header: the picture and invariants, the constants, struct chring_line, the geometry
  *     (chring__bucket, chring__line_off, chring__bucket_start, chring__index_first) and the
  *     search (chring__line_below, whose SSE2 masks count 15 entries at byte 4, chring__line_find,
- *     chring__bucket_first, chring__find);
+ *     chring__bucket_first, chring__bucket_find for each width of positions, chring__find);
+ *   - internal.h: how a point's position and owner are stored (chring__pos_width,
+ *     chring__owner_width and their accessors);
  *   - index.c: which rings take which form (chring__index_lines, chring__index_slots), the counts
  *     (chring__index_buckets, chring__index_line_count), the encoding (line_encode, line_end,
  *     empty_entry, chring__index_encode), the build (chring__index_build) and the shift
