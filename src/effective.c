@@ -31,10 +31,7 @@ double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
     uint64_t now = chring__now_ns();
     uint64_t stamp = CHRING_LOAD_64(&cache->eff_stamp_ns);
     ck_pr_fence_load(); /* the epoch and sum stored before that stamp */
-    /* Epoch 0 (no member of the current membership ramps) reaches here only for a held snapshot
-     * (load.c, capacity_init), whose sum no writer's epoch invalidates when health changes: not
-     * cached, summed each time (O(members), as its weight down is). */
-    if (epoch != 0 && stamp != 0 && now - stamp < CHRING_EFF_MAX_AGE_NS && now >= stamp &&
+    if (stamp != 0 && now - stamp < CHRING_EFF_MAX_AGE_NS && now >= stamp &&
         CHRING_LOAD_64(&cache->eff_epoch) == epoch)
         return chring__bits_double(CHRING_LOAD_64(&cache->eff_bits));
 
@@ -57,7 +54,7 @@ double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
             sum += w;
         }
     }
-    if (s != &chring__empty_snap && epoch != 0) {
+    if (s != &chring__empty_snap) {
         CHRING_STORE_64(&cache->eff_bits, chring__double_bits(sum));
         CHRING_STORE_64(&cache->eff_epoch, epoch);
         ck_pr_fence_store(); /* pairs with the load fence above */

@@ -95,7 +95,6 @@ struct capacity {
     uint64_t now;       /* the clock, read at the start when rseq is not 0 (report.c) */
     uint64_t up_weight; /* W: the snapshot's total weight of members that are up */
     uint64_t epoch;     /* health->ramp_epoch as read at the start */
-    bool held;          /* s is not the ring's current snapshot (a held one) */
     double c;
     bool have_total;
     bool have_sum;
@@ -111,12 +110,6 @@ static inline void capacity_init(struct capacity *k, chring_t *r, const chring_s
     k->r = r;
     k->s = s;
     k->epoch = CHRING_LOAD_64(&s->health->ramp_epoch);
-    /* The epoch says whether a member of the current membership ramps; a held snapshot may list
-     * a member that left while it ramped (the epoch cleared since), whose scale still counts in
-     * that snapshot's E: such a snapshot always sums (capacity_slow).  The published pointer is
-     * on the line of health, which every acquire reads. */
-    k->held = k->epoch == 0 && s->health->current != NULL &&
-              CHRING_RCU_DEREF(*s->health->current) != s;
     k->rseq = CHRING_LOAD_64(&s->health->report_seq);
     k->now = CHRING_UNLIKELY(k->rseq != 0) ? chring__now_ns() : 0;
     k->up_weight = any_down ? chring__up_weight(s) : s->total_weight;
@@ -154,7 +147,7 @@ static inline uint64_t capacity_of(struct capacity *k, uint32_t weight, double s
             k->total += chring__report_sum(k->s, k->rseq, k->now);
         k->have_total = true;
     }
-    if (CHRING_UNLIKELY(k->epoch != 0 || scale < 1.0 || k->held))
+    if (CHRING_UNLIKELY(k->epoch != 0 || scale < 1.0))
         return capacity_slow(k, weight, scale);
     if (weight != k->weight) {
         k->weight = weight;
