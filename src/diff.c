@@ -31,9 +31,9 @@
 
 struct breaks {
     const chring_snap_t *s;
-    uint64_t max;    /* 2^bits - 1 */
-    bool nearest;    /* the profile's rule */
-    size_t i;        /* the next point (the first of its position) */
+    uint64_t max;   /* 2^bits - 1 */
+    bool nearest;   /* the profile's rule */
+    size_t i;       /* the next point (the first of its position) */
     uint64_t q0, qL; /* first and last positions */
     uint64_t lead[3], trail[2], pend[3];
     unsigned nlead, ilead, ntrail, itrail, npend, ipend;

@@ -24,8 +24,8 @@
 #define CHRING_TWO_POW_64 18446744073709551616.0
 
 /* Validity words: set at creation, poisoned just before the memory is freed. */
-#define CHRING_MEMBER_MAGIC UINT32_C(0x6368726d)       /* "chrm" */
-#define CHRING_SNAP_MAGIC UINT64_C(0x636872736e617073) /* "chrsnaps" */
+#define CHRING_MEMBER_MAGIC UINT32_C(0x6368726d)         /* "chrm" */
+#define CHRING_SNAP_MAGIC UINT64_C(0x636872736e617073)   /* "chrsnaps" */
 #define CHRING_POISON UINT64_C(0xdeadbeefdeadbeef)
 
 /* ---- structures --------------------------------------------------------------------------- */
@@ -169,7 +169,7 @@ struct chring_prof {
  * A spare that no publish took for CHRING_SPARE_IDLE_NS is freed by the ring's trimmer, a
  * thread that runs while the cache holds spares (docs/design.md §4, "Spare blocks"). */
 #define CHRING_SPARES 6
-#define CHRING_PREFAULT 5 /* spares a large ring's first publish makes ready, at most */
+#define CHRING_PREFAULT 5  /* spares a large ring's first publish makes ready, at most */
 /* ... while they stay within this many bytes, but at least CHRING_PREFAULT_MIN (prefault_count,
  * snap_block.c) */
 #define CHRING_PREFAULT_BYTES ((size_t)384 << 20)
@@ -206,7 +206,7 @@ struct chring_blocks {
  * it joins, is dropped once every snapshot published while it was listed is destroyed, and a
  * publish takes and drops references on the members it changes only. */
 struct chring_chain {
-    uint64_t refs;             /* its snapshot's, and the previous node's */
+    uint64_t refs; /* its snapshot's, and the previous node's */
     struct chring_chain *next; /* written once, by the writer, at the next publish */
     chring_snap_t *snap;       /* its snapshot: read only while the snapshot's reference holds */
     size_t ngone;
@@ -331,6 +331,13 @@ static inline void chring__pos_set(chring_snap_t *s, size_t i, uint64_t h64)
 static inline uint32_t chring__owner_width(size_t nslots)
 {
     return nslots <= ((size_t)1 << 16) ? 2 : nslots <= ((size_t)1 << 24) ? 3 : 4;
+}
+
+/* Sets s's owner width for nslots slots and the mask a reader applies. */
+static inline void chring__owner_shape(chring_snap_t *s, size_t nslots)
+{
+    s->owner_w = chring__owner_width(nslots);
+    s->owner_mask = s->owner_w == 4 ? UINT32_MAX : (UINT32_C(1) << (8 * s->owner_w)) - 1;
 }
 
 /* The slot of point i's member: one unaligned 4-byte load and a mask, which the padding keeps

@@ -535,8 +535,9 @@ static size_t align_up(size_t x, size_t a)
     return (x + a - 1) & ~(a - 1);
 }
 
-/* Pointer arrays first, then the positions (8 or 4 bytes), then the 32-bit arrays, then the owners
- * (owner_w bytes a point and the padding), then the index: each stays aligned.  The lines of a line index come last, with room to start them on a cache line wherever the
+/* Pointer arrays first, then the positions (8 or 4 bytes), then the 32-bit arrays, then the
+ * owners (owner_w bytes a point and the padding), then the index: each stays aligned.  The lines
+ * of a line index come last, with room to start them on a cache line wherever the
  * block starts (chring__snap_alloc). */
 static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, size_t nbuckets,
                                 bool lines, uint32_t pos_w)
@@ -604,8 +605,7 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
     s->pos = block + l.pos_off;
     s->pos_w = pos_w;
     s->owner = (unsigned char *)(block + l.owner_off);
-    s->owner_w = chring__owner_width(nslots);
-    s->owner_mask = s->owner_w == 4 ? UINT32_MAX : (UINT32_C(1) << (8 * s->owner_w)) - 1;
+    chring__owner_shape(s, nslots);
     memset(s->owner + npoints * s->owner_w, 0, CHRING_OWNER_PAD); /* read, masked off */
     s->npoints = npoints;
     s->nbuckets = nbuckets;
@@ -733,7 +733,7 @@ void chring__chain_settle(struct chring_blocks *blocks, chring_snap_t *last)
 {
     struct chring_chain *oldest = CHRING_LOAD_PTR(&blocks->oldest);
     if (last->chain == NULL)
-        return;                  /* no member was ever published */
+        return; /* no member was ever published */
     if (oldest == last->chain) { /* every snapshot before last is gone: the common case */
         members_unref(last->members, last->nmembers);
         return;

@@ -262,10 +262,9 @@ Test(index, an_owner_slot_takes_two_three_or_four_bytes_and_reads_back_alone)
     };
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         chring_snap_t s = {0};
-        s.owner_w = chring__owner_width(shapes[k].nslots);
+        chring__owner_shape(&s, shapes[k].nslots);
         cr_assert_eq(s.owner_w, shapes[k].width, "%zu slots: %u bytes, not %u", shapes[k].nslots,
                      s.owner_w, shapes[k].width);
-        s.owner_mask = s.owner_w == 4 ? UINT32_MAX : (UINT32_C(1) << (8 * s.owner_w)) - 1;
         unsigned char *bytes = malloc(N * s.owner_w + CHRING_OWNER_PAD);
         cr_assert_not_null(bytes);
         memset(bytes, 0xa5, N * s.owner_w + CHRING_OWNER_PAD); /* garbage in the padding too */

@@ -81,8 +81,7 @@ static void fixture_build(struct fixture *f, const uint64_t *pos, const uint32_t
         low_zero = (uint32_t)pos[i] == 0;
     s->pos_w = low_zero ? 4 : 8;
     s->pos = malloc((n + CHRING_SENTINELS) * s->pos_w);
-    s->owner_w = chring__owner_width(nslots); /* the library's width for these slots */
-    s->owner_mask = s->owner_w == 4 ? UINT32_MAX : (UINT32_C(1) << (8 * s->owner_w)) - 1;
+    chring__owner_shape(s, nslots); /* the library's width for these slots */
     s->owner = calloc(n * s->owner_w + CHRING_OWNER_PAD, 1);
     s->slot_member = malloc(nslots * sizeof *s->slot_member);
     f->tokens = malloc(nslots * TOKEN);
