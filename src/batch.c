@@ -38,25 +38,26 @@
 /* Stage 1: the index entry of the key's bucket. */
 static inline void prefetch_entry(const chring_snap_t *s, uint64_t h64)
 {
-    if (s->lines != NULL)
-        BATCH_PREFETCH(&s->lines[chring__bucket(s, h64)]);
-    else
-        BATCH_PREFETCH(&s->index[chring__bucket(s, h64)]);
+    size_t b = chring__bucket(s, h64);
+    if (s->lines != NULL) {
+        BATCH_PREFETCH(&s->lines[b]);
+    } else if (s->index_off != NULL) {
+        BATCH_PREFETCH(&s->index_off[b]);
+        BATCH_PREFETCH(&s->index[b >> CHRING_PACK_SHIFT]);
+    } else {
+        BATCH_PREFETCH(&s->index[b]);
+    }
 }
 
-/* Stage 2: what the entry names, the bucket's first points and their owner slots, or the slot's
- * member for an empty bucket that names its owner. */
+/* Stage 2: what the entry names, the bucket's first points and their owner slots. */
 static inline void prefetch_points(const chring_snap_t *s, uint64_t h64)
 {
     if (s->lines != NULL)
         return; /* a line names its key's owner: the first pass fetched all there is */
-    uint32_t e = s->index[chring__bucket(s, h64)];
-    if (e & CHRING_INDEX_SLOT) {
-        BATCH_PREFETCH(&s->slot_member[e & CHRING_INDEX_POINT]);
-    } else {
-        BATCH_PREFETCH((const char *)s->pos + (size_t)e * s->pos_w);
-        BATCH_PREFETCH(s->owner + (size_t)e * s->owner_w);
-    }
+    size_t b = chring__bucket(s, h64);
+    size_t e = s->index_off != NULL ? chring__pack_first(s, b) : s->index[b];
+    BATCH_PREFETCH((const char *)s->pos + e * s->pos_w);
+    BATCH_PREFETCH(s->owner + e * s->owner_w);
 }
 
 /* The pipeline over n positions that GET(i, &bad) yields (setting bad for a key with no owner),

@@ -54,9 +54,9 @@ CHRING_HOT_INLINE size_t chring__start(const chring_snap_t *s, uint64_t h64)
     return i;
 }
 
-/* The owner of a key at shifted position h64 for a plain lookup: where its bucket is empty and
- * names its owner (CHRING_INDEX_SLOT), that owner, with no point read; else the owner of the
- * point chring__start finds.  Down members as in chring__owner_up. */
+/* The owner of a key at shifted position h64 for a plain lookup: with the line index, the slot
+ * its line names, with no point read; else the owner of the point chring__start finds.  Down
+ * members as in chring__owner_up. */
 static inline const chring_member_t *chring__owner_of(const chring_snap_t *s, uint64_t h64);
 
 /* The owner of point i for a lookup: its member, or when members are down (health.c) the first
@@ -90,17 +90,11 @@ static inline const chring_member_t *chring__owner_of(const chring_snap_t *s, ui
         size_t i = l->first + below;
         return chring__first_up(s, i == s->npoints ? 0 : i);
     }
-    uint32_t e = s->index[chring__bucket(s, h64)];
-    if (e & CHRING_INDEX_SLOT) {
-        const chring_member_t *m = s->slot_member[e & CHRING_INDEX_POINT];
-        if (CHRING_LIKELY(CHRING_LOAD_64(&s->health->alive_down) == 0) ||
-            CHRING_LOAD_32(&m->down) == 0)
-            return m;
-    } else {
-        /* The owner of the bucket's first point is the answer or next to it: its line is
-         * fetched while the positions are compared, one miss in parallel instead of after. */
-        CHRING_PREFETCH(s->owner + (size_t)e * s->owner_w);
-    }
+    /* The owner of the bucket's first point is the answer or next to it: its line is fetched
+     * while the positions are compared, one miss in parallel instead of after. */
+    size_t b = chring__bucket(s, h64);
+    size_t e = s->index_off != NULL ? chring__pack_first(s, b) : s->index[b];
+    CHRING_PREFETCH(s->owner + e * s->owner_w);
     return chring__owner_up(s, chring__start(s, h64));
 }
 

@@ -38,18 +38,32 @@ size_t chring__index_buckets(size_t n, unsigned width, size_t prev_buckets)
     return nb < 2 ? 2 : nb;
 }
 
-/* Whether empty buckets name their owner: only on rings of more than half a million points,
- * which have left the caches, where a lookup that reads no point saves one or two dependent
- * misses; on smaller rings the branch on an entry kind set for a third to a half of the buckets
- * costs more than the loads it saves (measured with one-owner flags at 1000 x 160: 20 % slower
- * in throughput).  Also: the profile's owner must be the first point at or after a key (not
- * haproxy's nearest point nor varnish's last point for keys above the top), and every point
- * index and slot must leave the kind bit free. */
-bool chring__index_slots(const chring_snap_t *s)
+/* The packed bucket index (index.h) on rings of more than half a million points, which have
+ * left the caches: 1.6 bytes a point where the flat index takes 6, so that 100,000 x 16 fits in
+ * 24 bytes a point (docs/design.md §4.1).  Positions of 32 bits or more only: a 16-bit profile's
+ * buckets are capped at 2^16 and past 2^19 points a group of them would hold hundreds of points,
+ * each offset an escape.  Fewer than 2^32 points, the range of a base. */
+bool chring__index_packed(const struct chring_prof *prof, size_t npoints)
 {
-    return !s->prof.desc->nearest && !s->prof.desc->varnish_start &&
-           s->npoints > ((size_t)1 << 19) && s->npoints < CHRING_INDEX_POINT &&
-           s->nslots < CHRING_INDEX_POINT;
+    return prof->bits >= 32 && npoints > CHRING_PACK_MIN && npoints < UINT32_MAX;
+}
+
+size_t chring__index_bytes(size_t nbuckets, bool packed)
+{
+    if (!packed)
+        return (nbuckets + 1) * sizeof(uint32_t);
+    return ((nbuckets >> CHRING_PACK_SHIFT) + 2) * sizeof(uint32_t) + nbuckets + 1;
+}
+
+/* F(b) past an escape: at least 255 points after the group's base, at most the next group's
+ * (base[G + 1] = n for the last group); F(nbuckets) is npoints. */
+size_t chring__pack_far(const chring_snap_t *s, size_t b)
+{
+    if (b >= s->nbuckets)
+        return s->npoints;
+    size_t g = b >> CHRING_PACK_SHIFT;
+    return chring__pos_search(s, (size_t)s->index[g] + CHRING_PACK_FAR, s->index[g + 1],
+                              chring__bucket_start(s, b));
 }
 
 /* The line index (index.h) where a key's owner is the first point at or after it,
@@ -174,14 +188,29 @@ static void lines_shift(chring_snap_t *s, const chring_snap_t *prev, const uint6
     }
 }
 
-/* An empty bucket b whose first point after it is point `first` of bucket nb (nbuckets if
- * none, wrapping to point 0) names that point's owner when nb is within reach, so that a search
- * from b finds a point-naming entry within CHRING_INDEX_REACH loads. */
-static uint32_t empty_entry(const chring_snap_t *s, size_t b, size_t nb, size_t first, bool slots)
+/* Groups g0 to g1 of a packed index from the points alone, bases and offsets (the invariant of
+ * index.h); i is a point at or before the first of group g0.  Returns the first point of group
+ * g1 + 1's first bucket. */
+static size_t pack_encode(chring_snap_t *s, size_t g0, size_t g1, size_t i)
 {
-    if (slots && nb - b <= CHRING_INDEX_REACH)
-        return CHRING_INDEX_SLOT | chring__owner(s, first == s->npoints ? 0 : first);
-    return (uint32_t)first;
+    const size_t n = s->npoints, nb = s->nbuckets;
+    for (size_t g = g0; g <= g1; g++) {
+        size_t b0 = g << CHRING_PACK_SHIFT, b1 = b0 + CHRING_PACK_GROUP - 1;
+        if (b1 > nb)
+            b1 = nb;
+        size_t base = 0;
+        for (size_t b = b0; b <= b1; b++) {
+            while (i < n && chring__bucket(s, chring__pos(s, i)) < b)
+                i++;
+            if (b == b0)
+                base = i, s->index[g] = (uint32_t)i;
+            size_t off = i - base;
+            s->index_off[b] = (uint8_t)(off < CHRING_PACK_FAR ? off : CHRING_PACK_FAR);
+        }
+    }
+    if (g1 == nb >> CHRING_PACK_SHIFT)
+        s->index[g1 + 1] = (uint32_t)n;
+    return i;
 }
 
 void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1)
@@ -193,19 +222,23 @@ void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1)
         lines_encode(s, b0, b1);
         return;
     }
-    bool slots = chring__index_slots(s);
+    if (s->index_off != NULL) {
+        size_t g0 = b0 >> CHRING_PACK_SHIFT, g1 = b1 >> CHRING_PACK_SHIFT;
+        size_t i = chring__pos_search(s, 0, s->npoints,
+                                      chring__bucket_start(s, g0 << CHRING_PACK_SHIFT));
+        pack_encode(s, g0, g1, i);
+        return;
+    }
     size_t i = chring__pos_search(s, 0, s->npoints, chring__bucket_start(s, b0));
     for (size_t b = b0; b <= b1; b++) {
         while (i < s->npoints && chring__bucket(s, chring__pos(s, i)) < b)
             i++;
-        size_t nb = i < s->npoints ? chring__bucket(s, chring__pos(s, i)) : buckets;
-        s->index[b] = nb == b ? (uint32_t)i : empty_entry(s, b, nb, i, slots);
+        s->index[b] = (uint32_t)i;
     }
 }
 
-/* index[b] = first point whose top k bits are >= b, with a histogram and a prefix sum; then,
- * where the snapshot takes them, the empty buckets' owners, from the last bucket back (bucket b
- * is empty when its first point is the next bucket's). */
+/* Flat: index[b] = first point whose bucket is >= b, with a histogram and a prefix sum.
+ * Packed: one pass over the buckets and the points. */
 void chring__index_build(chring_snap_t *s)
 {
     for (unsigned k = 0; k < CHRING_SENTINELS; k++)
@@ -215,24 +248,38 @@ void chring__index_build(chring_snap_t *s)
         return;
     }
     size_t buckets = s->nbuckets;
+    if (s->index_off != NULL) {
+        pack_encode(s, 0, buckets >> CHRING_PACK_SHIFT, 0);
+        return;
+    }
     uint32_t *index = s->index;
     memset(index, 0, (buckets + 1) * sizeof *index);
     for (size_t i = 0; i < s->npoints; i++)
         index[chring__bucket(s, chring__pos(s, i)) + 1]++;
     for (size_t b = 0; b < buckets; b++)
         index[b + 1] += index[b];
-    if (!chring__index_slots(s))
-        return;
-    size_t nb = buckets;            /* the next bucket that holds a point */
-    uint32_t next = index[buckets]; /* the first point of bucket b + 1 */
-    for (size_t b = buckets; b-- > 0;) {
-        uint32_t first = index[b];
-        if (first != next)
-            nb = b;
-        else
-            index[b] = empty_entry(s, b, nb, first, true);
-        next = first;
+}
+
+/* As chring__index_shift for a packed index: the offsets copied, each base moved by the points
+ * added to and removed from buckets before its group's first; the groups that hold a change are
+ * then rewritten whole (chring__index_encode, from snap_merge.c's fix_index), and the others
+ * keep their offsets, whose first points all moved alike. */
+static void pack_shift(chring_snap_t *s, const chring_snap_t *prev, const uint64_t *added,
+                       size_t nadded, const uint64_t *removed, size_t nremoved)
+{
+    size_t nb = s->nbuckets, last = nb >> CHRING_PACK_SHIFT;
+    memcpy(s->index_off, prev->index_off, nb + 1);
+    size_t ka = 0, kr = 0;
+    uint32_t delta = 0; /* added minus removed so far; wraps for a net removal */
+    for (size_t g = 0; g <= last; g++) {
+        size_t b = g << CHRING_PACK_SHIFT;
+        while (ka < nadded && chring__bucket(s, added[ka]) < b)
+            delta++, ka++;
+        while (kr < nremoved && chring__bucket(s, removed[kr]) < b)
+            delta--, kr++;
+        s->index[g] = prev->index[g] + delta;
     }
+    s->index[last + 1] = (uint32_t)s->npoints;
 }
 
 /* The index of s from prev's when few points changed: bucket b starts after prev's start plus
@@ -248,13 +295,17 @@ void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint
         lines_shift(s, prev, added, nadded, removed, nremoved);
         return;
     }
+    if (s->index_off != NULL) {
+        pack_shift(s, prev, added, nadded, removed, nremoved);
+        return;
+    }
     const uint32_t *src = prev->index;
     uint32_t *dst = s->index;
     struct shift_runs w = {added, nadded, removed, nremoved, 0, 0, 0};
     for (size_t b = 0, next;; shift_runs_pass(s, &w, next)) {
         next = shift_runs_end(s, &w);
-        for (; b < next; b++) /* an entry naming a slot stays: mask 0 for it */
-            dst[b] = src[b] + (w.delta & ((src[b] >> 31) - 1u));
+        for (; b < next; b++)
+            dst[b] = src[b] + w.delta;
         if (next == s->nbuckets + 1)
             break;
     }

@@ -59,21 +59,27 @@
  *     lines[L].off[e] = 0xffff,          lines[L].slot[e] = o[x(L)]        for m <= e < 15
  *   and lines[N].first = n, lines[N].off[e] = lines[N].slot[e] = 0xffff.
  *
- * ONE ENTRY of the bucket index (s->index, 32 bits), bucket b, f = F(b):
+ * THE BUCKET INDEX, flat (s->index, N + 1 entries of 32 bits; s->index_off NULL): index[b] =
+ * F(b) for 0 <= b <= N, so index[N] = n.
  *
- *      bit 31 (CHRING_INDEX_SLOT)   bits 30 .. 0 (CHRING_INDEX_POINT)
- *     +---+--------------------------------------------------------------+
- *     | 0 | f: the first point at or after the bucket's start             |  a bucket with points,
- *     +---+--------------------------------------------------------------+  or an empty one
- *     | 1 | o[f mod n]: the slot of the one owner of an empty bucket      |  empty, reach <= 16,
- *     +---+--------------------------------------------------------------+  slots taken
+ * THE BUCKET INDEX, packed (rings of more than 2^19 points with positions of 32 bits or more that
+ * take no lines: more than 65,535 slots, or the haproxy and varnish profiles): a byte a bucket and
+ * a 32-bit base per group of CHRING_PACK_GROUP (64) buckets, g = b >> 6:
  *
- *   THE BUCKET INVARIANT, for 0 <= b < N, with nb(b) = line(p[F(b)]) if F(b) < n, else N (the
- *   next bucket with a point) and slots = chring__index_slots(s) (rings past 2^19 points):
- *     index[b] = CHRING_INDEX_SLOT | o[F(b) mod n]   if c(b) = 0, slots and nb(b) - b <= 16
- *     index[b] = F(b)                                otherwise
- *   and index[N] = n.  A search from an entry that names a slot steps to the next entry that
- *   names a point (chring__bucket_first), at most CHRING_INDEX_REACH on.
+ *     s->index     base[0 .. G + 1], G = N >> 6:   base[g] = F(64 g) for g <= G, base[G + 1] = n
+ *     s->index_off off[0 .. N]:                    off[b] = min(F(b) - base[b >> 6], 255)
+ *
+ *     F(b) = base[b >> 6] + off[b]         where off[b] < 255 (CHRING_PACK_FAR)
+ *     F(b) = the first point of p[base[g] + 255 .. base[g + 1]) at or after bucket b's start
+ *                                          where off[b] = 255 (a group more crowded than a good
+ *                                          hash ever makes one; F(N) = n)
+ *
+ *   At 1.5 buckets a point a group holds some 43 points, so the escape is for coarse custom
+ *   hashes; the index takes 1 + 1/16 bytes a bucket, 1.6 a point, where the flat one takes 6.
+ *   A bucket is empty when F(b) = F(b + 1): its key's answer is F(b) with no point read.
+ *
+ *   THE PACKED INVARIANT: base[g] = F(64 g) for 0 <= g <= G, base[G + 1] = n, and off[b] =
+ *   min(F(b) - base[b >> 6], 255) for 0 <= b <= N.
  *
  *   Both forms: p[n .. n + CHRING_SENTINELS) are all ones, UINT64_MAX (2^64 - 2^32 read from
  *   4-byte positions; the search past three points stops at the next bucket's first), since the
@@ -113,12 +119,12 @@
 
 /* ---- the bucket index ---------------------------------------------------------------------- */
 
-/* An index entry names a point, or (CHRING_INDEX_SLOT set) the slot of the one owner of an empty
- * bucket; CHRING_INDEX_POINT masks either.  An empty bucket names its owner only when a bucket
- * that names a point is at most CHRING_INDEX_REACH buckets after it (index.c). */
-#define CHRING_INDEX_SLOT UINT32_C(0x80000000)
-#define CHRING_INDEX_POINT UINT32_C(0x7fffffff)
-#define CHRING_INDEX_REACH 16
+/* The packed form (above): a base a group of CHRING_PACK_GROUP buckets, an offset byte a bucket,
+ * CHRING_PACK_FAR for an offset that does not fit (the first point is then searched for). */
+#define CHRING_PACK_SHIFT 6
+#define CHRING_PACK_GROUP ((size_t)1 << CHRING_PACK_SHIFT)
+#define CHRING_PACK_FAR 255
+#define CHRING_PACK_MIN ((size_t)1 << 19)
 
 /* ---- the line index ------------------------------------------------------------------------ */
 
@@ -166,12 +172,27 @@ static inline uint16_t chring__line_off(const chring_snap_t *s, uint64_t h64)
     return (uint16_t)((uint32_t)((h64 >> 32) * (uint64_t)s->nbuckets) >> 16);
 }
 
-/* The first point at or after the start of bucket (or line) b, b <= nbuckets, of an index entry
- * that names a point (F(b) above). */
+/* F(b) of a packed index whose offset for b is CHRING_PACK_FAR: searched (index.c). */
+size_t chring__pack_far(const chring_snap_t *s, size_t b);
+
+/* F(b) of a packed index (above), b <= nbuckets. */
+static inline size_t chring__pack_first(const chring_snap_t *s, size_t b)
+{
+    unsigned off = s->index_off[b];
+    if (CHRING_UNLIKELY(off == CHRING_PACK_FAR))
+        return chring__pack_far(s, b);
+    return (size_t)s->index[b >> CHRING_PACK_SHIFT] + off;
+}
+
+/* The first point at or after the start of bucket (or line) b, b <= nbuckets (F(b) above), in
+ * any form. */
 static inline size_t chring__index_first(const chring_snap_t *s, size_t b)
 {
-    return s->lines != NULL ? (size_t)(s->lines[b].first & ~CHRING_LINE_FULL)
-                            : (size_t)(s->index[b] & CHRING_INDEX_POINT);
+    if (s->lines != NULL)
+        return (size_t)(s->lines[b].first & ~CHRING_LINE_FULL);
+    if (s->index_off != NULL)
+        return chring__pack_first(s, b);
+    return (size_t)s->index[b];
 }
 
 /* The lowest position of bucket b (b < nbuckets). */
@@ -221,24 +242,16 @@ void chring__index_build(chring_snap_t *s);
  * (snap_merge.c, fix_index). */
 void chring__index_shift(chring_snap_t *s, const chring_snap_t *prev, const uint64_t *added,
                          size_t nadded, const uint64_t *removed, size_t nremoved);
-/* Whether s's empty buckets name their owners (the rings past half a million points). */
-bool chring__index_slots(const chring_snap_t *s);
+/* Whether a bucket index of this profile and points is packed (above): more than
+ * CHRING_PACK_MIN points, positions of 32 bits or more, fewer than 2^32 points. */
+bool chring__index_packed(const struct chring_prof *prof, size_t npoints);
+/* Bytes of a bucket index of nbuckets buckets, flat or packed (snap_block.c's layout). */
+size_t chring__index_bytes(size_t nbuckets, bool packed);
 /* Writes the entries of buckets [b0, b1] from the points alone (what the entries say is not
- * read): a point, or an owner's slot where the snapshot takes them. */
+ * read); a packed index rewrites the whole groups of b0 to b1, their bases included. */
 void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1);
 
 /* ---- the search, inline for the hot path (find.h) ------------------------------------------ */
-
-/* The first point at or after the start of bucket b: its entry, or past an empty bucket that
- * names its owner, the entry of the next bucket that names a point (at most CHRING_INDEX_REACH
- * on; index[nbuckets] always names one). */
-static inline size_t chring__bucket_first(const chring_snap_t *s, size_t b)
-{
-    uint32_t e;
-    while ((e = s->index[b]) & CHRING_INDEX_SLOT)
-        b++;
-    return e;
-}
 
 /* Of line l and a key's offset k in it: the number of listed points below the key, the index of
  * the slot that names its owner.  The offsets are sorted and the pads are above every offset,
@@ -284,35 +297,44 @@ static inline size_t chring__line_find(const chring_snap_t *s, uint64_t h64)
     return i == s->npoints ? 0 : i;
 }
 
-/* Index of the first point at or after the shifted position h64 (wrapping to 0).
- * The bucket's first three points (or the sentinels past the last point, UINT64_MAX) are
- * compared with h64 at once: three loads that do not wait for each other, and no branch for the
- * usual answer (a bucket holds 0.4 to 0.8 points on average, so a loop's exit would be mispredicted
- * often).  Points are sorted, so the number below h64 is where the answer is.  A key above three
- * points of its bucket (a crowded bucket: a coarse custom hash) takes a binary search up to the
- * next bucket's first point. */
+/* From point i, the first of h64's bucket, and end, the first of the next bucket: the first
+ * point at or after h64 (not wrapped).  The bucket's first three points (or the sentinels past
+ * the last point, UINT64_MAX) are compared with h64 at once: three loads that do not wait for
+ * each other, and no branch for the usual answer (a bucket holds 0.4 to 0.8 points on average, so
+ * a loop's exit would be mispredicted often).  Points are sorted, and those after the bucket are
+ * above h64, so the number below h64 is where the answer is.  A key above three points of its
+ * bucket (a crowded bucket: a coarse custom hash) takes a binary search up to end: 4-byte
+ * sentinels read as 2^64 - 2^32, below a key with low bits above them (none of a 32-bit
+ * profile's own keys, whose low half is 0), so the search never runs past the next bucket. */
+CHRING_HOT_INLINE size_t chring__bucket_scan(const void *pos, unsigned w, size_t i, size_t end,
+                                             uint64_t h64)
+{
+    size_t below = (size_t)(chring__pos_at(pos, w, i) < h64) +
+                   (size_t)(chring__pos_at(pos, w, i + 1) < h64);
+    if (CHRING_UNLIKELY(chring__pos_at(pos, w, i + 2) < h64))
+        return chring__pos_search_at(pos, w, i + 3 < end ? i + 3 : end, end, h64);
+    return i + below;
+}
+
+/* Index of the first point at or after the shifted position h64 (wrapping to 0), by the flat
+ * bucket index: the bucket's entry, then chring__bucket_scan. */
 CHRING_HOT_INLINE size_t chring__bucket_find(const chring_snap_t *s, uint64_t h64, unsigned w)
 {
     size_t b = chring__bucket(s, h64);
-    uint32_t e = s->index[b];
-    const void *pos = s->pos;
-    size_t i;
-    if (CHRING_UNLIKELY(e & CHRING_INDEX_SLOT)) {
-        i = chring__bucket_first(s, b + 1); /* bucket b is empty */
-    } else {
-        i = e;
-        size_t below = (size_t)(chring__pos_at(pos, w, i) < h64) +
-                       (size_t)(chring__pos_at(pos, w, i + 1) < h64);
-        if (CHRING_UNLIKELY(chring__pos_at(pos, w, i + 2) < h64)) {
-            /* From the fourth point, but never past the next bucket's first: 4-byte sentinels
-             * read as 2^64 - 2^32, below a key with low bits above them (none of a 32-bit
-             * profile's own keys, whose low half is 0). */
-            size_t hi = chring__bucket_first(s, b + 1);
-            i = chring__pos_search_at(pos, w, i + 3 < hi ? i + 3 : hi, hi, h64);
-        } else {
-            i += below;
-        }
-    }
+    size_t i = chring__bucket_scan(s->pos, w, s->index[b], s->index[b + 1], h64);
+    return i == s->npoints ? 0 : i;
+}
+
+/* The same by the packed index: the bucket's first point and the next bucket's, from a base
+ * (the group's, in a table of 1/64 of the offsets' size that stays in the caches) and two
+ * offset bytes, most often on one cache line.  An empty bucket (about half of them at 1.5 a
+ * point) answers its first point with no point read. */
+CHRING_HOT_INLINE size_t chring__pack_find(const chring_snap_t *s, uint64_t h64, unsigned w)
+{
+    size_t b = chring__bucket(s, h64);
+    size_t i = chring__pack_first(s, b), end = chring__pack_first(s, b + 1);
+    if (i != end)
+        i = chring__bucket_scan(s->pos, w, i, end, h64);
     return i == s->npoints ? 0 : i;
 }
 
@@ -320,7 +342,10 @@ CHRING_HOT_INLINE size_t chring__find(const chring_snap_t *s, uint64_t h64)
 {
     if (s->lines != NULL)
         return chring__line_find(s, h64);
-    /* One search for each width of the positions, the branch predicted by the ring's profile. */
+    /* One search for each form and width of the positions, the branches predicted by the
+     * ring's size and profile. */
+    if (s->index_off != NULL)
+        return s->pos_w == 8 ? chring__pack_find(s, h64, 8) : chring__pack_find(s, h64, 4);
     return s->pos_w == 8 ? chring__bucket_find(s, h64, 8) : chring__bucket_find(s, h64, 4);
 }
 

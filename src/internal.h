@@ -269,14 +269,14 @@ struct chring_snap {
 
     /* The snapshot index (src/index.h: its picture, invariants and search).
      * Prefix-bucket index, b in [0, nbuckets]: a position h is in bucket chring__bucket(s, h)
-     * (monotonic in h), index[b] is the first point of a bucket >= b; index[nbuckets] ==
-     * npoints.  nbuckets is a power of two on small rings (the bucket is then h's top bits) and
-     * 1.5 per point past half a million points (index.c).  On rings that have left the
-     * caches, an empty bucket instead names the slot of its one owner, the owner of that first
-     * point (wrapping), with CHRING_INDEX_SLOT set: a plain lookup there reads one entry and no
-     * point; a search goes on to the next entry that names a point (index.h). */
+     * (monotonic in h), and F(b) is the first point of a bucket >= b; F(nbuckets) == npoints.
+     * nbuckets is a power of two on small rings (the bucket is then h's top bits) and 1.5 per
+     * point past half a million points (index.c).  Flat (index_off NULL): index[b] = F(b).
+     * Packed (past half a million points, positions of 32 bits or more): index holds a base
+     * per 64 buckets and index_off an offset byte per bucket (chring__pack_first). */
     size_t nbuckets;
     uint32_t *index;
+    uint8_t *index_off;
     /* The line index instead (struct chring_line, index.h), NULL where the ring has the bucket
      * index: nbuckets lines (a position's line is its bucket) and a last one whose first is
      * npoints; index is then NULL. */

@@ -540,7 +540,7 @@ static size_t align_up(size_t x, size_t a)
  * of a line index come last, with room to start them on a cache line wherever the
  * block starts (chring__snap_alloc). */
 static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, size_t nbuckets,
-                                bool lines, uint32_t pos_w)
+                                bool lines, bool packed, uint32_t pos_w)
 {
     struct layout l;
     size_t at = align_up(sizeof(chring_snap_t), 16);
@@ -566,7 +566,7 @@ static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, 
     if (lines)
         at += (nbuckets + 1) * sizeof(struct chring_line) + CHRING_CACHELINE - 1;
     else
-        at += (nbuckets + 1) * sizeof(uint32_t);
+        at += chring__index_bytes(nbuckets, packed);
     l.size = at;
     return l;
 }
@@ -579,8 +579,9 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
     bool lines = chring__index_lines(prof, npoints, nslots);
     size_t nbuckets = lines ? chring__index_line_count(npoints, prev_buckets)
                             : chring__index_buckets(npoints, prof->bits, prev_buckets);
+    bool packed = !lines && chring__index_packed(prof, npoints);
     uint32_t pos_w = chring__pos_width(prof);
-    struct layout l = layout_for(nmembers, nslots, npoints, nbuckets, lines, pos_w);
+    struct layout l = layout_for(nmembers, nslots, npoints, nbuckets, lines, packed, pos_w);
     size_t got;
     char *block = block_take(blocks, l.size, &got);
     if (block == NULL)
@@ -615,6 +616,9 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
         s->lines = (struct chring_line *)at;
     } else {
         s->index = (uint32_t *)(void *)(block + l.index_off);
+        if (packed) /* the offsets after the bases */
+            s->index_off = (uint8_t *)(block + l.index_off) +
+                           ((nbuckets >> CHRING_PACK_SHIFT) + 2) * sizeof(uint32_t);
     }
     if (nmembers > 0) {
         memcpy(s->members, members, nmembers * sizeof *members);

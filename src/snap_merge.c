@@ -322,7 +322,7 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
     list_dropped(&g);
     weave(&g, s);
     if (s->nbuckets == prev->nbuckets && (s->lines == NULL) == (prev->lines == NULL) &&
-        chring__index_slots(s) == chring__index_slots(prev) &&
+        (s->index_off == NULL) == (prev->index_off == NULL) &&
         g.fresh + g.gone < npoints / 4) {
         chring__index_shift(s, prev, g.fpos, g.fresh, g.removed, g.ndropped);
         fix_index(s, g.fpos, g.fresh);

@@ -2,8 +2,8 @@
  * index"), on the shapes no other suite builds.
  *
  * - A ring of more than 2^19 points that keeps the bucket index (more than 65,535 members: the
- *   slots do not fit a line), where an empty bucket's entry names the slot of its owner
- *   (CHRING_INDEX_SLOT) and a plain lookup there reads no point.  With members down, every
+ *   slots do not fit a line), whose index is packed (a base per 64 buckets, a byte a bucket)
+ *   and where a lookup in an empty bucket reads no point.  With members down, every
  *   bucket's first and last position must go to the first member up clockwise, as the points
  *   say: a lookup that took the named owner without its down-check would hand keys to a member
  *   that is down.  Checked after the build and after an add and a remove (the shifted index and
@@ -18,10 +18,10 @@
  *   come back.
  *
  * - A ring of 100,000 members x 16 points (1.6 M, the bucket index) is indexed with 1.5 buckets
- *   per point, and a publish keeps that count (it shifts the index rather than building it): a
- *   denser index past 2^19 points costs bytes per point at rest and no lookup speed
- *   (docs/design.md §4.1, docs/bench.md §11d).  Its snapshot's block is at most 21 bytes a point
- *   (23 with 2.1 buckets a point), and keys round a sample of points and at bucket ends go to the
+ *   per point, packed, and a publish keeps that count (it shifts the index rather than building
+ *   it): a denser index past 2^19 points costs bytes per point at rest and no lookup speed
+ *   (docs/design.md §4.1, docs/bench.md §11d).  Its snapshot's block is at most 16 bytes a point
+ *   (19.6 with the flat index), and keys round a sample of points and at bucket ends go to the
  *   owner the points say, after the build and after an add and a remove.
  *
  * - Owner slots of 2, 3 and 4 bytes (docs/design.md §4.1, "Points"): each reads back what
@@ -85,11 +85,11 @@ static size_t check_positions(const chring_snap_t *s, const uint64_t *h, size_t 
     return n;
 }
 
-/* ---- a bucket index with owner slots ------------------------------------------------------- */
+/* ---- the packed bucket index --------------------------------------------------------------- */
 
 enum {
     SLOT_MEMBERS = 66000, /* more than 65,535 slots: no line index */
-    SLOT_VNODES = 8,      /* 528,000 points: more than 2^19, so empty buckets name owners */
+    SLOT_VNODES = 8,      /* 528,000 points: more than 2^19, so the bucket index is packed */
 };
 
 static void slot_name(char *buf, size_t cap, unsigned i)
@@ -97,23 +97,24 @@ static void slot_name(char *buf, size_t cap, unsigned i)
     snprintf(buf, cap, "n%05u", i);
 }
 
-/* Every empty bucket that names an owner who is down: its first and last position. */
+/* Every empty bucket whose first point after it is a member's that is down: its first and last
+ * position (an empty bucket answers its first point with no point read). */
 static void check_slot_buckets(chring_t *r, const char *what)
 {
     const chring_snap_t *s = chring_snap_hold(r);
     cr_assert_null(s->lines, "%s: more than 65,535 slots keep the bucket index", what);
     cr_assert_not_null(s->index);
-    cr_assert(chring__index_slots(s), "%s: %zu points: empty buckets name their owners", what,
-              s->npoints);
+    cr_assert_not_null(s->index_off, "%s: %zu points: the bucket index is packed", what,
+                       s->npoints);
     size_t nh = 0, cap = 1 << 16, slots = 0, slots_down = 0;
     uint64_t *h = malloc(cap * sizeof *h);
     cr_assert_not_null(h);
     for (size_t b = 0; b < s->nbuckets; b++) {
-        uint32_t e = s->index[b];
-        if ((e & CHRING_INDEX_SLOT) == 0)
+        size_t f = chring__index_first(s, b);
+        if (chring__index_first(s, b + 1) != f)
             continue;
         slots++;
-        if (!chring_member_is_down(s->slot_member[e & CHRING_INDEX_POINT]))
+        if (!chring_member_is_down(s->slot_member[chring__owner(s, f < s->npoints ? f : 0)]))
             continue;
         slots_down++;
         if (nh + 2 > cap) {
@@ -130,14 +131,14 @@ static void check_slot_buckets(chring_t *r, const char *what)
         h[nh++] = chring__bucket_start(s, b) + (uint64_t)b * 0x9e3779b9u;
     check_positions(s, h, nh, what);
     free(h);
-    cr_assert_gt(slots, s->nbuckets / 4, "%s: %zu of %zu buckets name an owner", what, slots,
+    cr_assert_gt(slots, s->nbuckets / 4, "%s: %zu of %zu buckets are empty", what, slots,
                  s->nbuckets);
-    cr_assert_gt(slots_down, slots / 8, "%s: %zu of them name a member that is down", what,
+    cr_assert_gt(slots_down, slots / 8, "%s: %zu of them go to a member that is down", what,
                  slots_down);
     chring_snap_put(r, s);
 }
 
-Test(index, empty_buckets_that_name_an_owner_pass_over_members_down, .timeout = 120)
+Test(index, empty_buckets_of_a_packed_index_pass_over_members_down, .timeout = 120)
 {
     chring_config_t cfg;
     chring_config_default(&cfg);
@@ -152,7 +153,7 @@ Test(index, empty_buckets_that_name_an_owner_pass_over_members_down, .timeout = 
         changes[i] = (chring_change_t){names[i], 1, NULL};
     }
     cr_assert_eq(chring_update(r, changes, SLOT_MEMBERS), 0);
-    /* One member in four down: a quarter of the owners that empty buckets name. */
+    /* One member in four down: a quarter of the owners of empty buckets. */
     for (unsigned i = 0; i < SLOT_MEMBERS; i += 4)
         cr_assert_eq(chring_set_down(r, names[i], 1), 0);
     check_slot_buckets(r, "built");
@@ -225,11 +226,13 @@ Test(index, a_large_bucket_index_has_one_and_a_half_buckets_a_point_and_publishe
         changes[i] = (chring_change_t){names[i], 1, NULL};
     cr_assert_eq(chring_update(r, changes, DENSE_MEMBERS), 0);
     /* The built snapshot's block: points 11 bytes (a 3-byte owner slot: more than 65,536
-     * slots), the index 6, the member and slot tables 36 / 16 = 2.25, the block's 1/64 of
-     * room: 19.6; with 4-byte owner slots 20.6, with 2.1 buckets a point 23. */
+     * slots), the packed index 1.6 (1.5 buckets a point, a byte each and a 4-byte base per 64),
+     * the member and slot tables 36 / 16 = 2.25, the block's 1/64 of room: 15.1; with the flat
+     * index (4 bytes a bucket) 19.6. */
     const chring_snap_t *s = chring_snap_hold(r);
     cr_assert_eq(s->owner_w, 3, "100,001 slots take 3 bytes");
-    cr_assert_leq(s->block_size, (size_t)DENSE_POINTS * 20,
+    cr_assert_not_null(s->index_off, "the bucket index is packed");
+    cr_assert_leq(s->block_size, (size_t)DENSE_POINTS * 16,
                   "a 100,000 x 16 snapshot holds %.1f bytes a point",
                   (double)s->block_size / DENSE_POINTS);
     chring_snap_put(r, s);

@@ -6,23 +6,24 @@
  * form chosen by hand, and index.c's chring__index_build.  Then two independent checks:
  *
  * - the invariant: every line (every slot and offset, the pads, the full flag, the line after
- *   the last) or every bucket entry (a point, or an empty bucket's owner slot within reach) is
+ *   the last), every flat bucket entry, or a packed index's bases and offset bytes is
  *   what src/index.h's formulas say, computed here from the positions with this file's own
  *   arithmetic, not index.h's;
  * - the probes: for every point its position, one below and one above; each line's or bucket's
  *   first and last position; in each line the first key of offset 0xffff (equal to a pad) and the
  *   last position; 0 and UINT64_MAX (or a 32-bit profile's top); random keys.  chring__find
  *   (the first point at or after, wrapping) and chring__owner_of (the plain lookup's owner, which
- *   reads a line's slot or an owner entry without a point) must give what a plain binary search
+ *   reads a line's slot without a point) must give what a plain binary search
  *   of the positions gives.
  *
  * The cases: a hand-made line index (a sparse first line of 2 points then one of 3, a line of
  * exactly 14 points, full lines of 15 and 40, a point at offset 0xffff above another, a point at
  * offset 0, points sharing an offset, a run of empty lines, empty lines at the top so keys wrap);
- * a random line index of 100,000 points and one of 32-bit positions with repeats; a small bucket
- * index with a crowded bucket; a bucket index of more than 2^19 points whose empty buckets name
- * their owners (the reach of 16 and the wrap included); and for both forms, an index shifted from
- * the previous one and rewritten round the changed points, which must equal the one built.
+ * a random line index of 100,000 points and one of 32-bit positions with repeats; a small flat
+ * bucket index with a crowded bucket; a packed bucket index of more than 2^19 points (runs of
+ * empty buckets, the top empty so keys wrap, a group of more than 255 points whose offsets
+ * escape) and a small packed one whose last entry escapes; and for every form, an index shifted
+ * from the previous one and rewritten round the changed points, which must equal the one built.
  *
  * Internal: links the static library and reads src/index.h.
  *
@@ -60,10 +61,17 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The index's forms, chosen by hand here (index.c chooses by size and profile). */
+enum form {
+    FLAT,   /* the bucket index, a 32-bit entry a bucket */
+    PACKED, /* the bucket index, a base per 64 buckets and a byte a bucket */
+    LINES,  /* the line index */
+};
+
 /* A snapshot of n points (positions sorted, copied) owned by owner[i] < nslots, with nbuckets
- * buckets of the line form (lines) or the bucket form, built by index.c. */
+ * buckets of the given form, built by index.c. */
 static void fixture_build(struct fixture *f, const uint64_t *pos, const uint32_t *owner, size_t n,
-                          size_t nslots, size_t nbuckets, bool lines)
+                          size_t nslots, size_t nbuckets, enum form form)
 {
     memset(f, 0, sizeof *f);
     chring_snap_t *s = &f->s;
@@ -98,14 +106,18 @@ static void fixture_build(struct fixture *f, const uint64_t *pos, const uint32_t
         s->slot_member[k] = (chring_member_t *)(void *)(f->tokens + k * TOKEN);
     for (size_t i = 1; i < n; i++)
         cr_assert_leq(pos[i - 1], pos[i], "the positions are sorted");
-    if (lines) {
+    if (form == LINES) {
         s->lines = aligned_alloc(CHRING_CACHELINE, (nbuckets + 1) * sizeof *s->lines);
         cr_assert_not_null(s->lines);
         memset(s->lines, 0xa5, (nbuckets + 1) * sizeof *s->lines); /* what a block held */
     } else {
-        s->index = malloc((nbuckets + 1) * sizeof *s->index);
+        /* The packed form's offsets follow its bases, as in a block. */
+        size_t bytes = chring__index_bytes(nbuckets, form == PACKED);
+        s->index = malloc(bytes);
         cr_assert_not_null(s->index);
-        memset(s->index, 0xa5, (nbuckets + 1) * sizeof *s->index);
+        memset(s->index, 0xa5, bytes);
+        if (form == PACKED)
+            s->index_off = (uint8_t *)(s->index + (nbuckets >> 6) + 2);
     }
     chring__index_build(s);
 }
@@ -203,36 +215,42 @@ static void check_line_invariant(const chring_snap_t *s, const char *what)
     free(first);
 }
 
-static void check_bucket_invariant(const chring_snap_t *s, bool slots, const char *what)
+static void check_bucket_invariant(const chring_snap_t *s, const char *what)
 {
     size_t n = s->npoints, nb = s->nbuckets;
-    cr_assert_eq(chring__index_slots(s), slots, "%s: owner entries %s", what,
-                 slots ? "expected" : "not expected");
+    cr_assert_null(s->index_off, "%s: flat", what);
     size_t *first = firsts(s);
-    size_t named = 0, far = 0;
-    for (size_t b = 0; b < nb; b++) {
-        size_t f = first[b];
-        bool empty = first[b + 1] == f;
-        size_t next = f < n ? line_of(nb, chring__pos(s, f)) : nb; /* the next bucket with a point */
-        uint32_t want = (uint32_t)f;
-        if (empty && slots && next - b <= 16) {
-            want = CHRING_INDEX_SLOT | chring__owner(s, f < n ? f : 0);
-            named++;
-        } else if (empty && slots) {
-            far++;
-        }
-        cr_assert_eq(s->index[b], want,
-                     "%s: bucket %zu (first point %zu, %s): entry %#x, the "
-                     "invariant says %#x",
-                     what, b, f, empty ? "empty" : "with points", s->index[b], want);
-    }
-    cr_assert_eq(s->index[nb], (uint32_t)n, "%s: the entry after the last", what);
-    if (slots)
-        cr_assert(named > 0 && far > 0,
-                  "%s: %zu owner entries, %zu empty buckets out of reach: "
-                  "the case needs both",
-                  what, named, far);
+    for (size_t b = 0; b <= nb; b++)
+        cr_assert_eq(s->index[b], (uint32_t)first[b],
+                     "%s: bucket %zu: entry %#x, the invariant says %zu", what, b, s->index[b],
+                     first[b]);
+    cr_assert_eq(first[nb], n, "%s: the entry after the last", what);
     free(first);
+}
+
+/* The packed invariant: base[g] = F(64 g) for g <= N / 64, base[N / 64 + 1] = n, off[b] =
+ * min(F(b) - base[b / 64], 255); returns the number of escapes (offsets of 255). */
+static size_t check_packed_invariant(const chring_snap_t *s, const char *what)
+{
+    size_t n = s->npoints, nb = s->nbuckets, groups = nb / 64 + 1, far = 0;
+    cr_assert_not_null(s->index_off, "%s: packed", what);
+    size_t *first = firsts(s);
+    for (size_t g = 0; g < groups; g++)
+        cr_assert_eq(s->index[g], (uint32_t)first[g * 64],
+                     "%s: group %zu's base %u, the invariant says %zu", what, g, s->index[g],
+                     first[g * 64]);
+    cr_assert_eq(s->index[groups], (uint32_t)n, "%s: the base after the last group", what);
+    for (size_t b = 0; b <= nb; b++) {
+        size_t off = first[b] - first[b / 64 * 64];
+        uint8_t want = (uint8_t)(off < 255 ? off : 255);
+        far += want == 255;
+        cr_assert_eq(s->index_off[b], want,
+                     "%s: bucket %zu (first point %zu, group base %zu): offset %u, the invariant "
+                     "says %u",
+                     what, b, first[b], first[b / 64 * 64], s->index_off[b], want);
+    }
+    free(first);
+    return far;
 }
 
 /* ---- the probes ------------------------------------------------------------------------------ */
@@ -387,7 +405,7 @@ Test(index_format, hand_made_lines_hold_the_invariant_and_answer_every_probe)
     struct layout y;
     hand_layout(&y);
     struct fixture f;
-    fixture_build(&f, y.pos, y.owner, y.n, y.n + HAND_SLOT0, y.nlines, true);
+    fixture_build(&f, y.pos, y.owner, y.n, y.n + HAND_SLOT0, y.nlines, LINES);
     check_line_invariant(&f.s, "hand-made lines");
     check_probes(&f.s, UINT64_MAX, 20000, "hand-made lines");
     /* The shapes the cases need, as the index holds them: the probes above went through each. */
@@ -431,7 +449,7 @@ Test(index_format, random_lines_of_64_and_32_bit_positions)
                   UINT64_C(0x3180000000000000), UINT64_C(0xffc0000000000000));
     struct fixture f;
     size_t nlines = chring__index_line_count(y.n, 0);
-    fixture_build(&f, y.pos, y.owner, y.n, 5000, nlines, true);
+    fixture_build(&f, y.pos, y.owner, y.n, 5000, nlines, LINES);
     check_line_invariant(&f.s, "random lines");
     check_probes(&f.s, UINT64_MAX, 50000, "random lines");
     fixture_free(&f);
@@ -440,7 +458,7 @@ Test(index_format, random_lines_of_64_and_32_bit_positions)
     /* 32-bit positions (shifted: the low half 0), repeats, the top of the width. */
     random_layout(&y, 70000, true, 60000, 0, 0, UINT64_MAX);
     nlines = chring__index_line_count(y.n, 0);
-    fixture_build(&f, y.pos, y.owner, y.n, 60000, nlines, true);
+    fixture_build(&f, y.pos, y.owner, y.n, 60000, nlines, LINES);
     check_line_invariant(&f.s, "32-bit lines");
     check_probes(&f.s, UINT64_C(0xffffffff00000000), 50000, "32-bit lines");
     fixture_free(&f);
@@ -460,34 +478,66 @@ Test(index_format, a_small_bucket_index_with_a_crowded_bucket)
         y.owner[i] = (uint32_t)(i * 7 % 100);
     struct fixture f;
     size_t nb = chring__index_buckets(y.n, 64, 0);
-    fixture_build(&f, y.pos, y.owner, y.n, 100, nb, false);
-    check_bucket_invariant(&f.s, false, "small buckets");
+    fixture_build(&f, y.pos, y.owner, y.n, 100, nb, FLAT);
+    check_bucket_invariant(&f.s, "small buckets");
     check_probes(&f.s, UINT64_MAX, 20000, "small buckets");
     fixture_free(&f);
     layout_free(&y);
 }
 
-/* More than 2^19 points: empty buckets name their owners.  A gap of about 82 empty buckets
- * (most out of reach, the 16 before its end within it) and the top 1/4096 empty (its buckets
- * wrap to point 0's owner). */
-static void owner_layout(struct layout *y)
+/* More than 2^19 points: the packed form.  A gap of about 82 empty buckets and the top 1/4096
+ * empty (its buckets wrap to point 0), and a coarse cluster of 600 points in a few buckets (a
+ * group of more than 255 points: the offsets after it escape). */
+static void packed_layout(struct layout *y)
 {
     random_layout(y, 600000, false, 70000, UINT64_C(0x5000000000000000),
                   UINT64_C(0x5006000000000000), UINT64_C(0xfff0000000000000));
+    for (uint64_t k = 0; k < 600; k++)
+        put(y, UINT64_C(0x5003000000000000) + k * UINT64_C(0x10000000000));
+    qsort(y->pos, y->n, sizeof *y->pos, cmp_u64);
+    uint64_t x = 5;
+    for (size_t i = 0; i < y->n; i++)
+        y->owner[i] = (uint32_t)(mix(&x) % 70000);
 }
 
-Test(index_format, a_bucket_index_whose_empty_buckets_name_their_owners, .timeout = 60)
+Test(index_format, a_packed_bucket_index_with_empty_buckets_and_a_crowded_group, .timeout = 60)
 {
     struct layout y;
-    owner_layout(&y);
+    packed_layout(&y);
     struct fixture f;
     size_t nb = chring__index_buckets(y.n, 64, 0);
-    fixture_build(&f, y.pos, y.owner, y.n, 70000, nb, false);
-    check_bucket_invariant(&f.s, true, "owner entries");
-    check_probes(&f.s, UINT64_MAX, 20000, "owner entries");
-    /* The wrap, as the index holds it: the probes above went through it. */
-    cr_assert_neq(f.s.index[nb - 1] & CHRING_INDEX_SLOT, 0, "the top bucket names an owner");
-    cr_assert_eq(f.s.index[nb - 1] & CHRING_INDEX_POINT, chring__owner(&f.s, 0), "point 0's");
+    fixture_build(&f, y.pos, y.owner, y.n, 70000, nb, PACKED);
+    size_t far = check_packed_invariant(&f.s, "packed");
+    cr_assert_gt(far, 0, "the cluster makes offsets escape");
+    check_probes(&f.s, UINT64_MAX, 20000, "packed");
+    fixture_free(&f);
+    layout_free(&y);
+}
+
+/* A small packed index (chosen by hand) whose last group is crowded: the entry after the last
+ * bucket escapes, and keys above every point wrap.  Its first bucket holds exactly 255 points,
+ * so that the next buckets' first point is the first an escape may name. */
+Test(index_format, a_packed_index_whose_last_group_escapes)
+{
+    struct layout y;
+    random_layout(&y, 2000, false, 300, 0, UINT64_C(0x0100000000000000),
+                  UINT64_C(0xf000000000000000));
+    for (uint64_t k = 0; k < 255; k++) /* bucket 0 of 1000 ends at about 2^64 / 1000 */
+        put(&y, k * UINT64_C(0x10000000000));
+    for (uint64_t k = 0; k < 300; k++)
+        put(&y, UINT64_C(0xf800000000000000) + k * UINT64_C(0x1000000000000));
+    qsort(y.pos, y.n, sizeof *y.pos, cmp_u64);
+    for (size_t i = 0; i < y.n; i++)
+        y.owner[i] = (uint32_t)(i * 7 % 300);
+    struct fixture f;
+    fixture_build(&f, y.pos, y.owner, y.n, 300, 1000, PACKED); /* 1000: not a multiple of 64 */
+    size_t far = check_packed_invariant(&f.s, "packed, crowded top");
+    cr_assert_eq(f.s.index_off[1000], 255, "the entry after the last escapes");
+    cr_assert_eq(chring__index_first(&f.s, 1000), y.n, "and reads as the end");
+    cr_assert_eq(f.s.index_off[1], 255, "bucket 1's first point is 255 after its group's");
+    cr_assert_eq(chring__index_first(&f.s, 1), 255, "and reads as point 255");
+    cr_assert_gt(far, 1, "offsets escape in the last group");
+    check_probes(&f.s, UINT64_MAX, 20000, "packed, crowded top");
     fixture_free(&f);
     layout_free(&y);
 }
@@ -515,11 +565,11 @@ static void rewrite_round(chring_snap_t *s, const uint64_t *changed, size_t n)
 
 /* prev's points less every 97th, plus new ones (one at the ring's top, one below every point),
  * shifted and rewritten, against the same points built. */
-static void check_shift(const struct layout *y, size_t nslots, size_t nb, bool lines,
+static void check_shift(const struct layout *y, size_t nslots, size_t nb, enum form form,
                         const char *what)
 {
     struct fixture prev, built, shifted;
-    fixture_build(&prev, y->pos, y->owner, y->n, nslots, nb, lines);
+    fixture_build(&prev, y->pos, y->owner, y->n, nslots, nb, form);
     size_t cap = y->n + 64, n = 0, nadded = 0, nremoved = 0;
     uint64_t *pos = malloc(cap * sizeof *pos), *added = malloc(64 * sizeof *added);
     uint64_t *removed = malloc(cap * sizeof *removed);
@@ -546,26 +596,31 @@ static void check_shift(const struct layout *y, size_t nslots, size_t nb, bool l
         pos[n] = y->pos[i];
         owner[n++] = y->owner[i];
     }
-    fixture_build(&built, pos, owner, n, nslots, nb, lines);
+    fixture_build(&built, pos, owner, n, nslots, nb, form);
     /* The shifted one: the same points, the index written only by the shift and the rewrites. */
-    fixture_build(&shifted, pos, owner, n, nslots, nb, lines);
-    size_t bytes = (nb + 1) * (lines ? sizeof(struct chring_line) : sizeof(uint32_t));
+    fixture_build(&shifted, pos, owner, n, nslots, nb, form);
+    bool lines = form == LINES;
+    size_t bytes = lines ? (nb + 1) * sizeof(struct chring_line)
+                         : chring__index_bytes(nb, form == PACKED);
     void *index = lines ? (void *)shifted.s.lines : (void *)shifted.s.index;
     memset(index, 0xa5, bytes);
     chring__index_shift(&shifted.s, &prev.s, added, nadded, removed, nremoved);
     rewrite_round(&shifted.s, added, nadded);
     rewrite_round(&shifted.s, removed, nremoved);
-    const void *want = lines ? (const void *)built.s.lines : (const void *)built.s.index;
-    for (size_t b = 0; b <= nb; b++) {
-        size_t w = lines ? sizeof(struct chring_line) : sizeof(uint32_t);
-        cr_assert(memcmp((const char *)index + b * w, (const char *)want + b * w, w) == 0,
-                  "%s: bucket %zu of %zu differs between the shifted index and the built one", what,
-                  b, nb);
-    }
+    const char *want = lines ? (const char *)built.s.lines : (const char *)built.s.index;
+    /* Entry by entry (a line, a flat entry; a packed index's bases, then its offset bytes). */
+    size_t w = lines ? sizeof(struct chring_line) : form == PACKED ? 1 : sizeof(uint32_t);
+    for (size_t at = 0; at < bytes; at += w)
+        cr_assert(memcmp((const char *)index + at, want + at, w) == 0,
+                  "%s: byte %zu of %zu (%zu buckets) differs between the shifted index and the "
+                  "built one",
+                  what, at, bytes, nb);
     if (lines)
         check_line_invariant(&shifted.s, what);
+    else if (form == PACKED)
+        check_packed_invariant(&shifted.s, what);
     else
-        check_bucket_invariant(&shifted.s, chring__index_slots(&shifted.s), what);
+        check_bucket_invariant(&shifted.s, what);
     fixture_free(&prev);
     fixture_free(&built);
     fixture_free(&shifted);
@@ -579,13 +634,14 @@ Test(index_format, a_shifted_index_is_the_built_one, .timeout = 60)
 {
     struct layout y;
     hand_layout(&y);
-    check_shift(&y, y.n + HAND_SLOT0, y.nlines, true, "hand-made lines, shifted");
+    check_shift(&y, y.n + HAND_SLOT0, y.nlines, LINES, "hand-made lines, shifted");
     layout_free(&y);
     random_layout(&y, 100000, false, 5000, UINT64_C(0x3000000000000000),
                   UINT64_C(0x3180000000000000), UINT64_C(0xffc0000000000000));
-    check_shift(&y, 5000, chring__index_line_count(y.n, 0), true, "random lines, shifted");
+    check_shift(&y, 5000, chring__index_line_count(y.n, 0), LINES, "random lines, shifted");
+    check_shift(&y, 5000, chring__index_buckets(y.n, 64, 0), FLAT, "random buckets, shifted");
     layout_free(&y);
-    owner_layout(&y);
-    check_shift(&y, 70000, chring__index_buckets(y.n, 64, 0), false, "owner entries, shifted");
+    packed_layout(&y);
+    check_shift(&y, 70000, chring__index_buckets(y.n, 64, 0), PACKED, "packed, shifted");
     layout_free(&y);
 }
