@@ -9,16 +9,16 @@
 /* Buckets of the prefix index for n points.  Up to half a million points: 2^k for the largest
  * k with 2^k <= 2.5n, so 1.25 to 2.5 buckets per point (5 to 10 bytes of index beside the 12 of
  * position and owner; with 3n, 10 x 160 took 25.6 bytes per point in all, and 2.5n measured as
- * fast).  Above, the ring has left the caches and memory counts: 1.5 buckets per point (6
- * bytes; about 51 % of the buckets empty, where a lookup reads one entry), and the previous
- * snapshot's count while it stays within 1.35 to 1.65 per point, so that a publish can shift the
- * index instead of building it.  Measured against the 2.1 per point of before, and 1.0, 0.7 and
- * 0.5, the builds alternated (docs/bench.md §11d): at 1.5 lookups at 100,000 x 16 were as fast
- * (chring-bench-scale and a probe) and haproxy's at 10,000 x 160 faster (the probe), and a
- * publish at 100,000 x 16 no slower; fewer buckets cost chring-bench-scale's throughput at
- * 100,000 x 16 a median of 13 to 20 % (more keys read their points, which an empty bucket's
- * owner entry spares).  At least 2, at most 2^width (no finer than the positions) and 2^24
- * (a 64 MiB index would leave every cache). */
+ * fast).  Above, the ring has left the caches and memory counts: 1.5 buckets per point (about
+ * 51 % of the buckets empty, where a lookup reads no point; 1.6 bytes a point packed), and the
+ * previous snapshot's count while it stays within 1.35 to 1.65 per point, so that a publish can
+ * shift the index instead of building it.  Measured with 32-bit entries against the 2.1 per
+ * point of before, and 1.0, 0.7 and 0.5, the builds alternated (docs/bench.md §11d): at 1.5
+ * lookups at 100,000 x 16 were as fast (chring-bench-scale and a probe) and haproxy's at 10,000
+ * x 160 faster (the probe), and a publish at 100,000 x 16 no slower; fewer buckets cost
+ * chring-bench-scale's throughput at 100,000 x 16 a median of 13 to 20 % (more keys read their
+ * points, which an empty bucket spares).  At least 2, at most 2^width (no finer than the
+ * positions) and 2^24 (a 64 MiB index would leave every cache). */
 size_t chring__index_buckets(size_t n, unsigned width, size_t prev_buckets)
 {
     size_t cap = (size_t)1 << (width < 24 ? width : 24);

@@ -85,19 +85,21 @@
  *   4-byte positions; the search past three points stops at the next bucket's first), since the
  *   bucket search reads three points from a bucket's first, which may be n.
  *
- * WHAT A CHANGE TO THE FORMAT MUST TOUCH (the format is the two invariants above, the geometry
+ * WHAT A CHANGE TO THE FORMAT MUST TOUCH (the format is the invariants above, the geometry
  * and the choice of form):
  *   - this header: the picture and invariants, the constants, struct chring_line, the geometry
- *     (chring__bucket, chring__line_off, chring__bucket_start, chring__index_first) and the
- *     search (chring__line_below, whose SSE2 masks count 15 entries at byte 4, chring__line_find,
- *     chring__bucket_first, chring__bucket_find for each width of positions, chring__find);
+ *     (chring__bucket, chring__line_off, chring__bucket_start, chring__pack_first,
+ *     chring__index_first) and the search (chring__line_below, whose SSE2 masks count 15
+ *     entries at byte 4, chring__line_find, chring__bucket_scan, chring__bucket_find and
+ *     chring__pack_find for each width of positions, chring__find);
  *   - internal.h: how a point's position and owner are stored (chring__pos_width,
  *     chring__owner_width and their accessors);
- *   - index.c: which rings take which form (chring__index_lines, chring__index_slots), the counts
- *     (chring__index_buckets, chring__index_line_count), the encoding (line_encode, line_end,
- *     empty_entry, chring__index_encode), the build (chring__index_build) and the shift
- *     (lines_shift, chring__index_shift and its mask that leaves slot entries alone);
- *   - find.h: chring__owner_of, which reads a line's slot and a bucket entry's slot itself;
+ *   - index.c: which rings take which form (chring__index_lines, chring__index_packed), the
+ *     counts and sizes (chring__index_buckets, chring__index_line_count, chring__index_bytes),
+ *     the escape (chring__pack_far), the encoding (line_encode, line_end, pack_encode,
+ *     chring__index_encode), the build (chring__index_build) and the shift (lines_shift,
+ *     pack_shift, chring__index_shift);
+ *   - find.h: chring__owner_of, which reads a line's slot itself;
  *   - batch.c: prefetch_entry and prefetch_points (what a line or an entry names);
  *   - snap_merge.c: fix_index (which lines or buckets a changed point can change) and the
  *     conditions under which chring__snap_merge shifts rather than builds;
