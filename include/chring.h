@@ -656,7 +656,8 @@ typedef struct chring_lease {
  * their sum, member j's capacity is ceil(c * (m + 1) * e_j / E), so the capacities add up to at
  * least c * (m + 1) > m while members warm up or drain, and a single-threaded acquire never
  * saturates.  E is at most about 1 ms old while a ramp runs (no per-acquire sum over the
- * members); with no ramp running the integer weights are used as they are.  A member at scale 0
+ * members); with no ramp running the integer weights are used as they are.  A member removed
+ * while it ramps still counts at its scale on a held snapshot that lists it.  A member at scale 0
  * admits nothing; the saturation fallback (races only) takes the least loaded member relative to
  * its weight (load / w), one at scale 0 only when no other member is met.  lease->outcome says
  * whether the key went to its owner, spilled or saturated. */

@@ -11,21 +11,32 @@
  * most once a millisecond per snapshot and cached in the snapshot (its one mutable part, three
  * words written by whichever acquire finds the sum stale).  Whether any ramp runs at all is one
  * word beside the published pointer, health.ramp_epoch, which every acquire reads anyway with the
- * count of members down: 0 means no member of the current membership ramps, and an acquire then
- * judges by the integer weights exactly as without ramps, with no clock read.  Writers set it to
- * a new sequence number whenever a ramp is set or a ramping member joins (and, while it is not 0,
- * whenever health changes, so that a cached sum is not used across the change): health.c's
- * chring__ramps_changed and chring__ramps_touch, beside the ramps they follow.  A sum over the
- * current snapshot that finds no member ramping any more clears it with a compare-and-swap from
- * the epoch it read: a writer that set a ramp meanwhile stored a newer epoch (after the ramp's
- * generation), so the swap fails or the writer's store comes after it; either way the word ends
- * non-zero.  A reader may see a sum summed by another thread while it checks the stamp: any sum
- * it can see is at most a millisecond old, which is the promise. */
+ * count of members down: 0 means no member object alive ramps, and an acquire on any snapshot
+ * then judges by the integer weights exactly as without ramps, with no clock read.  Writers set
+ * it to a new sequence number whenever a ramp is set or a ramping member joins (and, while it is
+ * not 0, whenever health changes, so that a cached sum is not used across the change): health.c's
+ * chring__ramps_changed and chring__ramps_touch, beside the ramps they follow.
+ *
+ * Clearing it.  "Alive", not "listed by the current snapshot": a held snapshot (chring_snap_hold,
+ * or a read section that began before a publish) may list a member removed while it ramped, and
+ * an acquire on it must count that member's scale as long as the snapshot lives.  So the ring
+ * counts the member objects alive whose ramp_gen is not 0 (chring.ramps_alive, kept wherever a
+ * generation moves from or to 0: member.c's chring__member_ramp_gen for chring_set_ramp, slow
+ * start and a member's destroy, health.c for the acquire that clears a finished ramp), and a
+ * sum over any snapshot of the ring that finds no member of its own ramping clears the epoch only
+ * while that count is 0, with a compare-and-swap from the epoch it read: a writer that set a ramp
+ * meanwhile counted it and stored a newer epoch (after the ramp's generation and the count), so
+ * the count reads non-zero, or the swap fails, or the writer's store comes after it; either way
+ * the word ends non-zero.  A ring that never ramped never sums; one whose ramps are over goes on
+ * summing (at most once a millisecond per snapshot acquired on) until its last ramping member
+ * object is gone, then once more, which clears the word.  A reader may see a sum summed by
+ * another thread while it checks the stamp: any sum it can see is at most a millisecond old,
+ * which is the promise. */
 #include "member.h"
 
 #include <time.h>
 
-double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
+double chring__effective_weight(chring_t *r, const chring_snap_t *s, uint64_t epoch)
 {
     chring_snap_t *cache = (chring_snap_t *)s; /* the mutable words only */
     uint64_t now = chring__now_ns();
@@ -60,8 +71,10 @@ double chring__effective_weight(const chring_snap_t *s, uint64_t epoch)
         ck_pr_fence_store(); /* pairs with the load fence above */
         CHRING_STORE_64(&cache->eff_stamp_ns, now == 0 ? 1 : now);
     }
-    struct chring_health *h = (struct chring_health *)s->health;
-    if (!ramping && epoch != 0 && h->current != NULL && CHRING_RCU_DEREF(*h->current) == s)
-        ck_pr_cas_64(&h->ramp_epoch, epoch, 0); /* fails if a writer set a ramp since */
+    if (!ramping && epoch != 0 && s->health == &r->health) {
+        ck_pr_fence_load(); /* the epoch (read by the caller) before the count */
+        if (CHRING_LOAD_64(&r->ramps_alive) == 0) /* no held snapshot lists a ramping member */
+            ck_pr_cas_64(&r->health.ramp_epoch, epoch, 0); /* fails if a writer set a ramp since */
+    }
     return sum;
 }

@@ -16,10 +16,14 @@
  * parameters live on the member's second cache line; its generation on the first, which an
  * acquire reads anyway: generation 0 means scale 1 and costs no clock read.  A ramp that has
  * reached 1 is cleared by the first acquire that notices (a compare-and-swap of its generation,
- * so a newer ramp is never cleared).  A reader concurrent with chring_set_ramp may combine an old
- * and a new parameter for that instant; the scale is clamped to [0, 1] either way.  Every change
- * of a ramp, and of health while ramps run, gives the ring a new ramp epoch (below), which the
- * effective weights' cache is keyed on (effective.c). */
+ * so a newer ramp is never cleared).  The ring counts the member objects alive whose ramp is set
+ * (chring.ramps_alive, kept wherever a generation moves from or to 0: member.c's
+ * chring__member_ramp_gen, and here the acquire that clears a finished ramp): the ramp epoch
+ * below is cleared only while it is 0, so a held snapshot that lists a member removed while it
+ * ramped keeps counting its scale.  A reader concurrent with
+ * chring_set_ramp may combine an old and a new parameter for that instant; the scale is clamped
+ * to [0, 1] either way.  Every change of a ramp, and of health while ramps run, gives the ring a
+ * new ramp epoch (below), which the effective weights' cache is keyed on (effective.c). */
 #include "member.h"
 #include "walk.h"
 
@@ -121,7 +125,7 @@ static bool valid_scale(double x)
 static int ramp_store(chring_member_t *m, double from, double to, uint32_t ms, uint64_t start)
 {
     if (ms == 0 && to >= 1.0) {
-        CHRING_STORE_32(&m->ramp_gen, 0);
+        chring__member_ramp_gen(m, false);
         return 0;
     }
     struct chring_member_cold *c = chring__member_cold(m);
@@ -132,8 +136,7 @@ static int ramp_store(chring_member_t *m, double from, double to, uint32_t ms, u
     CHRING_STORE_64(&c->ramp_from, chring__double_bits(from));
     CHRING_STORE_64(&c->ramp_to, chring__double_bits(to));
     ck_pr_fence_store();
-    uint32_t gen = CHRING_LOAD_32(&m->ramp_gen) + 1; /* a reader may clear it (compare-and-swap) */
-    CHRING_STORE_32(&m->ramp_gen, gen == 0 ? 1 : gen);
+    chring__member_ramp_gen(m, true);
     return 0;
 }
 
@@ -191,8 +194,8 @@ double chring__member_ramp_scale(chring_member_t *m)
     double s;
     if (now < start || len == 0 || now - start >= len) {
         s = now < start ? from : to;
-        if (now >= start && to >= 1.0)
-            ck_pr_cas_32(&m->ramp_gen, gen, 0); /* done: later acquires read no clock */
+        if (now >= start && to >= 1.0 && ck_pr_cas_32(&m->ramp_gen, gen, 0))
+            ck_pr_dec_64(&m->ring->ramps_alive); /* done: later acquires read no clock */
     } else {
         s = from + (to - from) * ((double)(now - start) / (double)len);
     }

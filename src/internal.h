@@ -139,9 +139,13 @@ struct chring_health {
     uint64_t ndown;       /* members of the current membership that are down (stats) */
     uint64_t down_weight; /* their total weight in the current snapshot */
     chring_snap_t *const *current; /* the ring's published pointer: is a snapshot current? */
-    /* Effective weights (effective.c; written by health.c): 0 while no member of the current
-     * membership ramps; else the writers' latest ramp sequence number, which also invalidates
-     * cached sums. */
+    /* Effective weights (effective.c; written by health.c): 0 while no member object alive
+     * ramps (listed by the current snapshot or only by a held one); else the writers' latest ramp
+     * sequence number, which also invalidates cached sums.  The ring's ramps_alive counts the
+     * member objects alive whose ramp_gen is not 0 (a held snapshot may list a member removed
+     * while it ramped), kept by whoever moves a ramp_gen from or to 0 (member.c's
+     * chring__member_ramp_gen: writers, a member's destroy or discard; health.c: the acquire that
+     * clears a finished ramp); the epoch is cleared only while it is 0. */
     uint64_t ramp_epoch;
     /* Reported load (report.c): 0 while no report of the current membership counts; else the
      * writers' latest report sequence number, which also invalidates the snapshots' cached sums
@@ -399,6 +403,7 @@ struct chring {
     double balance;         /* cfg.balance clamped to >= 1 */
     uint64_t publishes;     /* written under lock, read atomically */
     uint64_t ramp_seq;      /* last ramp_epoch a writer stored (health.c), under lock */
+    uint64_t ramps_alive;   /* member objects alive that ramp (health.ramp_epoch), atomic */
     uint64_t report_ctr;    /* last report_seq a writer stored (report.c), under lock */
     uint64_t member_ids;    /* members created (ids), under lock */
     uint64_t reports;       /* reports recorded (statistics), under lock, read atomically */
@@ -511,6 +516,9 @@ void chring__member_pool_drop(chring_t *r);
  * the ring lock. */
 struct chring_member_cold *chring__member_cold(chring_member_t *m);
 void chring__member_destroy(chring_member_t *m);
+/* Sets m's ramp generation (health.c) to a new one (on) or to 0, keeping the ring's ramps_alive:
+ * chring_set_ramp and slow start; the member's destroy and discard clear it. */
+void chring__member_ramp_gen(chring_member_t *m, bool on);
 
 /* ---- snap_block.c: snapshot blocks, the spare-block cache, destruction -------------------- */
 
@@ -619,10 +627,11 @@ static inline double chring__bits_double(uint64_t b)
     memcpy(&d, &b, sizeof d);
     return d;
 }
-/* E of s: the sum of s_j * w_j over the members of s that are up, cached in s for at most
- * CHRING_EFF_MAX_AGE_NS and while health->ramp_epoch stays `epoch`.  A sum over the current
- * snapshot that finds no member ramping clears the ring's ramp_epoch.  Reader side. */
-double chring__effective_weight(const chring_snap_t *s, uint64_t epoch);
+/* E of s, a snapshot of r: the sum of s_j * w_j over the members of s that are up, cached in s
+ * for at most CHRING_EFF_MAX_AGE_NS and while health->ramp_epoch stays `epoch`.  A sum that finds
+ * no member of s ramping while no member object of r alive ramps (r->ramps_alive 0) clears the
+ * ring's ramp_epoch.  Reader side. */
+double chring__effective_weight(chring_t *r, const chring_snap_t *s, uint64_t epoch);
 
 /* ---- report.c: reported load (docs/design.md §3, "Reported load") ---------------------- */
 

@@ -132,7 +132,7 @@ static inline uint64_t with_floor(const struct capacity *k, uint64_t cap, double
 static uint64_t capacity_slow(struct capacity *k, uint32_t weight, double scale)
 {
     if (!k->have_sum) {
-        k->sum = chring__effective_weight(k->s, k->epoch);
+        k->sum = chring__effective_weight(k->r, k->s, k->epoch);
         k->have_sum = true;
     }
     double e = scale * (double)weight;

@@ -204,9 +204,26 @@ static void member_free(chring_member_t *m)
         chring__free_aligned(m);
 }
 
+/* Moves m's ramp generation to a new one (on) or to 0, and counts m in or out of its ring's
+ * ramps_alive (member objects alive that ramp: effective.c) when it moves from or to 0.  A
+ * compare-and-swap, because an acquire may clear a finished ramp meanwhile
+ * (chring__member_ramp_scale, which counts it out itself): whoever moves the word counts. */
+void chring__member_ramp_gen(chring_member_t *m, bool on)
+{
+    uint32_t old = CHRING_LOAD_32(&m->ramp_gen), gen;
+    do
+        gen = !on ? 0 : old + 1 == 0 ? 1 : old + 1;
+    while (!ck_pr_cas_32_value(&m->ramp_gen, old, gen, &old));
+    if (old == 0 && gen != 0)
+        ck_pr_inc_64(&m->ring->ramps_alive); /* before the writer's new epoch (effective.c) */
+    else if (old != 0 && gen == 0)
+        ck_pr_dec_64(&m->ring->ramps_alive);
+}
+
 /* A member that was never published: nobody else saw it, and its udata stays the caller's. */
 void chring__member_discard(chring_member_t *m)
 {
+    chring__member_ramp_gen(m, false); /* a slow start counted it in */
     m->magic = (uint32_t)CHRING_POISON;
     member_free(m);
 }
@@ -252,6 +269,7 @@ void chring__member_destroy(chring_member_t *m)
     chring_t *r = m->ring;
     if (CHRING_LOAD_32(&m->down))
         ck_pr_dec_64(&r->health.alive_down); /* no snapshot can list it any more */
+    chring__member_ramp_gen(m, false);       /* nor count its scale (effective.c) */
     bool deferred = unghost(m);              /* unlisted, unlinked (flaps) */
     if (r->cfg.retire != NULL)
         r->cfg.retire(m->udata, r->cfg.retire_ctx);

@@ -328,3 +328,53 @@ Test(effective, a_drain_set_while_down_still_counts_when_the_member_comes_up)
     free(h);
     chring_free(&r);
 }
+
+/* A held snapshot that lists a removed member with a ramp keeps counting its scale (include/
+ * chring.h: health is seen on a held snapshot too), also once no member of the current
+ * membership ramps.  A capacity summed on the current snapshot after the removal found no
+ * member ramping and cleared the ring's "a ramp runs" word; the held snapshot was then judged by
+ * its integer weights, b at weight 1 instead of 0.5 (found by fuzz_api,
+ * fuzz/regress/api/held-snapshot-keeps-a-removed-members-ramp). */
+Test(effective, a_held_snapshot_keeps_the_scale_of_a_removed_ramping_member)
+{
+    static const char *const names[] = {"a", "b", "c"};
+    static const uint32_t weights[] = {1, 1, 1};
+    chring_t *r = new_ring(0, 0.1);
+    populate(r, names, weights, 3);
+    cr_assert_eq(chring_set_ramp(r, "b", 0.5, 0.5, 0), 0);
+    const chring_snap_t *held = chring_snap_hold(r);
+    const chring_member_t *a = chring_snap_find(held, "a"), *c = chring_snap_find(held, "c");
+    chring_lease_t leases[6];
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(chring_acquire_member(r, held, i < 3 ? a : c, &leases[i]), 0);
+    cr_assert_eq(chring_remove(r, "b"), 0);
+
+    /* The current snapshot (a, c) sums E with no member ramping: ceil(1.25 * 7 * 1 / 2) = 5. */
+    const chring_snap_t *s = chring_snap_enter(r);
+    cr_assert_eq(chring_member_capacity(r, s, chring_snap_find(s, "a")), 5u);
+    chring_snap_exit(r, s);
+
+    /* The held snapshot still lists b at scale 0.5: E = 2.5, a's capacity ceil(1.25 * 7 / 2.5) =
+     * 4 (3 if b counted at its integer weight, E = 3), b's ceil(1.25 * 7 * 0.5 / 2.5) = 2. */
+    const chring_member_t *b = chring_snap_find(held, "b");
+    cr_assert_not_null(b);
+    cr_assert_eq(chring_member_scale(b), 0.5);
+    cr_assert_eq(expected_capacity(held, a, 6), 4u);
+    cr_assert_eq(chring_member_capacity(r, held, a), 4u);
+    cr_assert_eq(chring_member_capacity(r, held, b), 2u);
+    /* So a, at load 3, is admitted once more on the held snapshot, then full at 4. */
+    chring_lease_t more, full;
+    cr_assert_eq(chring_acquire_try(r, held, a, &more), 0);
+    cr_assert_eq(chring_member_capacity(r, held, a), 4u); /* ceil(1.25 * 8 / 2.5) */
+    cr_assert_eq(chring_acquire_try(r, held, a, &full), -EBUSY);
+    /* The current snapshot judges by the integer weights of a and c: ceil(1.25 * 8 / 2) = 5. */
+    s = chring_snap_enter(r);
+    cr_assert_eq(chring_member_capacity(r, s, chring_snap_find(s, "a")), 5u);
+    chring_snap_exit(r, s);
+
+    chring_release(r, &more);
+    for (int i = 0; i < 6; i++)
+        chring_release(r, &leases[i]);
+    chring_snap_put(r, held);
+    chring_free(&r);
+}

@@ -331,3 +331,34 @@ Test(regress, a_ramping_member_down_and_up_again_keeps_its_effective_weight)
         chring_release(r, &leases[i]);
     chring_free(&r);
 }
+
+/* fuzz_api found this (fuzz/regress/api/held-snapshot-keeps-a-removed-members-ramp): a held
+ * snapshot listing a member removed while it ramped was judged by the integer weights once a sum
+ * over the current snapshot (where no member ramped any more) had turned the ring's ramp epoch
+ * off; the removed member's scale must count as long as a snapshot lists it (docs/design.md §3,
+ * "Effective weights"). */
+Test(regress, a_held_snapshot_counts_the_scale_of_a_member_removed_while_ramping)
+{
+    chring_t *r = ring_of(CHRING_PROFILE_HASH64, 16);
+    cr_assert_eq(chring_add(r, "a", 3, NULL), 0);
+    cr_assert_eq(chring_add(r, "b", 1, NULL), 0);
+    cr_assert_eq(chring_add(r, "c", 1, NULL), 0);
+    cr_assert_eq(chring_set_ramp(r, "b", 0.5, 0.5, 0), 0);
+    const chring_snap_t *held = chring_snap_hold(r);
+    const chring_member_t *a = chring_snap_find(held, "a");
+    chring_lease_t leases[4];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(chring_acquire_member(r, held, a, &leases[i]), 0);
+    cr_assert_eq(chring_remove(r, "b"), 0);
+    const chring_snap_t *s = chring_snap_enter(r);
+    /* E = 3 + 1 on the current snapshot: ceil(1.25 * 4 * 3 / 4) = 4; this sums E. */
+    cr_assert_eq(chring_member_capacity(r, s, chring_snap_find(s, "a")), 4u);
+    chring_snap_exit(r, s);
+    /* The held snapshot: E = 3 + 0.5 + 1, ceil(1.25 * 4 * 3 / 4.5) = 4 (3 with b at weight 1). */
+    cr_assert_eq(chring_member_capacity(r, held, a), 4u);
+    cr_assert_eq(chring_acquire_try(r, held, a, &leases[3]), 0);
+    for (int i = 0; i < 4; i++)
+        chring_release(r, &leases[i]);
+    chring_snap_put(r, held);
+    chring_free(&r);
+}
