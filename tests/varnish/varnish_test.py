@@ -555,17 +555,19 @@ def case_parity():
     with_setup(["s1", "s2", "s3", "s4"], run)
 
 
+def three_backends(args):
+    """vcl_init's lines of a director `ring` (these arguments) over b1, b2 and b3."""
+    return ("\n  new ring = chring.director(%s);\n  ring.add_backend(b1);\n"
+            "  ring.add_backend(b2);\n  ring.add_backend(b3);" % args)
+
+
 def case_hotkey():
     """24 concurrent clients on one key: it spills, no backend above its capacity."""
     clients = 24
     gate = Gate()
 
     def run(bs):
-        init = """
-  new ring = chring.director(profile = "hash64", balance = 1.25);
-  ring.add_backend(b1);
-  ring.add_backend(b2);
-  ring.add_backend(b3);"""
+        init = three_backends('profile = "hash64", balance = 1.25')
         v = Varnish(header(vcl_backends(bs), init))
         try:
             gate.want = clients
@@ -885,12 +887,17 @@ sub vcl_deliver {""", 1).replace(
     with_setup(["b1", "b2", "b3"], run)
 
 
-def rss_kb(pid):
+def status_kb(pid, field):
+    """A kB field of /proc/PID/status (VmRSS, VmHWM), 0 if absent."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def rss_kb(pid):
+    return status_kb(pid, "VmRSS")
 
 
 def case_reloads_memory():
@@ -920,25 +927,13 @@ def case_reloads_memory():
     with_setup(["b1", "b2", "b3"], run)
 
 
-def status_kb(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
 def case_build_memory():
     """A director of 600,000 points (3 backends, vnodes 200,000: a snapshot of about 11 MB, past
     the 8 MB from which a build makes spare blocks ready): the child's peak resident memory rises
     by the ring and its build's scratch at the first request (the build), not by the five spare
     blocks of a ring built for bursts (docs/varnish.md, "Memory")."""
     def run(bs):
-        init = """
-  new ring = chring.director(profile = "hash64", vnodes = 200000);
-  ring.add_backend(b1);
-  ring.add_backend(b2);
-  ring.add_backend(b3);"""
+        init = three_backends('profile = "hash64", vnodes = 200000')
         v = Varnish(header(vcl_backends(bs), init))
         try:
             pid = v.child_pid()
