@@ -154,12 +154,15 @@ Test(gaps, acquire_with_bad_arguments_clears_the_lease)
 
 /* ---- a merge that changes points round the wrap keeps a large ring's index right ---------- */
 
-/* Past half a million points a bucket with no point names its owner: the owner of the first
- * point after it, wrapping to point 0 past the last point.  A member whose points come before
- * every other point becomes point 0's owner when it joins and stops being it when it leaves, so
- * a merge that adds or drops it must rewrite the entries from the last point's bucket to the end
- * of the index.  The custom hash puts "edge"'s points at the bottom of the ring and spreads the
- * others with chring_hash64; each snapshot is compared with a ring built afresh. */
+/* Past half a million points the bucket index is packed (a base per 64 buckets, a byte a
+ * bucket), and keys above the last point wrap to point 0.  A member whose points come before
+ * every other point becomes point 0's owner when it joins and stops being it when it leaves, and
+ * moves every other point's index: a merge that adds or drops it must shift every group's base
+ * and rewrite the groups round the change and from the last point's bucket to the end of the
+ * index.  (Written for the owner entries the packed index replaced, which named the owner of the
+ * first point after an empty bucket, wrapping.)  The custom hash puts "edge"'s points at the
+ * bottom of the ring and spreads the others with chring_hash64; each snapshot is compared with a
+ * ring built afresh. */
 static uint64_t edge_hash(const void *data, size_t len, void *ctx)
 {
     (void)ctx;
