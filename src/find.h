@@ -57,7 +57,7 @@ CHRING_HOT_INLINE size_t chring__start(const chring_snap_t *s, uint64_t h64)
 /* The owner of a key at shifted position h64 for a plain lookup: with the line index, the slot
  * its line names, with no point read; else the owner of the point chring__start finds.  Down
  * members as in chring__owner_up. */
-static inline const chring_member_t *chring__owner_of(const chring_snap_t *s, uint64_t h64);
+CHRING_HOT_INLINE const chring_member_t *chring__owner_of(const chring_snap_t *s, uint64_t h64);
 
 /* The owner of point i for a lookup: its member, or when members are down (health.c) the first
  * member clockwise that is up (NULL if none is).  With no member down this is one more load, of
@@ -72,7 +72,7 @@ static inline const chring_member_t *chring__owner_up(const chring_snap_t *s, si
     return CHRING_LOAD_32(&m->down) == 0 ? m : chring__first_up(s, i);
 }
 
-static inline const chring_member_t *chring__owner_of(const chring_snap_t *s, uint64_t h64)
+CHRING_HOT_INLINE const chring_member_t *chring__owner_of(const chring_snap_t *s, uint64_t h64)
 {
     if (s->lines != NULL) {
         /* One line: the slot after the points below the key names its owner, with no point
@@ -93,7 +93,7 @@ static inline const chring_member_t *chring__owner_of(const chring_snap_t *s, ui
     /* The owner of the bucket's first point is the answer or next to it: its line is fetched
      * while the positions are compared, one miss in parallel instead of after. */
     size_t b = chring__bucket(s, h64);
-    size_t e = s->index_off != NULL ? chring__pack_first(s, b) : s->index[b];
+    size_t e = s->search & CHRING_SEARCH_PACKED ? chring__pack_first(s, b) : s->index[b];
     CHRING_PREFETCH(s->owner + e * s->owner_w);
     return chring__owner_up(s, chring__start(s, h64));
 }

@@ -281,6 +281,10 @@ struct chring_snap {
     size_t nbuckets;
     uint32_t *index;
     uint8_t *index_off;
+    /* The bucket search a lookup takes (chring__search_shape, from pos_w and index_off): pos_w,
+     * plus CHRING_SEARCH_PACKED for the packed index; one word that the search reads anyway for
+     * the width, so the flat index of the rings in the caches pays no test for the packed one. */
+    uint32_t search;
     /* The line index instead (struct chring_line, index.h), NULL where the ring has the bucket
      * index: nbuckets lines (a position's line is its bucket) and a last one whose first is
      * npoints; index is then NULL. */
@@ -338,6 +342,13 @@ static inline uint32_t chring__owner_width(size_t nslots)
 }
 
 /* Sets s's owner width for nslots slots and the mask a reader applies. */
+/* The bucket search of s (its field search), once pos_w and index_off are set. */
+#define CHRING_SEARCH_PACKED 16u
+static inline void chring__search_shape(chring_snap_t *s)
+{
+    s->search = s->pos_w | (s->index_off != NULL ? CHRING_SEARCH_PACKED : 0u);
+}
+
 static inline void chring__owner_shape(chring_snap_t *s, size_t nslots)
 {
     s->owner_w = chring__owner_width(nslots);

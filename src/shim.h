@@ -108,7 +108,8 @@ extern char chring__tsan_barrier_token;
 #define CHRING_UNLIKELY(x) __builtin_expect(!!(x), 0)
 /* The read side's search, inlined into every lookup whatever its size (two widths of positions
  * made it large enough that GCC 12 called it instead: 15-18 % slower pre-hashed lookups on the
- * rings in the cache, docs/bench.md §11f). */
+ * rings in the cache, docs/bench.md §11f; the packed index made GCC split the plain lookup's
+ * bucket part out of line, docs/bench.md §11g). */
 #define CHRING_HOT_INLINE static inline __attribute__((always_inline))
 
 #endif

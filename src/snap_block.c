@@ -51,6 +51,7 @@ const chring_snap_t chring__empty_snap = {
              .vnodes = CHRING_DEFAULT_VNODES},
     .nbuckets = 2,
     .pos_w = 8,
+    .search = 8,
     .owner_w = 2,
     .owner_mask = 0xffff,
 };
@@ -620,6 +621,7 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
             s->index_off = (uint8_t *)(block + l.index_off) +
                            ((nbuckets >> CHRING_PACK_SHIFT) + 2) * sizeof(uint32_t);
     }
+    chring__search_shape(s);
     if (nmembers > 0) {
         memcpy(s->members, members, nmembers * sizeof *members);
         memcpy(s->weights, weights, nmembers * sizeof *weights);

@@ -119,6 +119,7 @@ static void fixture_build(struct fixture *f, const uint64_t *pos, const uint32_t
         if (form == PACKED)
             s->index_off = (uint8_t *)(s->index + (nbuckets >> 6) + 2);
     }
+    chring__search_shape(s); /* as chring__snap_alloc */
     chring__index_build(s);
 }
 
