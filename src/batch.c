@@ -54,8 +54,7 @@ static inline void prefetch_points(const chring_snap_t *s, uint64_t h64)
 {
     if (s->lines != NULL)
         return; /* a line names its key's owner: the first pass fetched all there is */
-    size_t b = chring__bucket(s, h64);
-    size_t e = s->index_off != NULL ? chring__pack_first(s, b) : s->index[b];
+    size_t e = chring__bucket_first(s, chring__bucket(s, h64));
     BATCH_PREFETCH((const char *)s->pos + e * s->pos_w);
     BATCH_PREFETCH(s->owner + e * s->owner_w);
 }

@@ -92,8 +92,7 @@ CHRING_HOT_INLINE const chring_member_t *chring__owner_of(const chring_snap_t *s
     }
     /* The owner of the bucket's first point is the answer or next to it: its line is fetched
      * while the positions are compared, one miss in parallel instead of after. */
-    size_t b = chring__bucket(s, h64);
-    size_t e = s->search & CHRING_SEARCH_PACKED ? chring__pack_first(s, b) : s->index[b];
+    size_t e = chring__bucket_first(s, chring__bucket(s, h64));
     CHRING_PREFETCH(s->owner + e * s->owner_w);
     return chring__owner_up(s, chring__start(s, h64));
 }

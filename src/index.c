@@ -189,9 +189,8 @@ static void lines_shift(chring_snap_t *s, const chring_snap_t *prev, const uint6
 }
 
 /* Groups g0 to g1 of a packed index from the points alone, bases and offsets (the invariant of
- * index.h); i is a point at or before the first of group g0.  Returns the first point of group
- * g1 + 1's first bucket. */
-static size_t pack_encode(chring_snap_t *s, size_t g0, size_t g1, size_t i)
+ * index.h); i is a point at or before the first of group g0. */
+static void pack_encode(chring_snap_t *s, size_t g0, size_t g1, size_t i)
 {
     const size_t n = s->npoints, nb = s->nbuckets;
     for (size_t g = g0; g <= g1; g++) {
@@ -210,7 +209,6 @@ static size_t pack_encode(chring_snap_t *s, size_t g0, size_t g1, size_t i)
     }
     if (g1 == nb >> CHRING_PACK_SHIFT)
         s->index[g1 + 1] = (uint32_t)n;
-    return i;
 }
 
 void chring__index_encode(chring_snap_t *s, size_t b0, size_t b1)

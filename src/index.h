@@ -90,8 +90,8 @@
  *   - this header: the picture and invariants, the constants, struct chring_line, the geometry
  *     (chring__bucket, chring__line_off, chring__bucket_start, chring__pack_first,
  *     chring__index_first) and the search (chring__line_below, whose SSE2 masks count 15
- *     entries at byte 4, chring__line_find, chring__bucket_scan, chring__bucket_find and
- *     chring__pack_find for each width of positions, chring__find);
+ *     entries at byte 4, chring__line_find, chring__bucket_first, chring__bucket_scan,
+ *     chring__bucket_find and chring__pack_find for each width of positions, chring__find);
  *   - internal.h: how a point's position and owner are stored (chring__pos_width,
  *     chring__owner_width and their accessors);
  *   - index.c: which rings take which form (chring__index_lines, chring__index_packed), the
@@ -186,15 +186,19 @@ static inline size_t chring__pack_first(const chring_snap_t *s, size_t b)
     return (size_t)s->index[b >> CHRING_PACK_SHIFT] + off;
 }
 
+/* F(b) of a bucket index, flat or packed, b <= nbuckets. */
+static inline size_t chring__bucket_first(const chring_snap_t *s, size_t b)
+{
+    return s->search & CHRING_SEARCH_PACKED ? chring__pack_first(s, b) : (size_t)s->index[b];
+}
+
 /* The first point at or after the start of bucket (or line) b, b <= nbuckets (F(b) above), in
  * any form. */
 static inline size_t chring__index_first(const chring_snap_t *s, size_t b)
 {
     if (s->lines != NULL)
         return (size_t)(s->lines[b].first & ~CHRING_LINE_FULL);
-    if (s->index_off != NULL)
-        return chring__pack_first(s, b);
-    return (size_t)s->index[b];
+    return chring__bucket_first(s, b);
 }
 
 /* The lowest position of bucket b (b < nbuckets). */
@@ -299,42 +303,36 @@ static inline size_t chring__line_find(const chring_snap_t *s, uint64_t h64)
     return i == s->npoints ? 0 : i;
 }
 
-/* From point i, the first of h64's bucket, and end, the first of the next bucket: the first
- * point at or after h64 (not wrapped).  The bucket's first three points (or the sentinels past
- * the last point, UINT64_MAX) are compared with h64 at once: three loads that do not wait for
- * each other, and no branch for the usual answer (a bucket holds 0.4 to 0.8 points on average, so
- * a loop's exit would be mispredicted often).  Points are sorted, and those after the bucket are
- * above h64, so the number below h64 is where the answer is.  A key above three points of its
- * bucket (a crowded bucket: a coarse custom hash) takes a binary search up to end: 4-byte
- * sentinels read as 2^64 - 2^32, below a key with low bits above them (none of a 32-bit
- * profile's own keys, whose low half is 0), so the search never runs past the next bucket. */
-CHRING_HOT_INLINE size_t chring__bucket_scan(const void *pos, unsigned w, size_t i, size_t end,
-                                             uint64_t h64)
+/* From point i, the first of bucket b (h64's): the first point at or after h64 (not wrapped).
+ * The bucket's first three points (or the sentinels past the last point, UINT64_MAX) are
+ * compared with h64 at once: three loads that do not wait for each other, and no branch for the
+ * usual answer (a bucket holds 0.4 to 0.8 points on average, so a loop's exit would be
+ * mispredicted often).  Points are sorted, and those after the bucket are above h64, so the
+ * number below h64 is where the answer is.  A key above three points of its bucket (a crowded
+ * bucket: a coarse custom hash) takes a binary search up to the next bucket's first point, read
+ * there only (read first, it cost the flat index of the rings in the L1 cache 0.5 ns a lookup in
+ * chring-bench-lookup, docs/bench.md §11g): 4-byte sentinels read as 2^64 - 2^32, below a key
+ * with low bits above them (none of a 32-bit profile's own keys, whose low half is 0), so the
+ * search never runs past the next bucket. */
+CHRING_HOT_INLINE size_t chring__bucket_scan(const chring_snap_t *s, unsigned w, size_t b,
+                                             size_t i, uint64_t h64)
 {
+    const void *pos = s->pos;
     size_t below = (size_t)(chring__pos_at(pos, w, i) < h64) +
                    (size_t)(chring__pos_at(pos, w, i + 1) < h64);
-    if (CHRING_UNLIKELY(chring__pos_at(pos, w, i + 2) < h64))
+    if (CHRING_UNLIKELY(chring__pos_at(pos, w, i + 2) < h64)) {
+        size_t end = chring__bucket_first(s, b + 1);
         return chring__pos_search_at(pos, w, i + 3 < end ? i + 3 : end, end, h64);
+    }
     return i + below;
 }
 
 /* Index of the first point at or after the shifted position h64 (wrapping to 0), by the flat
- * bucket index: the bucket's entry, then the scan of chring__bucket_scan, whose search bound,
- * the next entry, is read only by a crowded bucket's search (read first, it cost the rings in
- * the L1 cache 0.8 ns a lookup in chring-bench-lookup). */
+ * bucket index: the bucket's entry, then chring__bucket_scan. */
 CHRING_HOT_INLINE size_t chring__bucket_find(const chring_snap_t *s, uint64_t h64, unsigned w)
 {
     size_t b = chring__bucket(s, h64);
-    const void *pos = s->pos;
-    size_t i = s->index[b];
-    size_t below = (size_t)(chring__pos_at(pos, w, i) < h64) +
-                   (size_t)(chring__pos_at(pos, w, i + 1) < h64);
-    if (CHRING_UNLIKELY(chring__pos_at(pos, w, i + 2) < h64)) {
-        size_t end = s->index[b + 1];
-        i = chring__pos_search_at(pos, w, i + 3 < end ? i + 3 : end, end, h64);
-    } else {
-        i += below;
-    }
+    size_t i = chring__bucket_scan(s, w, b, s->index[b], h64);
     return i == s->npoints ? 0 : i;
 }
 
@@ -345,9 +343,9 @@ CHRING_HOT_INLINE size_t chring__bucket_find(const chring_snap_t *s, uint64_t h6
 CHRING_HOT_INLINE size_t chring__pack_find(const chring_snap_t *s, uint64_t h64, unsigned w)
 {
     size_t b = chring__bucket(s, h64);
-    size_t i = chring__pack_first(s, b), end = chring__pack_first(s, b + 1);
-    if (i != end)
-        i = chring__bucket_scan(s->pos, w, i, end, h64);
+    size_t i = chring__pack_first(s, b);
+    if (i != chring__pack_first(s, b + 1))
+        i = chring__bucket_scan(s, w, b, i, h64);
     return i == s->npoints ? 0 : i;
 }
 

@@ -341,7 +341,6 @@ static inline uint32_t chring__owner_width(size_t nslots)
     return nslots <= ((size_t)1 << 16) ? 2 : nslots <= ((size_t)1 << 24) ? 3 : 4;
 }
 
-/* Sets s's owner width for nslots slots and the mask a reader applies. */
 /* The bucket search of s (its field search), once pos_w and index_off are set. */
 #define CHRING_SEARCH_PACKED 16u
 static inline void chring__search_shape(chring_snap_t *s)
@@ -349,6 +348,7 @@ static inline void chring__search_shape(chring_snap_t *s)
     s->search = s->pos_w | (s->index_off != NULL ? CHRING_SEARCH_PACKED : 0u);
 }
 
+/* Sets s's owner width for nslots slots and the mask a reader applies. */
 static inline void chring__owner_shape(chring_snap_t *s, size_t nslots)
 {
     s->owner_w = chring__owner_width(nslots);

@@ -106,17 +106,17 @@ static void check_slot_buckets(chring_t *r, const char *what)
     cr_assert_not_null(s->index);
     cr_assert_not_null(s->index_off, "%s: %zu points: the bucket index is packed", what,
                        s->npoints);
-    size_t nh = 0, cap = 1 << 16, slots = 0, slots_down = 0;
+    size_t nh = 0, cap = 1 << 16, empty = 0, empty_down = 0;
     uint64_t *h = malloc(cap * sizeof *h);
     cr_assert_not_null(h);
     for (size_t b = 0; b < s->nbuckets; b++) {
         size_t f = chring__index_first(s, b);
         if (chring__index_first(s, b + 1) != f)
             continue;
-        slots++;
+        empty++;
         if (!chring_member_is_down(s->slot_member[chring__owner(s, f < s->npoints ? f : 0)]))
             continue;
-        slots_down++;
+        empty_down++;
         if (nh + 2 > cap) {
             check_positions(s, h, nh, what);
             nh = 0;
@@ -131,10 +131,10 @@ static void check_slot_buckets(chring_t *r, const char *what)
         h[nh++] = chring__bucket_start(s, b) + (uint64_t)b * 0x9e3779b9u;
     check_positions(s, h, nh, what);
     free(h);
-    cr_assert_gt(slots, s->nbuckets / 4, "%s: %zu of %zu buckets are empty", what, slots,
+    cr_assert_gt(empty, s->nbuckets / 4, "%s: %zu of %zu buckets are empty", what, empty,
                  s->nbuckets);
-    cr_assert_gt(slots_down, slots / 8, "%s: %zu of them go to a member that is down", what,
-                 slots_down);
+    cr_assert_gt(empty_down, empty / 8, "%s: %zu of them go to a member that is down", what,
+                 empty_down);
     chring_snap_put(r, s);
 }
 
