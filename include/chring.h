@@ -364,6 +364,17 @@ CHRING_API void chring_free(chring_t **r);
  * reuse stays out of reach). */
 CHRING_API int chring_trim(chring_t *r);
 
+/* Waits until every snapshot r replaced before the call has been given up by the ring: its grace
+ * period has ended and its published reference is dropped, so a replaced snapshot nobody holds
+ * is destroyed (its block in the spare cache, the members only it kept retired) when this
+ * returns; a held one stays until it is put.  The ring's reclaimer thread does the same on its
+ * own microseconds after a publish when a core is free, 10 ms when every core is busy in read
+ * sections (docs/design.md §4, "Reclamation"): this call is for a program that must know, a test
+ * or a measurement of memory.  Returns 0; -EINVAL for r NULL.  Any thread but not inside a read
+ * section (it waits for a grace period); concurrently with publishes and other calls; it does
+ * not take the writer lock.  (0.4) */
+CHRING_API int chring_quiesce(chring_t *r);
+
 /* How many spare blocks the ring keeps at rest: the ring's trimmer, which frees the spares no
  * publish took for 200 ms, leaves n of those that fit the size of the last publish (the ones that
  * came last first).  0, the default, frees them all: a ring at rest holds its snapshot and

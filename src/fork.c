@@ -8,7 +8,8 @@
  * lock may be taken, and a ring's writer lock may be held by a writer half way through a
  * publish.  So the library registers pthread_atfork handlers, once, at the first chring_new:
  *
- *   prepare  every ring's writer lock (no publish is half done), then liburcu's
+ *   prepare  every ring's writer lock (no publish is half done), every ring's reclaimer batch
+ *            lock (no snapshot half reclaimed: reclaim.c), then liburcu's
  *            call_rcu_before_fork (the call_rcu threads pause between callbacks) and the bp
  *            flavour's urcu_bp_before_fork (its registry and grace-period locks);
  *   parent   the same released in reverse order;
@@ -38,6 +39,10 @@ static void before_fork(void)
     pthread_mutex_lock(&rings_lock);
     for (chring_t *r = rings; r != NULL; r = r->fork_next)
         pthread_mutex_lock(&r->lock);
+    /* Each ring's reclaimer between batches (reclaim.c): it waits for grace periods, so before
+     * the bp locks, as call_rcu's pause. */
+    for (chring_t *r = rings; r != NULL; r = r->fork_next)
+        chring__reclaim_before_fork(r);
     took_urcu = ck_pr_load_int(&use_urcu);
     if (took_urcu) {
         call_rcu_before_fork();
@@ -53,6 +58,8 @@ static void unlock_rings(void)
 {
     for (chring_t *r = rings; r != NULL; r = r->fork_next)
         pthread_mutex_unlock(&r->ghosts.lock);
+    for (chring_t *r = rings; r != NULL; r = r->fork_next)
+        chring__reclaim_after_fork(r);
     for (chring_t *r = rings; r != NULL; r = r->fork_next)
         pthread_mutex_unlock(&r->lock);
     pthread_mutex_unlock(&rings_lock);

@@ -203,6 +203,27 @@ struct chring_blocks {
     struct chring_chain *oldest;
 };
 
+/* The reclaimer (reclaim.c): replaced snapshots wait in `retired` (newest first, linked through
+ * retired_next) for a thread of the ring's own that waits for a grace period (synchronize_rcu)
+ * and drops their published references, so that their blocks come back as soon as the grace
+ * period ends (docs/design.md §4, "Reclamation").  It runs while snapshots wait, and a little
+ * after. */
+#define CHRING_RECLAIM_LINGER_NS UINT64_C(100000000) /* 100 ms idle before the thread ends */
+struct chring_reclaim {
+    chring_snap_t *retired; /* pushed by the writer (under the ring lock), newest first (atomic) */
+    uint64_t pushed;        /* the number of the last snapshot pushed (the writer's; atomic) */
+    uint64_t taken;         /* every snapshot numbered up to this was taken (under batch) */
+    pthread_mutex_t batch;  /* held by the reclaimer from taking a list to its last drop, and
+                               by the fork handlers (fork.c) */
+    sem_t wake;             /* posted by a writer that retires, and to stop the thread */
+    uint32_t state;         /* RECLAIM_IDLE, RECLAIM_RUNS, RECLAIM_POKED (reclaim.c; atomic) */
+    uint32_t stop;          /* chring_free asks the thread to end (atomic) */
+    int pid;                /* the process the thread runs in: a child after fork() has none */
+    uint64_t batches;       /* grace periods the thread waited for (statistics; atomic) */
+    uint64_t reclaimed;     /* snapshots whose published reference it dropped (atomic) */
+    uint64_t deferred;      /* snapshots handed to call_rcu instead: no thread (atomic) */
+};
+
 /* The membership chain (snap_block.c, docs/design.md §4, "References"): one node per published
  * snapshot, in publication order.  A snapshot holds its node; a node holds the next one.  The
  * next node lists, in gone, the members of this node's snapshot that the next snapshot does not
@@ -230,6 +251,8 @@ struct chring_snap {
     uint64_t refs; /* one for the published pointer (until its grace period ends) + holds */
     uint64_t version;
     struct rcu_head rcu;
+    chring_snap_t *retired_next;        /* replaced, waiting for the reclaimer (reclaim.c) */
+    uint64_t retired_seq;               /* and its number there (reclaim.c) */
     struct chring_blocks *blocks;       /* the cache this block goes back to; NULL: freed */
     struct chring_chain *chain;         /* its node of the membership chain; NULL: no members yet */
     const struct chring_health *health; /* the ring's (health.c): down members */
@@ -421,6 +444,7 @@ struct chring {
     uint64_t report_ttl_ns; /* cfg.report_ttl_ms in ns */
     double floor;           /* cfg.min_capacity (load.c: the floor at low concurrency) */
     struct chring_blocks blocks;
+    struct chring_reclaim reclaim; /* replaced snapshots, until their grace period (reclaim.c) */
     unsigned shard_mask;
     struct chring_shard *shards;     /* shard_mask + 1 shards, CHRING_DESTRUCTIVE aligned */
     chring_t *fork_prev, *fork_next; /* the rings alive, for the fork handlers (fork.c) */
@@ -675,6 +699,20 @@ void chring__ghosts_link(chring_t *r, chring_member_t *const *created, size_t n)
 /* ---- load.c ------------------------------------------------------------------------------- */
 
 uint64_t chring__leases(chring_t *r);
+
+/* ---- reclaim.c: replaced snapshots back at the end of their grace period ------------------- */
+
+/* Initialises r->reclaim: 0, or -ENOMEM (nothing to undo). */
+int chring__reclaim_init(chring_t *r);
+/* Hands the snapshot just replaced (under r->lock) to the reclaimer, which drops its published
+ * reference once a grace period has ended. */
+void chring__reclaim_retire(chring_t *r, chring_snap_t *old);
+/* chring_free, after its grace period: ends the thread, drops every snapshot still waiting
+ * (oldest first) and destroys r->reclaim. */
+void chring__reclaim_drain(chring_t *r);
+/* The fork handlers: no batch half done across fork(); the child has no reclaimer thread. */
+void chring__reclaim_before_fork(chring_t *r);
+void chring__reclaim_after_fork(chring_t *r);
 
 /* ---- fork.c ------------------------------------------------------------------------------- */
 

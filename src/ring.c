@@ -6,11 +6,11 @@
  *   build the next snapshot off to the side and publish it with one release store (RCU
  *   assign); a reader sees either the old or the new snapshot, never a mix.  A failed change
  *   (bad input, out of memory) frees what it built and never touches r->current.
- * - The replaced snapshot's published reference is dropped by a call_rcu callback, that is after
- *   a grace period: no reader can still be inside a read section that saw it (Karger et al. 1997
- *   for the ring; Mirrokni, Thorup, Zadimoghaddam 2018 for the bounded loads in load.c).
- *   Writers never wait for a grace period (no synchronize_rcu), so they may run inside a read
- *   section; only chring_free waits.
+ * - The replaced snapshot's published reference is dropped after a grace period, by the ring's
+ *   reclaimer thread (reclaim.c): no reader can still be inside a read section that saw it
+ *   (Karger et al. 1997 for the ring; Mirrokni, Thorup, Zadimoghaddam 2018 for the bounded loads
+ *   in load.c).  Writers never wait for a grace period (no synchronize_rcu), so they may run
+ *   inside a read section; only chring_free waits.
  * - Members are reference counted by snapshots and leases (member.h); the writer's view of the
  *   membership is the current snapshot, stable while the lock is held.  A removed member keeps
  *   its object until its last reference goes; adding the name again creates a new object.
@@ -78,6 +78,11 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
         pthread_mutex_destroy(&r->lock);
         goto fail;
     }
+    if (chring__reclaim_init(r) != 0) {
+        pthread_mutex_destroy(&r->ghosts.lock);
+        pthread_mutex_destroy(&r->lock);
+        goto fail;
+    }
     memset(r->shards, 0, shards * sizeof *r->shards);
     r->shard_mask = shards - 1;
     r->cfg = *cfg;
@@ -96,6 +101,7 @@ int chring_new(chring_t **out, const chring_config_t *cfg)
     r->current = s;
     err = chring__fork_track(r);
     if (err != 0) {
+        chring__reclaim_drain(r); /* nothing waits: destroys it */
         pthread_mutex_destroy(&r->ghosts.lock);
         pthread_mutex_destroy(&r->lock);
         goto fail;
@@ -110,28 +116,6 @@ fail:
     return err;
 }
 
-static void snap_rcu_done(struct rcu_head *head)
-{
-    CHRING_GRACE_ENDED();
-    chring_snap_t *s = caa_container_of(head, chring_snap_t, rcu);
-    chring__snap_unref(s);
-    CHRING_CALLBACK_DONE();
-}
-
-/* Drops the published reference of a snapshot that was just replaced, once no reader can
- * still see it. */
-static void retire_snapshot(chring_snap_t *old)
-{
-#if defined(CHRING_PLANTED_BUG_NO_GRACE) && CHRING_PLANTED_BUG_NO_GRACE
-    /* Test-only planted bug (-Dplanted_bug=no_grace): free without a grace period.  The torture
-     * test must catch this under ASan and TSan. */
-    chring__snap_unref(old);
-#else
-    CHRING_CALLBACK_QUEUED();
-    call_rcu(&old->rcu, snap_rcu_done);
-#endif
-}
-
 void chring__publish(chring_t *r, chring_snap_t *next)
 {
     chring_snap_t *cur = r->current;
@@ -141,7 +125,7 @@ void chring__publish(chring_t *r, chring_snap_t *next)
      * has the write barrier; the TSan build uses a C11 release store). */
     CHRING_RCU_ASSIGN(r->current, next);
     CHRING_STORE_64(&r->publishes, r->publishes + 1);
-    retire_snapshot(cur);
+    chring__reclaim_retire(r, cur);
 }
 
 void chring_free(chring_t **rp)
@@ -160,10 +144,12 @@ void chring_free(chring_t **rp)
 
     synchronize_rcu();
     CHRING_GRACE_ENDED();
-    /* Every pending callback (snapshots replaced earlier) runs before the ring goes, and before
-     * the last snapshot: then the membership chain (snap_block.c) has freed every node before
-     * the last one, and the last one's members, which no later snapshot drops, are dropped
-     * here. */
+    /* Every snapshot replaced earlier is dropped before the ring goes, and before the last
+     * snapshot: the reclaimer's (ended first, then what still waits for it) and, with the
+     * barrier, any a call_rcu callback holds.  Then the membership chain (snap_block.c) has
+     * freed every node before the last one, and the last one's members, which no later snapshot
+     * drops, are dropped here. */
+    chring__reclaim_drain(r);
     rcu_barrier();
     CHRING_GRACE_ENDED();
     CHRING_BARRIER_ENDED();

@@ -442,12 +442,14 @@ static bool wait_for(const int *flag)
     return __atomic_load_n(flag, __ATOMIC_SEQ_CST) != 0;
 }
 
-/* The destruction of a replaced snapshot ends inside the RCU callback whose first steps retire its
- * members: once a member's retire has been seen, the block may still be on its way to the spare
- * cache.  chring_free waits for every pending RCU callback of the library (its header says so),
- * so freeing a scratch ring is a barrier after which the block is in the cache. */
-static void rcu_callbacks_done(void)
+/* The destruction of a replaced snapshot ends on the ring's reclaimer thread, whose first steps
+ * retire its members: once a member's retire has been seen, the block may still be on its way to
+ * the spare cache.  chring_quiesce returns once every snapshot r replaced is given up (its header
+ * says so), and chring_free waits for every pending RCU callback of the library (members freed a
+ * grace period after their last reference), so after both the block is in the cache. */
+static void rcu_callbacks_done(chring_t *r)
 {
+    cr_assert_eq(chring_quiesce(r), 0, "chring_quiesce");
     chring_t *scratch = ring_create(NULL);
     chring_free(&scratch);
 }
@@ -494,10 +496,10 @@ Test(alloc, same_size_publish_after_a_grace_period_reuses_the_spare_block, .init
      * the spare cache and may or may not fit the next snapshot exactly (a member swapped in the
      * same batch takes a new slot).  One more swap makes every later snapshot the same shape. */
     cr_assert(wait_for(&seen.c), "c retired within 5 s");
-    rcu_callbacks_done();
+    rcu_callbacks_done(r);
     sync_with(r, "e", &tag_e);
     cr_assert(wait_for(&seen.d), "d retired within 5 s");
-    rcu_callbacks_done();
+    rcu_callbacks_done(r);
 
     /* The snapshot that listed d is in the cache and has the shape of the next one. */
     watch_reset();
@@ -581,14 +583,14 @@ Test(alloc, spare_block_more_than_twice_the_need_is_freed_not_reused, .init = ke
      * src/snap_block.c). */
     chring_t *r = ring_create(NULL);
     sync_numbered(r, 1);
-    rcu_callbacks_done();
+    rcu_callbacks_done(r);
     size_t baseline = heap_in_use();
 
     sync_numbered(r, 200);
     sync_numbered(r, 1);
-    rcu_callbacks_done(); /* the 200-member snapshot is destroyed: its block is the spare */
+    rcu_callbacks_done(r); /* the 200-member snapshot is destroyed: its block is the spare */
     cr_assert_eq(chring_set_weight(r, "node-0", 2), 0, "a small publish");
-    rcu_callbacks_done();
+    rcu_callbacks_done(r);
     size_t after = heap_in_use();
     cr_assert_lt(after, baseline + 256 * 1024,
                  "a one-member ring holds %zu bytes more than before the big ring",
@@ -611,7 +613,7 @@ static void slow_publishes(chring_t *r, int *toggle, int n, const char *what)
 {
     for (int k = 0; k < n; k++) {
         toggle_extra(r, toggle, what, k);
-        rcu_callbacks_done();
+        rcu_callbacks_done(r);
     }
 }
 
@@ -631,7 +633,7 @@ static void fill_spares(chring_t *r, int *toggle)
 {
     const chring_snap_t *held[3];
     burst_held(r, toggle, held, 3);
-    rcu_callbacks_done(); /* the published references of the three are dropped */
+    rcu_callbacks_done(r); /* the published references of the three are dropped */
     for (int k = 0; k < 3; k++)
         chring_snap_put(r, held[k]);
 }
@@ -647,7 +649,7 @@ Test(alloc, spare_blocks_age_out_and_chring_trim_frees_them, .init = keep_spares
         feed[i] = (chring_change_t){names[i], 1, NULL};
     }
     cr_assert_eq(chring_sync(r, feed, 400), 0, "sync to 400 members");
-    rcu_callbacks_done();
+    rcu_callbacks_done(r);
     cr_assert_eq(chring_trim(r), 0, "trim");
     size_t live = heap_in_use();
     /* One publish spaced by a grace period: the replaced snapshot's block is the one spare. */
@@ -730,7 +732,7 @@ static chring_t *large_ring_built_keeping(size_t *before, size_t *block, unsigne
     if (keep > 0)
         cr_assert_eq(chring_set_spares_at_rest(r, keep), 0, "keep %u", keep);
     cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
-    rcu_callbacks_done();
+    rcu_callbacks_done(r);
     const chring_snap_t *s = chring_snap_hold(r);
     /* A point's position (8 bytes), owner slot (2: fewer than 65,536 slots), line (8). */
     *block = chring_snap_points(s) * (sizeof(uint64_t) + 2 + 8);
@@ -773,7 +775,7 @@ Test(alloc, large_ring_build_prepares_spares_for_a_burst_and_chring_trim_frees_t
     }
     for (int k = 0; k < 3; k++)
         chring_snap_put(r, held[k]);
-    rcu_callbacks_done();
+    rcu_callbacks_done(r);
     assert_trimmed(r, before, block);
     chring_free(&r);
 }
@@ -821,7 +823,7 @@ Test(alloc, large_ring_keeps_five_spares_through_slow_publishes_and_frees_the_su
     /* Two more: no spare is left, they allocate; all seven come back at once.  The cache keeps
      * six, and the slow publishes after it free the one beyond the five. */
     burst_held(r, &toggle, &held[KEPT], 2);
-    rcu_callbacks_done();
+    rcu_callbacks_done(r);
     for (int k = 0; k < KEPT + 2; k++)
         chring_snap_put(r, held[k]);
     slow_publishes(r, &toggle, 12, "slow publish after the burst");
@@ -878,7 +880,7 @@ Test(alloc, a_large_ring_at_rest_gives_its_spares_back_with_no_call, .timeout = 
     for (int burst = 0; burst < 2; burst++) {
         for (int k = 0; k < 6; k++)
             toggle_extra(r, &toggle, "publish of the burst", k);
-        rcu_callbacks_done();
+        rcu_callbacks_done(r);
         rest = heap_settles_below(limit);
         cr_assert_lt(rest, limit,
                      "20 s after burst %d the ring holds %zu bytes: more than its one snapshot "
@@ -926,7 +928,7 @@ Test(alloc, with_the_default_allocator_a_ring_at_rest_is_resident_in_its_snapsho
     const chring_snap_t *s = chring_snap_hold(r);
     long long block_kb = (long long)(chring_snap_points(s) * (sizeof(uint64_t) + 2 + 8) / 1024);
     chring_snap_put(r, s);
-    rcu_callbacks_done();
+    rcu_callbacks_done(r);
     long long built = resident_kb();
     cr_assert_gt(built, 0, "VmRSS readable");
     /* The build's spares go 200 ms after it; then the ring and the process's own. */
@@ -938,7 +940,7 @@ Test(alloc, with_the_default_allocator_a_ring_at_rest_is_resident_in_its_snapsho
                                 : chring_remove(r, LARGE_NAMES[MEMBERS]);
             cr_assert_eq(rc, 0, "publish %d of burst %d", k, burst);
         }
-        rcu_callbacks_done();
+        rcu_callbacks_done(r);
         long long now = settles_below(resident_kb, limit);
         cr_assert_lt(now, limit,
                      "20 s after burst %d the process is resident in %lld kB, %lld more than at "
@@ -964,7 +966,7 @@ Test(alloc, a_child_after_fork_trims_the_spares_with_its_own_trimmer, .timeout =
     if (child == 0) {
         int toggle = 0;
         toggle_extra(r, &toggle, "the child's publish", 0);
-        rcu_callbacks_done();
+        rcu_callbacks_done(r);
         size_t rest = heap_settles_below(before + block * 3 / 2);
         int code = rest < before + block * 3 / 2 ? 0 : 1;
         chring_free(&r);
@@ -1275,7 +1277,7 @@ Test(alloc, a_spare_kept_at_rest_serves_the_next_publish_and_chring_trim_frees_i
                  "the publish after a quiet while allocated %zu bytes: the spare kept at rest "
                  "was not taken (a block: about %zu)",
                  after - rest, block);
-    rcu_callbacks_done();
+    rcu_callbacks_done(r);
     assert_kept_at_rest(before, block, 1, "one kept after the publish");
     assert_trimmed(r, before, block);
     chring_free(&r);
@@ -1400,7 +1402,7 @@ static long long build_with_prefault(int n, long long *block)
     if (n >= 0)
         cr_assert_eq(chring_set_prefault(r, (unsigned)n), 0, "prefault %d", n);
     cr_assert_eq(chring_sync(r, feed, MEMBERS), 0, "the build");
-    rcu_callbacks_done();
+    rcu_callbacks_done(r);
     long long built = __atomic_load_n(&sized_live, __ATOMIC_SEQ_CST) - before;
     const chring_snap_t *s = chring_snap_hold(r);
     *block = (long long)chring_snap_points(s) * (8 + 4 + 8);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Proves the torture test can fail: the library built with -Dplanted_bug=no_grace frees replaced
-# snapshots without waiting for an RCU grace period, and the torture test, run again and again
+# Proves the torture test can fail: the library built with -Dplanted_bug=reclaim_no_grace (the
+# reclaimer thread, src/reclaim.c, skips its synchronize_rcu) or -Dplanted_bug=no_grace (the
+# writer drops the replaced snapshot at once) frees replaced snapshots without waiting for an RCU
+# grace period, and the torture test, run again and again
 # (up to a time cap per sanitizer), must make AddressSanitizer report a use after free and
 # ThreadSanitizer report a race with the freeing (or reuse) of the snapshot.  The step PASSES only
 # if both sanitizers catch the planted bug; a clean result here would mean the torture test cannot
@@ -8,7 +10,7 @@
 #
 # Environment: CHRING_PLANTED_CAP (seconds of torture runs per sanitizer before giving up,
 # default 60), CHRING_PLANTED_RUN (seconds per torture run, default 4), CHRING_TSAN_CC (default
-# clang).
+# clang), CHRING_PLANTED_BUG (reclaim_no_grace, the default, or no_grace).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -18,6 +20,7 @@ scripts/deps.sh gcc clang libclang-rt-14-dev liburcu-dev libck-dev libxxhash-dev
 cap=${CHRING_PLANTED_CAP:-60}
 per_run=${CHRING_PLANTED_RUN:-4}
 tsan_cc=${CHRING_TSAN_CC:-clang}
+planted=${CHRING_PLANTED_BUG:-reclaim_no_grace}
 # As in step 20: the test areas are configured, only the torture test is built.
 areas=(-Dtests=true -Dbench=false -Dlb=disabled -Dtools=false -Dfuzz=false)
 
@@ -26,7 +29,7 @@ setup() { # DIR CC MESON_OPTION...
     shift 2
     if [ ! -f "$dir/build.ninja" ]; then
         CC=$cc meson setup "$dir" --buildtype=debugoptimized -Db_lundef=false \
-            -Dplanted_bug=no_grace "${areas[@]}" "$@"
+            -Dplanted_bug="$planted" "${areas[@]}" "$@"
     fi
     nice ninja -C "$dir" -j2 tests/stress/chring-torture
 }
@@ -93,15 +96,15 @@ hunt() { # NAME SANITIZER DIR ENV...
     result=1
 }
 
-echo "-- building the planted-bug ASan configuration (gcc, -Dplanted_bug=no_grace)"
-setup build-planted-asan gcc -Db_sanitize=address,undefined
-echo "-- building the planted-bug TSan configuration ($tsan_cc, -Dplanted_bug=no_grace)"
-setup build-planted-tsan "$tsan_cc" -Db_sanitize=thread
+echo "-- building the planted-bug ASan configuration (gcc, -Dplanted_bug=$planted)"
+setup "build-planted-$planted-asan" gcc -Db_sanitize=address,undefined
+echo "-- building the planted-bug TSan configuration ($tsan_cc, -Dplanted_bug=$planted)"
+setup "build-planted-$planted-tsan" "$tsan_cc" -Db_sanitize=thread
 
-hunt "ASan" asan build-planted-asan \
+hunt "ASan" asan "build-planted-$planted-asan" \
     ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=0
 # halt_on_error=0: keep running past unrelated reports until the planted one shows.
-hunt "TSan" tsan build-planted-tsan \
+hunt "TSan" tsan "build-planted-$planted-tsan" \
     TSAN_OPTIONS="halt_on_error=0 suppressions=$root/tests/stress/tsan.supp"
 
 if [ "$result" -ne 0 ]; then
