@@ -180,6 +180,7 @@ struct chring_prof {
 #define CHRING_PREFAULT_MIN 2
 #define CHRING_SPARE_AGE 8 /* publishes a spare may wait untaken (block_take, snap_block.c) */
 #define CHRING_SPARE_IDLE_NS UINT64_C(200000000) /* 200 ms */
+#define CHRING_RETURN_WAIT_NS UINT64_C(2000000)   /* 2 ms (block_take, snap_block.c) */
 struct chring_blocks {
     chring_snap_t *spare[CHRING_SPARES];
     uint64_t takes;
@@ -196,6 +197,10 @@ struct chring_blocks {
     size_t wanted;     /* the size the writer's last publish asked for (atomic): what the
                           spares kept at rest must fit */
     int trimmer_pid;   /* the process the trimmer runs in: a child after fork() has none */
+    /* Replaced snapshots the reclaimer's thread has yet to give up (reclaim.c; atomic): their
+     * blocks are on their way back, so a publish that finds no spare waits a little for one
+     * (block_take) rather than fault in a fresh block. */
+    uint64_t returning;
     sem_t wake;        /* posted by chring__blocks_drop */
     /* The oldest node of the membership chain not yet freed (nodes are freed in chain order);
      * NULL before the first publish.  Written by the writer (the first node) and by whoever

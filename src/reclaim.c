@@ -101,8 +101,9 @@ static chring_snap_t *reclaim_take(struct chring_reclaim *rc, uint64_t upto)
 
 /* Drops the published reference of every snapshot of list (newest first, as taken), oldest
  * first.  Returns how many. */
-static uint64_t drop_list(chring_snap_t *list)
+static uint64_t drop_list(struct chring_reclaim *rc, chring_snap_t *list)
 {
+    chring_t *r = caa_container_of(rc, chring_t, reclaim);
     chring_snap_t *oldest = NULL;
     while (list != NULL) {
         chring_snap_t *next = list->retired_next;
@@ -115,6 +116,7 @@ static uint64_t drop_list(chring_snap_t *list)
         chring_snap_t *next = oldest->retired_next;
         oldest->retired_next = NULL;
         chring__snap_unref(oldest);
+        __atomic_fetch_sub(&r->blocks.returning, 1, __ATOMIC_SEQ_CST);
         n++;
         oldest = next;
     }
@@ -128,7 +130,7 @@ static uint64_t reclaim_upto(struct chring_reclaim *rc, uint64_t upto)
 {
     CHRING_GRACE_ENDED();
     pthread_mutex_lock(&rc->batch);
-    uint64_t n = drop_list(reclaim_take(rc, upto));
+    uint64_t n = drop_list(rc, reclaim_take(rc, upto));
     pthread_mutex_unlock(&rc->batch);
     return n;
 }
@@ -263,6 +265,7 @@ void chring__reclaim_retire(chring_t *r, chring_snap_t *old)
     CHRING_CALLBACK_QUEUED();
     uint64_t seq = __atomic_load_n(&rc->pushed, __ATOMIC_RELAXED) + 1; /* writers only */
     old->retired_seq = seq;
+    __atomic_fetch_add(&r->blocks.returning, 1, __ATOMIC_SEQ_CST);
     chring_snap_t *head = __atomic_load_n(&rc->retired, __ATOMIC_ACQUIRE);
     do
         old->retired_next = head;
@@ -287,6 +290,7 @@ void chring__reclaim_retire(chring_t *r, chring_snap_t *old)
         chring_snap_t *next = oldest->retired_next;
         oldest->retired_next = NULL;
         __atomic_fetch_add(&rc->deferred, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&r->blocks.returning, 1, __ATOMIC_SEQ_CST); /* not soon */
         call_rcu(&oldest->rcu, snap_rcu_done);
         oldest = next;
     }

@@ -247,6 +247,8 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
         if (CHRING_LOAD_32(&blocks->ready) == 0 && sem_init(&blocks->wake, 0, 0) == 0)
             ATOMIC_STORE(&blocks->ready, 1);
     }
+    uint64_t deadline = 0;
+scan:
     for (unsigned k = 0; blocks != NULL && k < CHRING_SPARES; k++) {
         chring_snap_t *b = spare_take(blocks, k);
         if (b == NULL)
@@ -261,6 +263,22 @@ static char *block_take(struct chring_blocks *blocks, size_t size, size_t *got)
         for (; at > 0 && fit[at - 1]->stashed < b->stashed; at--)
             fit[at] = fit[at - 1];
         fit[at] = b;
+    }
+    /* No spare fits, but the reclaimer's thread is about to give up a snapshot this ring
+     * replaced (in a burst, the one the publish before this one replaced: 0.1-0.2 ms here while
+     * a core is free): wait for its block, up to CHRING_RETURN_WAIT_NS, rather than fault in a
+     * fresh one (5-70 ms on this VM: docs/design.md §4, "Reclamation").  Not inside a read
+     * section, whose end that thread's grace period waits for. */
+    if (nfit == 0 && blocks != NULL && size >= HUGE_MIN &&
+        __atomic_load_n(&blocks->returning, __ATOMIC_SEQ_CST) != 0 && !rcu_read_ongoing()) {
+        uint64_t t = chring__now_ns();
+        if (deadline == 0)
+            deadline = t + CHRING_RETURN_WAIT_NS;
+        if (t < deadline) {
+            struct timespec pause = {0, 20000}; /* 20 us */
+            nanosleep(&pause, NULL);
+            goto scan;
+        }
     }
     chring_snap_t *best = nfit > 0 ? fit[0] : NULL;
     unsigned insured = size >= HUGE_MIN ? CHRING_PREFAULT : 1;
