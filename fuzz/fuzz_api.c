@@ -125,7 +125,7 @@ static const char *show(const void *data, size_t len)
 /* ---- member objects and the retire callback ------------------------------------------------ */
 
 /* One object per add call that may create a member; udata of the member is &objs[id].  The
- * reference fields are read by the retire callback, which may run on liburcu's call_rcu thread:
+ * reference fields are read by the retire callback, which may run on the ring's reclaimer thread:
  * they are accessed atomically, and a field that releases a reference is updated before the
  * library call that may retire the member. */
 typedef struct obj {

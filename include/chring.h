@@ -41,8 +41,8 @@
  *
  * fork().  A ring created before fork() keeps working in the parent and in the child with no
  * call from the application: the library registers pthread_atfork handlers at the first
- * chring_new that quiesce every ring's writer lock and liburcu's call_rcu worker and bp registry
- * around the fork.  The child has only the forking thread: leases other threads held stay
+ * chring_new that quiesce every ring's writer lock and reclaimer (chring_quiesce) and liburcu's
+ * call_rcu worker and bp registry around the fork.  The child has only the forking thread: leases other threads held stay
  * counted there, and snapshots they held stay referenced (their members are not retired by the
  * child's chring_free).  An application that
  * already calls liburcu-bp's fork hooks itself (call_rcu_before_fork, urcu_bp_before_fork and
@@ -247,7 +247,8 @@ typedef struct chring_config {
      * joined, docs/design.md §4, "References"; or at chring_free), or, for a udata the call did
      * not keep (its change named a member that exists already; that member keeps its own
      * udata), before the call returns.  A call that fails keeps none and hands none back.
-     * Threads: liburcu's call_rcu thread; a thread inside chring_release, chring_snap_put or
+     * Threads: the ring's reclaimer thread (liburcu's call_rcu thread when it has none:
+     * chring_quiesce); a thread inside chring_release, chring_snap_put, chring_quiesce or
      * chring_free; a writer call, after its lock is released, for udata it did not keep.  It
      * must be thread-safe and short, and must not call into the ring whose member it retires.
      * A member added with a NULL udata is retired with a call of retire(NULL) too, so the
@@ -334,8 +335,8 @@ typedef struct chring_member chring_member_t;
  * Any thread.  The caller owns the ring and frees it with chring_free(). */
 CHRING_API int chring_new(chring_t **out, const chring_config_t *cfg);
 
-/* Frees the ring: unpublishes the current snapshot, waits for a grace period and for every
- * pending RCU callback of the library, and retires (config.retire) every member that is still
+/* Frees the ring: unpublishes the current snapshot, waits for a grace period, for the ring's
+ * reclaimer thread to end and for every pending RCU callback of the library, and retires (config.retire) every member that is still
  * in the ring and no longer referenced.  The caller first releases every lease and puts every
  * held snapshot of this ring; no other thread may use the ring any more.  Must not be called
  * inside a read section.  NULL-safe (r or *r NULL); sets *r to NULL. */
@@ -349,8 +350,9 @@ CHRING_API void chring_free(chring_t **r);
  * slot each for a name of up to 13 bytes, else 114 bytes and the name on a cache line; 112 more
  * for one that ramps, reports or flaps), plus, for a while, spare blocks of replaced snapshots
  * (a large ring's build makes up to five ready for a burst, chring_set_prefault; a burst of
- * back-to-back changes leaves up to six) and the blocks of replaced snapshots until their grace
- * period ends (a burst) or their holders put them (docs/design.md §4, "At rest", "What a member
+ * back-to-back changes leaves one while a core is free, up to six when readers keep every core
+ * busy) and the blocks of replaced snapshots until their grace period ends (the ring's reclaimer
+ * gives them up then: chring_quiesce) or their holders put them (docs/design.md §4, "At rest", "What a member
  * costs").  Without this call a spare that no publish took for 200 ms is freed by a thread of
  * the ring's own (the environment variable CHRING_SPARE_IDLE_MS sets the time, 0 keeps the
  * spares), so a second after its last publish a ring holds its snapshot and members alone
@@ -774,7 +776,8 @@ CHRING_API uint64_t chring_leases(chring_t *r);
  * acquires and other reports; takes the writers' lock (reports are a writer's rate, not an
  * acquire's), allocates nothing after a member's first report, publishes nothing.  In a process that forks while threads run,
  * call it (as every writer call) outside read sections: the fork handlers hold the writers' lock
- * while they wait for liburcu's call_rcu thread, whose grace period waits for that section.  A ring that never reports costs its acquires nothing
+ * while they wait for the rings' reclaimers and liburcu's call_rcu thread, whose grace periods
+ * wait for that section.  A ring that never reports costs its acquires nothing
  * more: one word beside the published pointer, read with the health count, says whether any
  * report counts. */
 CHRING_API int chring_report_load(chring_t *r, const chring_member_t *m, uint64_t load);

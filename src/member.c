@@ -32,7 +32,7 @@ int chring__name_check(const char *name, size_t *len)
  * 64 to a chunk (one allocation of 8 KB and a header; 16 while the ring has fewer than 64): 128
  * bytes a member, 8 a point at 16 points (docs/design.md §4, "What a member costs").  A chunk is freed when its last member is,
  * so a ring that shrinks gives the memory back.  Every operation is under the ring's ghost
- * lock, which a last release and call_rcu's thread take already, and which the fork handlers
+ * lock, which a last release and the reclaimer's thread take already, and which the fork handlers
  * hold across fork() (fork.c).  Under AddressSanitizer a free slot is poisoned, so a use after
  * free is still reported. */
 

@@ -16,10 +16,11 @@
  * 1000 x 160, as much as the merge itself).  So the blocks of destroyed snapshots are kept
  * (struct chring_blocks, owned by the ring), up to CHRING_SPARES of them, and reused by the next
  * publishes when their size fits.  Several, because in a burst of back-to-back publishes the
- * replaced snapshots come back late: liburcu's call_rcu worker sleeps 10 ms after it is woken and
- * after each batch, so at 10,000 x 160 (6-8 ms a publish) one to three are still waiting for
- * their grace period when the next publish needs a block, more when the worker is not scheduled
- * at once on a busy machine; a fresh 30 MB block then costs 4-5 ms of huge-page faults when the
+ * replaced snapshots may come back late: the ring's reclaimer (reclaim.c) gives a snapshot up
+ * 0.1-0.2 ms after its publish while a core is free, but when readers keep every core busy a grace
+ * period takes 10 ms (urcu-bp sleeps between its checks), so at 10,000 x 160 (3-7 ms a publish)
+ * one to three are still waiting for their grace period when the next publish needs a block (with
+ * liburcu's call_rcu, before the reclaimer, in every burst); a fresh 30 MB block then costs 4-5 ms of huge-page faults when the
  * kernel has free 2 MiB pages and 30-260 ms when it compacts (measured here), far past a
  * publish.  A large ring's first publish therefore makes up to CHRING_PREFAULT blocks ready at
  * its end (prefault_spares; fewer for very large blocks, or as chring_set_prefault says:
@@ -154,8 +155,9 @@ static void advise_huge(char *block, size_t size)
 /* How many spares a publish makes ready for blocks of `size` bytes: chring_set_prefault's
  * count, else as many as fit in CHRING_PREFAULT_BYTES, between CHRING_PREFAULT_MIN and
  * CHRING_PREFAULT.  A burst needs a spare for each block still waiting for its grace period
- * when the next publish needs one: call_rcu hands a replaced block back 10-30 ms after its
- * publish, and a publish's own time grows with the block (a copy of it: about 0.12-0.14 ms a MB
+ * when the next publish needs one: the reclaimer hands a replaced block back 0.1-0.2 ms after
+ * its publish while a core is free, 10 ms or more when readers keep every core busy (call_rcu,
+ * when these counts were measured, 10-30 ms), and a publish's own time grows with the block (a copy of it: about 0.12-0.14 ms a MB
  * here), so the bigger the block, the fewer are out at once.  Measured with
  * chring-bench-prefault (20 back-to-back publishes right after the build, counts alternated,
  * 2-6 rounds each; docs/bench.md, "Spares a build makes ready"): at 20,000 x 160 (68 MB blocks,
@@ -315,10 +317,10 @@ scan:
 /* Spares that no publish took for CHRING_SPARE_IDLE_NS are freed by a thread of the ring's own
  * (docs/design.md §4, "Spare blocks"), so that a ring at rest holds its current snapshot and
  * nothing more, with no call from the application: nothing else runs once publishes stop (the
- * last replaced snapshot comes back from call_rcu's worker 10 ms or more after its publish, and
- * after that no library code runs until the next call).  The trimmer runs only while the cache
+ * last replaced snapshot comes back from the ring's reclaimer just after its grace period, whose
+ * thread ends 100 ms later, and after that no library code runs until the next call).  The trimmer runs only while the cache
  * holds spares: the first spare put in an empty cache starts it (trimmer_start, from whichever
- * thread stashes: call_rcu's worker, a writer, a thread that puts a held snapshot), it sleeps
+ * thread stashes: the reclaimer, a writer, a thread that puts a held snapshot), it sleeps
  * until the oldest spare is CHRING_SPARE_IDLE_NS old, frees the spares that are, and ends when
  * the cache is empty, or holds only the blocks->at_rest spares it keeps (docs/design.md §4,
  * "Spares kept at rest").  It takes spares with the same atomic exchange as a publish, so a publish

@@ -1,6 +1,6 @@
 /* The membership chain (docs/design.md §4, "References"): a member keeps its one snapshot
  * reference until every snapshot published while it was listed is destroyed, and is retired
- * exactly once after that.  Grace periods end on liburcu's call_rcu thread, so the tests wait
+ * exactly once after that.  Grace periods end on the ring's reclaimer thread, so the tests wait
  * for the retirements they expect by polling (at most 20 s each; nothing is timed), and assert
  * what must not have happened at the moment a later event proves the grace periods before it
  * have ended.

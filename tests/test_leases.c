@@ -267,7 +267,7 @@ static chring_t *retire_ring(struct retire_log *log)
     return ring_create(&cfg);
 }
 
-/* Gives liburcu's grace periods and call_rcu thread time to run (not a timing assertion: the
+/* Gives the grace periods and the ring's reclaimer thread time to run (not a timing assertion: the
  * test checks what must NOT have happened yet). */
 static void let_grace_periods_pass(chring_t *r)
 {

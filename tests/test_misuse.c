@@ -13,7 +13,7 @@
 #include <time.h>
 
 /* One counter per udata object: how often config.retire handed it back (atomically: retire may
- * run on liburcu's call_rcu thread). */
+ * run on the ring's reclaimer thread). */
 #define OBJECTS 8
 
 struct object {
@@ -66,7 +66,7 @@ static uint64_t load_of(chring_t *r, const char *name)
 }
 
 /* Waits (bounded: 20 s) until objects[id] was retired at least once; replaced snapshots are freed
- * by liburcu's call_rcu thread, so a removed member's retirement comes a little later. */
+ * by the ring's reclaimer thread, so a removed member's retirement comes a little later. */
 static void wait_retired(int id)
 {
     struct timespec pause = {0, 2 * 1000 * 1000};

@@ -70,7 +70,7 @@ static struct object *object_new(void)
     return o;
 }
 
-/* config.retire: may run on liburcu's call_rcu thread, on a thread inside chring_release or
+/* config.retire: may run on the ring's reclaimer thread, on a thread inside chring_release or
  * chring_snap_put, inside chring_free, or on a writer after its lock is released. */
 static void ledger_retire(void *udata, void *ctx)
 {
