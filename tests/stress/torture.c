@@ -382,7 +382,7 @@ static _Atomic uint64_t flip_seq;
 static _Atomic uint64_t name_seq[NSLOTS];
 static _Atomic int names_down; /* names the flipper set down and did not set up since */
 static bool flip_down[NSLOTS]; /* the flipper's own view, under flip_lock */
-static uint64_t flips_down, flips_up, flips_enoent, ramps_const, ramps_timed;
+static uint64_t flips_down, flips_up, flips_enoent, ramps_const, ramps_timed, quiesces;
 
 /* ---------------------------------------------------------------------------------------------
  * Checks readers run on everything they meet
@@ -1678,6 +1678,14 @@ static void *flipper_main(void *arg)
                   to, ms, chring_strerror(rc));
         }
         pthread_mutex_unlock(&flip_lock);
+        /* Now and then wait for the writer's replaced snapshots to be given up
+         * (chring_quiesce, src/reclaim.c): it takes them off the reclaimer's stack on this
+         * thread, racing the reclaimer's own thread and the writer's pushes. */
+        if ((r >> 40) % 8 == 0) {
+            int rc = chring_quiesce(ring);
+            CHECK(rc == 0, "chring_quiesce: %s", chring_strerror(rc));
+            quiesces++;
+        }
         struct timespec ts = {0, 100000 + (long)((r >> 32) % 200000)};
         nanosleep(&ts, NULL);
     }
@@ -2202,9 +2210,9 @@ int main(int argc, char **argv)
            " with a flip during the lookups), %" PRIu64 " acquires and retries (%" PRIu64
            " onto a member flipped during the call, %" PRIu64 " -ENOENT); flipper: %" PRIu64
            " down, %" PRIu64 " up, %" PRIu64 " on non-members, %" PRIu64 " constant and %" PRIu64
-           " timed ramps\n",
+           " timed ramps, %" PRIu64 " chring_quiesce\n",
            health_epochs, hsteps, hunstable, hacq, hdown, henoent, flips_down, flips_up,
-           flips_enoent, ramps_const, ramps_timed);
+           flips_enoent, ramps_const, ramps_timed, quiesces);
     /* A report on a member down returns 0 and is not recorded: the reporter cannot tell. */
     CHECK(st.reports >= reports_cleared && st.reports <= reports_made + reports_cleared,
           "stats.reports %" PRIu64 " outside [%" PRIu64 ", %" PRIu64 "]", st.reports,
