@@ -99,11 +99,9 @@ static chring_snap_t *reclaim_take(struct chring_reclaim *rc, uint64_t upto)
     return p;
 }
 
-/* Drops the published reference of every snapshot of list (newest first, as taken), oldest
- * first.  Returns how many. */
-static uint64_t drop_list(struct chring_reclaim *rc, chring_snap_t *list)
+/* A taken list (newest first) in retire order: oldest first. */
+static chring_snap_t *oldest_first(chring_snap_t *list)
 {
-    chring_t *r = caa_container_of(rc, chring_t, reclaim);
     chring_snap_t *oldest = NULL;
     while (list != NULL) {
         chring_snap_t *next = list->retired_next;
@@ -111,6 +109,15 @@ static uint64_t drop_list(struct chring_reclaim *rc, chring_snap_t *list)
         oldest = list;
         list = next;
     }
+    return oldest;
+}
+
+/* Drops the published reference of every snapshot of list (newest first, as taken), oldest
+ * first.  Returns how many. */
+static uint64_t drop_list(struct chring_reclaim *rc, chring_snap_t *list)
+{
+    chring_t *r = caa_container_of(rc, chring_t, reclaim);
+    chring_snap_t *oldest = oldest_first(list);
     uint64_t n = 0;
     while (oldest != NULL) {
         chring_snap_t *next = oldest->retired_next;
@@ -278,14 +285,7 @@ void chring__reclaim_retire(chring_t *r, chring_snap_t *old)
     /* No thread runs in this process and none could be started: hand what waits to call_rcu,
      * oldest first (under the batch mutex, as chring_quiesce may take some at the same time). */
     pthread_mutex_lock(&rc->batch);
-    chring_snap_t *list = reclaim_take(rc, seq);
-    chring_snap_t *oldest = NULL;
-    while (list != NULL) {
-        chring_snap_t *next = list->retired_next;
-        list->retired_next = oldest;
-        oldest = list;
-        list = next;
-    }
+    chring_snap_t *oldest = oldest_first(reclaim_take(rc, seq));
     while (oldest != NULL) {
         chring_snap_t *next = oldest->retired_next;
         oldest->retired_next = NULL;
