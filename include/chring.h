@@ -42,12 +42,12 @@
  * fork().  A ring created before fork() keeps working in the parent and in the child with no
  * call from the application: the library registers pthread_atfork handlers at the first
  * chring_new that quiesce every ring's writer lock and reclaimer (chring_quiesce) and liburcu's
- * call_rcu worker and bp registry around the fork.  The child has only the forking thread: leases other threads held stay
- * counted there, and snapshots they held stay referenced (their members are not retired by the
- * child's chring_free).  An application that
- * already calls liburcu-bp's fork hooks itself (call_rcu_before_fork, urcu_bp_before_fork and
- * their after-fork partners) must call chring_atfork_urcu(0) once before its first fork, or it
- * deadlocks: those hooks must not run twice.
+ * call_rcu worker and bp registry around the fork.  The child has only the forking thread:
+ * leases other threads held stay counted there, and snapshots they held stay referenced (their
+ * members are not retired by the child's chring_free).  An application that already calls
+ * liburcu-bp's fork hooks itself (call_rcu_before_fork, urcu_bp_before_fork and their after-fork
+ * partners) must call chring_atfork_urcu(0) once before its first fork, or it deadlocks: those
+ * hooks must not run twice.
  *
  * Stability.  Everything in this header is the stable API except the section "Diagnostics and
  * test hooks" at the end (chring_snap_check, chring_member_check) and chring_set_allocator,
@@ -336,10 +336,11 @@ typedef struct chring_member chring_member_t;
 CHRING_API int chring_new(chring_t **out, const chring_config_t *cfg);
 
 /* Frees the ring: unpublishes the current snapshot, waits for a grace period, for the ring's
- * reclaimer thread to end and for every pending RCU callback of the library, and retires (config.retire) every member that is still
- * in the ring and no longer referenced.  The caller first releases every lease and puts every
- * held snapshot of this ring; no other thread may use the ring any more.  Must not be called
- * inside a read section.  NULL-safe (r or *r NULL); sets *r to NULL. */
+ * reclaimer thread to end and for every pending RCU callback of the library, and retires
+ * (config.retire) every member that is still in the ring and no longer referenced.  The caller
+ * first releases every lease and puts every held snapshot of this ring; no other thread may use
+ * the ring any more.  Must not be called inside a read section.  NULL-safe (r or *r NULL); sets
+ * *r to NULL. */
 CHRING_API void chring_free(chring_t **r);
 
 /* Frees the spare blocks the ring keeps for its next publishes, now.  What a ring holds: its
@@ -352,10 +353,10 @@ CHRING_API void chring_free(chring_t **r);
  * (a large ring's build makes up to five ready for a burst, chring_set_prefault; a burst of
  * back-to-back changes leaves one while a core is free, up to six when readers keep every core
  * busy) and the blocks of replaced snapshots until their grace period ends (the ring's reclaimer
- * gives them up then: chring_quiesce) or their holders put them (docs/design.md §4, "At rest", "What a member
- * costs").  Without this call a spare that no publish took for 200 ms is freed by a thread of
- * the ring's own (the environment variable CHRING_SPARE_IDLE_MS sets the time, 0 keeps the
- * spares), so a second after its last publish a ring holds its snapshot and members alone
+ * gives them up then: chring_quiesce) or their holders put them (docs/design.md §4, "At rest",
+ * "What a member costs").  Without this call a spare that no publish took for 200 ms is freed by
+ * a thread of the ring's own (the environment variable CHRING_SPARE_IDLE_MS sets the time, 0
+ * keeps the spares), so a second after its last publish a ring holds its snapshot and members alone
  * (docs/design.md §4, "At rest"), or those and the spares chring_set_spares_at_rest keeps.  With
  * the default allocator a block of 8 MB or more is mapped by the library and unmapped when
  * freed, so the process's resident memory comes down with it (CHRING_MAP_BLOCKS=0 in the
@@ -372,9 +373,11 @@ CHRING_API int chring_trim(chring_t *r);
  * returns; a held one stays until it is put.  The ring's reclaimer thread does the same on its
  * own microseconds after a publish when a core is free, 10 ms when every core is busy in read
  * sections (docs/design.md §4, "Reclamation"): this call is for a program that must know, a test
- * or a measurement of memory.  Returns 0; -EINVAL for r NULL.  Any thread but not inside a read
- * section (it waits for a grace period); concurrently with publishes and other calls; it does
- * not take the writer lock.  (0.4) */
+ * or a measurement of memory.  With CHRING_RECLAIM_THREAD=0 in the environment (or when no
+ * thread can be started) replaced snapshots go to liburcu's call_rcu, and this call waits for
+ * its callbacks too.  Returns 0; -EINVAL for r NULL.  Any thread but not inside a read section
+ * (it waits for a grace period) nor inside config.retire; concurrently with publishes and other
+ * calls; it does not take the writer lock.  (0.4) */
 CHRING_API int chring_quiesce(chring_t *r);
 
 /* How many spare blocks the ring keeps at rest: the ring's trimmer, which frees the spares no
