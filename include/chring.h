@@ -371,7 +371,7 @@ CHRING_API int chring_trim(chring_t *r);
  * period has ended and its published reference is dropped, so a replaced snapshot nobody holds
  * is destroyed (its block in the spare cache, the members only it kept retired) when this
  * returns; a held one stays until it is put.  The ring's reclaimer thread does the same on its
- * own microseconds after a publish when a core is free, 10 ms when every core is busy in read
+ * own 0.1-0.2 ms after a publish when a core is free, 10 ms when every core is busy in read
  * sections (docs/design.md §4, "Reclamation"): this call is for a program that must know, a test
  * or a measurement of memory.  With CHRING_RECLAIM_THREAD=0 in the environment (or when no
  * thread can be started) replaced snapshots go to liburcu's call_rcu, and this call waits for

@@ -654,6 +654,21 @@ static inline uint64_t chring__now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
 }
+/* Starts a detached thread running fn(arg) on a stack of `stack` bytes (0: the default): the
+ * ring's trimmer (snap_block.c) and reclaimer (reclaim.c).  Returns whether it started. */
+static inline bool chring__thread_detached(void *(*fn)(void *), void *arg, size_t stack)
+{
+    pthread_attr_t attr;
+    pthread_t thread;
+    bool started = false;
+    if (pthread_attr_init(&attr) == 0) {
+        if (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+            (stack == 0 || pthread_attr_setstacksize(&attr, stack) == 0))
+            started = pthread_create(&thread, &attr, fn, arg) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    return started;
+}
 /* A double's bits and back: how a scale or a sum is stored in a 64-bit atomic word. */
 static inline uint64_t chring__double_bits(double d)
 {

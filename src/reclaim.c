@@ -238,14 +238,7 @@ static bool reclaim_poke(struct chring_reclaim *rc)
     (void)get_default_call_rcu_data();
     /* The default stack: the members' retire callbacks (the application's) run on this thread,
      * as they ran on call_rcu's. */
-    pthread_attr_t attr;
-    pthread_t thread;
-    bool started = false;
-    if (pthread_attr_init(&attr) == 0) {
-        if (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0)
-            started = pthread_create(&thread, &attr, reclaim_main, rc) == 0;
-        pthread_attr_destroy(&attr);
-    }
+    bool started = chring__thread_detached(reclaim_main, rc, 0);
     if (!started)
         RC_STORE(&rc->state, RECLAIM_IDLE);
     return started;

@@ -10,7 +10,9 @@
  *   reclaimer thread (reclaim.c): no reader can still be inside a read section that saw it
  *   (Karger et al. 1997 for the ring; Mirrokni, Thorup, Zadimoghaddam 2018 for the bounded loads
  *   in load.c).  Writers never wait for a grace period (no synchronize_rcu), so they may run
- *   inside a read section; only chring_free waits.
+ *   inside a read section; only chring_free and chring_quiesce wait.  (A publish that finds no
+ *   spare block may wait up to 2 ms for the one the reclaimer is giving back, never inside a
+ *   read section: snap_block.c.)
  * - Members are reference counted by snapshots and leases (member.h); the writer's view of the
  *   membership is the current snapshot, stable while the lock is held.  A removed member keeps
  *   its object until its last reference goes; adding the name again creates a new object.

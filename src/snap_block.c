@@ -470,16 +470,7 @@ static void trimmer_start(struct chring_blocks *blocks)
         if (trim_cas(blocks, TRIM_IDLE, TRIM_RUNS))
             break;
     }
-    pthread_attr_t attr;
-    pthread_t thread;
-    bool started = false;
-    if (pthread_attr_init(&attr) == 0) {
-        if (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
-            pthread_attr_setstacksize(&attr, (size_t)64 << 10) == 0)
-            started = pthread_create(&thread, &attr, trimmer_main, blocks) == 0;
-        pthread_attr_destroy(&attr);
-    }
-    if (!started)
+    if (!chring__thread_detached(trimmer_main, blocks, (size_t)64 << 10))
         ATOMIC_STORE(&blocks->trimming, TRIM_IDLE);
 }
 
