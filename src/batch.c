@@ -41,6 +41,8 @@ static inline void prefetch_entry(const chring_snap_t *s, uint64_t h64)
     size_t b = chring__bucket(s, h64);
     if (s->lines != NULL) {
         BATCH_PREFETCH(&s->lines[b]);
+    } else if (s->chunks != NULL) { /* the table entry is in the caches: the chunk's entry */
+        BATCH_PREFETCH(&s->chunks[b >> s->chunk_shift].c->first[b & (((size_t)1 << s->chunk_shift) - 1)]);
     } else if (s->index_off != NULL) {
         BATCH_PREFETCH(&s->index_off[b]);
         BATCH_PREFETCH(&s->index[b >> CHRING_PACK_SHIFT]);
@@ -54,6 +56,14 @@ static inline void prefetch_points(const chring_snap_t *s, uint64_t h64)
 {
     if (s->lines != NULL)
         return; /* a line names its key's owner: the first pass fetched all there is */
+    if (s->chunks != NULL) {
+        size_t b = chring__bucket(s, h64);
+        const struct chring_chunk *k = s->chunks[b >> s->chunk_shift].c;
+        size_t e = k->first[b & (((size_t)1 << s->chunk_shift) - 1)];
+        BATCH_PREFETCH(&k->pos[e]);
+        BATCH_PREFETCH(k->owner + e * s->owner_w);
+        return;
+    }
     size_t e = chring__bucket_first(s, chring__bucket(s, h64));
     BATCH_PREFETCH((const char *)s->pos + e * s->pos_w);
     BATCH_PREFETCH(s->owner + e * s->owner_w);

@@ -72,6 +72,29 @@ static inline const chring_member_t *chring__owner_up(const chring_snap_t *s, si
     return CHRING_LOAD_32(&m->down) == 0 ? m : chring__first_up(s, i);
 }
 
+/* chring__owner_of on a chunked snapshot: the key's chunk and bucket (the owner slots of the
+ * bucket's first points fetched with its positions), the owner read in the chunk unless the key
+ * is above the chunk's points. */
+static inline const chring_member_t *chring__chunk_owner_of(const chring_snap_t *s, uint64_t h64)
+{
+    size_t b = chring__bucket(s, h64);
+    const struct chring_chunk_ref *r = &s->chunks[b >> s->chunk_shift];
+    const struct chring_chunk *k = r->c;
+    size_t lb = b & (((size_t)1 << s->chunk_shift) - 1);
+    CHRING_PREFETCH(k->owner + (size_t)k->first[lb] * s->owner_w);
+    size_t i = chring__chunk_scan(k, lb, h64);
+    if (CHRING_UNLIKELY(i == k->npoints)) {
+        i += r->first;
+        return chring__owner_up(s, i == s->npoints ? 0 : i);
+    }
+    const chring_member_t *m =
+        s->slot_member[chring__owner_in(k->owner, s->owner_w, s->owner_mask, i)];
+    if (CHRING_LIKELY(CHRING_LOAD_64(&s->health->alive_down) == 0) ||
+        CHRING_LOAD_32(&m->down) == 0)
+        return m;
+    return chring__first_up(s, r->first + i);
+}
+
 CHRING_HOT_INLINE const chring_member_t *chring__owner_of(const chring_snap_t *s, uint64_t h64)
 {
     if (s->lines != NULL) {
@@ -90,6 +113,8 @@ CHRING_HOT_INLINE const chring_member_t *chring__owner_of(const chring_snap_t *s
         size_t i = l->first + below;
         return chring__first_up(s, i == s->npoints ? 0 : i);
     }
+    if (CHRING_UNLIKELY((s->search & CHRING_SEARCH_CHUNKED) != 0))
+        return chring__chunk_owner_of(s, h64);
     /* The owner of the bucket's first point is the answer or next to it: its line is fetched
      * while the positions are compared, one miss in parallel instead of after. */
     size_t e = chring__bucket_first(s, chring__bucket(s, h64));

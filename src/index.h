@@ -198,6 +198,12 @@ static inline size_t chring__index_first(const chring_snap_t *s, size_t b)
 {
     if (s->lines != NULL)
         return (size_t)(s->lines[b].first & ~CHRING_LINE_FULL);
+    if (s->chunks != NULL) {
+        size_t c = b >> s->chunk_shift;
+        if (c >= s->nchunks)
+            return s->npoints;
+        return s->chunks[c].first + s->chunks[c].c->first[b & (((size_t)1 << s->chunk_shift) - 1)];
+    }
     return chring__bucket_first(s, b);
 }
 
@@ -227,6 +233,8 @@ static inline size_t chring__pos_search_at(const void *pos, unsigned w, size_t l
  * index's repair), one loop for each width. */
 static inline size_t chring__pos_search(const chring_snap_t *s, size_t lo, size_t hi, uint64_t h64)
 {
+    if (CHRING_UNLIKELY(s->chunks != NULL))
+        return chring__chunk_search(s, lo, hi, h64);
     return s->pos_w == 8 ? chring__pos_search_at(s->pos, 8, lo, hi, h64)
                          : chring__pos_search_at(s->pos, 4, lo, hi, h64);
 }
@@ -349,6 +357,33 @@ CHRING_HOT_INLINE size_t chring__pack_find(const chring_snap_t *s, uint64_t h64,
     return i == s->npoints ? 0 : i;
 }
 
+/* Of chunk k and a key's bucket lb in it, the chunk's first point at or after h64: the bucket's
+ * first three points compared at once, as chring__bucket_scan does (the chunk's sentinels end
+ * it); k->npoints when the key is above every point of the chunk. */
+CHRING_HOT_INLINE size_t chring__chunk_scan(const struct chring_chunk *k, size_t lb, uint64_t h64)
+{
+    const uint64_t *pos = k->pos;
+    size_t i = k->first[lb];
+    size_t below = (size_t)(pos[i] < h64) + (size_t)(pos[i + 1] < h64);
+    if (CHRING_UNLIKELY(pos[i + 2] < h64)) {
+        size_t end = k->first[lb + 1];
+        return chring__pos_search_at(pos, 8, i + 3 < end ? i + 3 : end, end, h64);
+    }
+    return i + below;
+}
+
+/* Index of the first point at or after h64 (wrapping to 0) of a chunked snapshot: the key's
+ * chunk from the table (a few kilobytes to 128 KiB, in the caches), then its bucket in the
+ * chunk.  A key above the chunk's points gets the next chunk's first point: the ring index
+ * after the chunk's last. */
+CHRING_HOT_INLINE size_t chring__chunk_find(const chring_snap_t *s, uint64_t h64)
+{
+    size_t b = chring__bucket(s, h64);
+    const struct chring_chunk_ref *r = &s->chunks[b >> s->chunk_shift];
+    size_t i = r->first + chring__chunk_scan(r->c, b & (((size_t)1 << s->chunk_shift) - 1), h64);
+    return i == s->npoints ? 0 : i;
+}
+
 CHRING_HOT_INLINE size_t chring__find(const chring_snap_t *s, uint64_t h64)
 {
     if (s->lines != NULL)
@@ -362,6 +397,8 @@ CHRING_HOT_INLINE size_t chring__find(const chring_snap_t *s, uint64_t h64)
         return chring__bucket_find(s, h64, 4);
     case 8 | CHRING_SEARCH_PACKED:
         return chring__pack_find(s, h64, 8);
+    case 8 | CHRING_SEARCH_CHUNKED:
+        return chring__chunk_find(s, h64);
     default:
         return chring__pack_find(s, h64, 4);
     }

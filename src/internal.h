@@ -239,9 +239,41 @@ struct chring_chain {
     uint64_t refs; /* its snapshot's, and the previous node's */
     struct chring_chain *next; /* written once, by the writer, at the next publish */
     chring_snap_t *snap;       /* its snapshot: read only while the snapshot's reference holds */
+    struct chring_chunk_swap *chunks; /* the previous snapshot's chunks this one does not hold
+                                         (chunk.c), freed with the previous node; NULL: none */
     size_t ngone;
     chring_member_t *gone[]; /* the previous snapshot's members this one does not list (NULL:
                                 dropped already, by chring_free: chring__chain_settle) */
+};
+
+/* A chunk of a chunked snapshot (chunk.c; docs/design.md §4.2): the points of a run of
+ * consecutive buckets, with a bucket index of its own.  Written once, before the snapshot that
+ * first lists it is published, then shared read-only by every later snapshot whose table points
+ * at it, until a publish replaces it; freed with the chain node of the last snapshot that lists
+ * it (snap_block.c, chain_unref), so no reference count is kept. */
+struct chring_chunk {
+    size_t bytes;         /* of this allocation */
+    uint32_t npoints;     /* its points */
+    uint32_t owner_w;     /* bytes of an owner slot: the snapshot's */
+    uint64_t *pos;        /* npoints positions, then CHRING_SENTINELS of UINT64_MAX */
+    unsigned char *owner; /* npoints slots of owner_w bytes, then CHRING_OWNER_PAD of 0 */
+    uint32_t first[];     /* of each of its buckets, the first local point at or after the
+                             bucket's start; first[buckets] = npoints */
+};
+
+/* An entry of a chunked snapshot's table: the chunk and the ring index of its first point. */
+struct chring_chunk_ref {
+    const struct chring_chunk *c;
+    size_t first;
+};
+
+/* What a chunked publish made and replaced (chunk.c): the chunks its snapshot holds that the
+ * previous one did not (freed if it is never published) and the previous one's that it does not
+ * hold (freed with the previous snapshot's chain node). */
+struct chring_chunk_swap {
+    size_t nmade, ngone;
+    struct chring_chunk **made; /* nmade, then gone: ngone */
+    struct chring_chunk **gone;
 };
 
 /* A line of the line index: src/index.h. */
@@ -317,6 +349,18 @@ struct chring_snap {
      * index: nbuckets lines (a position's line is its bucket) and a last one whose first is
      * npoints; index is then NULL. */
     struct chring_line *lines;
+    /* Or the chunks (chunk.c; docs/design.md §4.2), NULL where the points are in the block: a
+     * table of nchunks + 1 entries (the last {NULL, npoints}), chunk c holding the points of
+     * buckets [c << chunk_shift, (c + 1) << chunk_shift); pos, owner, index and lines are then
+     * NULL and search has CHRING_SEARCH_CHUNKED.  chunk_dir[i >> CHRING_CHUNK_DIR_SHIFT] is the
+     * chunk that holds point (i >> CHRING_CHUNK_DIR_SHIFT) << CHRING_CHUNK_DIR_SHIFT, where the
+     * walk to point i's chunk starts.  swap: what the publish that built it made and replaced,
+     * until it is published (chring__chain_link) or discarded. */
+    struct chring_chunk_ref *chunks;
+    size_t nchunks;
+    uint32_t chunk_shift;
+    uint32_t *chunk_dir;
+    struct chring_chunk_swap *swap;
 
     /* The one mutable part (effective.c): the cached sum E of the effective weights of the
      * members that are up, written by acquires at most once a millisecond while ramps run. */
@@ -345,9 +389,28 @@ static inline uint64_t chring__pos_at(const void *pos, unsigned w, size_t i)
     return w == 8 ? ((const uint64_t *)pos)[i] : (uint64_t)((const uint32_t *)pos)[i] << 32;
 }
 
-/* Position i of s, shifted to the top of 64 bits. */
+/* The table entry of the chunk that holds point i (i < npoints) of a chunked snapshot: from
+ * the directory's chunk, on past the chunks that end at or before i (one or two steps for a
+ * chunk of hundreds of points; empty chunks are stepped over). */
+#define CHRING_CHUNK_DIR_SHIFT 10
+static inline const struct chring_chunk_ref *chring__chunk_of(const chring_snap_t *s, size_t i)
+{
+    const struct chring_chunk_ref *r = &s->chunks[s->chunk_dir[i >> CHRING_CHUNK_DIR_SHIFT]];
+    while (r[1].first <= i)
+        r++;
+    return r;
+}
+
+/* Position i of s, shifted to the top of 64 bits (UINT64_MAX past the last point of a chunked
+ * snapshot, as the sentinels read in a flat one). */
 static inline uint64_t chring__pos(const chring_snap_t *s, size_t i)
 {
+    if (CHRING_UNLIKELY(s->chunks != NULL)) {
+        if (i >= s->npoints)
+            return UINT64_MAX;
+        const struct chring_chunk_ref *r = chring__chunk_of(s, i);
+        return r->c->pos[i - r->first];
+    }
     return s->pos_w == 8 ? chring__pos_at(s->pos, 8, i) : chring__pos_at(s->pos, 4, i);
 }
 
@@ -371,9 +434,11 @@ static inline uint32_t chring__owner_width(size_t nslots)
 
 /* The bucket search of s (its field search), once pos_w and index_off are set. */
 #define CHRING_SEARCH_PACKED 16u
+#define CHRING_SEARCH_CHUNKED 32u
 static inline void chring__search_shape(chring_snap_t *s)
 {
-    s->search = s->pos_w | (s->index_off != NULL ? CHRING_SEARCH_PACKED : 0u);
+    s->search = s->pos_w | (s->index_off != NULL ? CHRING_SEARCH_PACKED : 0u) |
+                (s->chunks != NULL ? CHRING_SEARCH_CHUNKED : 0u);
 }
 
 /* Sets s's owner width for nslots slots and the mask a reader applies. */
@@ -387,17 +452,27 @@ static inline void chring__owner_shape(chring_snap_t *s, size_t nslots)
  * inside the block for the last point.  Two bytes, every ring of up to 65,536 members, is the
  * branch predicted: its address is a scaled index, where i * owner_w put a multiply on the
  * lookup's chain. */
-static inline uint32_t chring__owner(const chring_snap_t *s, size_t i)
+static inline uint32_t chring__owner_in(const unsigned char *owner, uint32_t w, uint32_t mask,
+                                        size_t i)
 {
     uint32_t v;
-    if (CHRING_LIKELY(s->owner_w == 2))
-        memcpy(&v, s->owner + i * 2, sizeof v);
+    if (CHRING_LIKELY(w == 2))
+        memcpy(&v, owner + i * 2, sizeof v);
     else
-        memcpy(&v, s->owner + i * s->owner_w, sizeof v);
+        memcpy(&v, owner + i * w, sizeof v);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     v = __builtin_bswap32(v);
 #endif
-    return v & s->owner_mask;
+    return v & mask;
+}
+
+static inline uint32_t chring__owner(const chring_snap_t *s, size_t i)
+{
+    if (CHRING_UNLIKELY(s->chunks != NULL)) {
+        const struct chring_chunk_ref *r = chring__chunk_of(s, i);
+        return chring__owner_in(r->c->owner, s->owner_w, s->owner_mask, i - r->first);
+    }
+    return chring__owner_in(s->owner, s->owner_w, s->owner_mask, i);
 }
 
 /* Writes the slot of point i's member (slot < nslots, so it fits owner_w bytes).  Writers. */
@@ -590,6 +665,55 @@ void chring__snap_unref(chring_snap_t *s);
 void chring__snap_destroy(chring_snap_t *s);
 /* Frees the spare block (chring_free). */
 void chring__blocks_drop(struct chring_blocks *blocks);
+
+/* A chunked snapshot of this shape (chunk.c): as chring__snap_alloc, with nbuckets buckets (a
+ * power of two) in chunks of chring__chunk_shift(nbuckets), its table and directory placed,
+ * every table entry to be filled by the caller; no chunk yet, swap NULL. */
+chring_snap_t *chring__snap_alloc_chunked(struct chring_blocks *blocks,
+                                          const struct chring_prof *prof,
+                                          chring_member_t *const *members, const uint32_t *weights,
+                                          size_t nmembers, size_t nslots, uint64_t total_weight,
+                                          size_t npoints, size_t nbuckets);
+
+/* ---- chunk.c: chunked snapshots (docs/design.md §4.2) ------------------------------------- */
+
+/* The least points of a chunked ring: 2^22, or the environment's CHRING_CHUNK_MIN (read once: the
+ * tests lower it so that small rings take chunks). */
+size_t chring__chunk_min(void);
+/* Whether a snapshot of this profile, points and slots is chunked. */
+bool chring__chunk_eligible(const struct chring_prof *prof, size_t npoints, size_t nslots);
+/* The buckets of a chunked snapshot of npoints points: prev_buckets while it keeps 0.5 to 2
+ * points a bucket (so that a publish keeps every chunk's geometry), else the power of two at or
+ * above npoints (16 at least). */
+size_t chring__chunk_buckets(size_t npoints, size_t prev_buckets);
+/* log2 of the buckets a chunk covers, for nbuckets buckets. */
+unsigned chring__chunk_shift(size_t nbuckets);
+/* A chunk of npoints points for buckets of 2^shift a chunk (its arrays placed, not filled);
+ * NULL when out of memory. */
+struct chring_chunk *chring__chunk_alloc(size_t npoints, unsigned shift, uint32_t owner_w);
+/* Once chunk c of s has its points: its sentinels, owner padding and bucket index. */
+void chring__chunk_finish(const chring_snap_t *s, size_t c, struct chring_chunk *k);
+/* Once s's table is filled (every entry and the last {NULL, npoints}): its directory. */
+void chring__chunk_dir(chring_snap_t *s);
+/* A swap list with room for made and gone chunks; NULL when out of memory. */
+struct chring_chunk_swap *chring__chunk_swap_new(size_t made, size_t gone);
+/* Frees a swap list and, with made, the chunks it made (a snapshot never published). */
+void chring__chunk_swap_free(struct chring_chunk_swap *w, bool made);
+/* Frees the chunks a swap list replaced (their last snapshot is gone) and empties it. */
+void chring__chunk_free_gone(struct chring_chunk_swap *w);
+/* Frees every chunk of s's table (the ring's last snapshot, at chring_free). */
+void chring__chunk_free_all(const chring_snap_t *s);
+/* The first ring index in [lo, hi) of chunked s whose position is >= h64, hi if none is. */
+size_t chring__chunk_search(const chring_snap_t *s, size_t lo, size_t hi, uint64_t h64);
+/* A flat view of chunked s in *view (its points copied out; view's index empty, nbuckets 0), for
+ * a publish that lays the ring out anew; freed with chring__chunk_expand_free.  0 or -ENOMEM. */
+int chring__chunk_expand(const chring_snap_t *s, chring_snap_t *view);
+void chring__chunk_expand_free(chring_snap_t *view);
+/* The chunked snapshot of flat's points and membership, keeping prev_buckets while in band (0:
+ * none); flat is discarded and what it replaced (flat->swap's gone) carried over.  NULL and
+ * *err = -ENOMEM on failure, flat then left to the caller. */
+chring_snap_t *chring__chunkify(struct chring_blocks *blocks, chring_snap_t *flat,
+                                size_t prev_buckets, int *err);
 
 /* ---- snap_sort.c: sorting points ---------------------------------------------------------- */
 

@@ -640,8 +640,61 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
     return s;
 }
 
+chring_snap_t *chring__snap_alloc_chunked(struct chring_blocks *blocks,
+                                          const struct chring_prof *prof,
+                                          chring_member_t *const *members, const uint32_t *weights,
+                                          size_t nmembers, size_t nslots, uint64_t total_weight,
+                                          size_t npoints, size_t nbuckets)
+{
+    /* The layout of a flat snapshot of no points and no index, then the table (16-byte
+     * entries) and the directory. */
+    struct layout l = layout_for(nmembers, nslots, 0, 0, false, false, 8);
+    unsigned shift = chring__chunk_shift(nbuckets);
+    size_t nchunks = nbuckets >> shift;
+    size_t table_off = align_up(l.size, 16);
+    size_t dir_off = table_off + (nchunks + 1) * sizeof(struct chring_chunk_ref);
+    size_t size = dir_off + ((npoints >> CHRING_CHUNK_DIR_SHIFT) + 1) * sizeof(uint32_t);
+    size_t got;
+    char *block = block_take(blocks, size, &got);
+    if (block == NULL)
+        return NULL;
+    chring_snap_t *s = (chring_snap_t *)(void *)block;
+    memset(s, 0, sizeof *s);
+    s->magic = CHRING_SNAP_MAGIC;
+    s->refs = 1;
+    s->blocks = blocks;
+    s->block_size = got;
+    s->prof = *prof;
+    s->nmembers = nmembers;
+    s->total_weight = total_weight;
+    s->members = (chring_member_t **)(void *)(block + l.members_off);
+    s->weights = (uint32_t *)(void *)(block + l.weights_off);
+    s->member_points = (uint32_t *)(void *)(block + l.mpoints_off);
+    s->member_slot = (uint32_t *)(void *)(block + l.mslot_off);
+    s->nslots = nslots;
+    s->slot_member = (chring_member_t **)(void *)(block + l.slot_member_off);
+    s->slot_weight = (uint32_t *)(void *)(block + l.slot_weight_off);
+    s->slot_rank = (uint32_t *)(void *)(block + l.slot_rank_off);
+    s->pos_w = 8;
+    chring__owner_shape(s, nslots);
+    s->npoints = npoints;
+    s->nbuckets = nbuckets;
+    s->chunks = (struct chring_chunk_ref *)(void *)(block + table_off);
+    s->nchunks = nchunks;
+    s->chunk_shift = shift;
+    s->chunk_dir = (uint32_t *)(void *)(block + dir_off);
+    chring__search_shape(s);
+    if (nmembers > 0) {
+        memcpy(s->members, members, nmembers * sizeof *members);
+        memcpy(s->weights, weights, nmembers * sizeof *weights);
+    }
+    return s;
+}
+
 void chring__snap_discard(chring_snap_t *s)
 {
+    chring__chunk_swap_free(s->swap, true); /* the chunks it made; those it shares stay */
+    s->swap = NULL;
     prefault_end(s->blocks, false);
     block_free(s);
 }
@@ -683,6 +736,7 @@ struct chring_chain *chring__chain_new(size_t ngone)
     c->refs = 1; /* its snapshot's */
     c->next = NULL;
     c->snap = NULL;
+    c->chunks = NULL;
     c->ngone = ngone;
     return c;
 }
@@ -695,6 +749,8 @@ void chring__chain_link(chring_snap_t *cur, chring_snap_t *next, struct chring_c
         chring__member_ref_snap(created[k]);
     node->snap = next;
     next->chain = node;
+    node->chunks = next->swap; /* the chunks next replaces go with cur's node */
+    next->swap = NULL;
     if (cur->chain != NULL) {
         node->refs++;            /* the previous node's; nobody else can see node yet */
         cur->chain->next = node; /* cur is current: its node is alive */
@@ -710,8 +766,11 @@ static void chain_unref(struct chring_blocks *blocks, struct chring_chain *c)
     /* Full barrier: the writer's next and gone, and this snapshot's uses, before the drop. */
     while (c != NULL && ck_pr_faa_64(&c->refs, (uint64_t)-1) == 1) {
         struct chring_chain *next = c->next;
-        if (next != NULL)
+        if (next != NULL) {
             members_unref(next->gone, next->ngone);
+            chring__chunk_free_gone(next->chunks); /* c's snapshot listed them last */
+        }
+        chring__chunk_swap_free(c->chunks, false); /* its own gone: freed with the node before */
         if (blocks != NULL)
             CHRING_STORE_PTR(&blocks->oldest, next);
         chring__free(c);
@@ -753,6 +812,7 @@ void chring__chain_settle(struct chring_blocks *blocks, chring_snap_t *last)
         return; /* no member was ever published */
     if (oldest == last->chain) { /* every snapshot before last is gone: the common case */
         members_unref(last->members, last->nmembers);
+        chring__chunk_free_all(last); /* and no other snapshot lists its chunks */
         return;
     }
     /* Snapshots before last still held (a fork() child's, whose holders did not survive it):

@@ -224,5 +224,14 @@ chring_snap_t *chring__snap_build(struct chring_blocks *blocks, const struct chr
         s = build_full(blocks, prof, members, weights, counts, nmembers, total_weight,
                        (size_t)raw_points, err);
     chring__free(counts);
+    /* A large ring of the default profile is laid out in chunks (chunk.c), keeping the chunk
+     * geometry of a chunked prev while the ring stays in its band. */
+    if (s != NULL && s->chunks == NULL && chring__chunk_eligible(prof, s->npoints, s->nslots)) {
+        chring_snap_t *k = chring__chunkify(blocks, s, prev->chunks != NULL ? prev->nbuckets : 0,
+                                            err);
+        if (k == NULL)
+            chring__snap_discard(s);
+        s = k;
+    }
     return s;
 }

@@ -272,6 +272,104 @@ static void fix_index(chring_snap_t *s, const uint64_t *changed, size_t n)
     }
 }
 
+/* 4', chunked (chunk.c): the weave of one chunk, old chunk o (whose ring index is `base`) with
+ * the fresh points [kf, kf_end) and without the dropped points [kd, kd_end), into chunk k:
+ * weave's rule on the chunk's arrays.  A position belongs to one bucket, so the points at equal
+ * positions are all in one chunk. */
+static void weave_chunk(const struct merge *g, const chring_snap_t *s, const struct chring_chunk *o,
+                        size_t base, size_t kf, size_t kf_end, size_t kd, size_t kd_end,
+                        struct chring_chunk *k)
+{
+    size_t w = s->owner_w, out = 0, cursor = 0, n = o->npoints;
+    for (size_t f = kf; f <= kf_end; f++) {
+        size_t end = n;
+        if (f < kf_end) {
+            size_t lo = chring__pos_search_at(o->pos, 8, cursor, n, g->fpos[f]);
+            while (lo < n && o->pos[lo] == g->fpos[f]) {
+                uint32_t slot = chring__owner_in(o->owner, (uint32_t)w, s->owner_mask, lo);
+                if (!g->drop[slot] && s->slot_rank[slot] >= s->slot_rank[g->fowner[f]])
+                    break;
+                lo++;
+            }
+            end = lo;
+        }
+        while (cursor < end) {
+            size_t stop = kd < kd_end && g->dropped[kd] - base < end ? g->dropped[kd] - base : end;
+            memcpy(k->pos + out, o->pos + cursor, (stop - cursor) * sizeof(uint64_t));
+            memcpy(k->owner + out * w, o->owner + cursor * w, (stop - cursor) * w);
+            out += stop - cursor;
+            cursor = stop;
+            if (stop < end) {
+                cursor++; /* skip the dropped point */
+                kd++;
+            }
+        }
+        if (f < kf_end) {
+            k->pos[out] = g->fpos[f];
+            uint32_t slot = g->fowner[f];
+            for (size_t b = 0; b < w; b++)
+                k->owner[out * w + b] = (unsigned char)(slot >> (8 * b));
+            out++;
+        }
+    }
+}
+
+/* 4' and 5', chunked: s's table from prev's, a new chunk for each chunk a fresh or dropped
+ * point falls in, every other shared; what was made and replaced listed in s->swap.  0 or
+ * -ENOMEM. */
+static int weave_chunks(struct merge *g, chring_snap_t *s)
+{
+    const chring_snap_t *prev = g->prev;
+    size_t touched = g->fresh + g->ndropped;
+    if (touched > s->nchunks)
+        touched = s->nchunks;
+    s->swap = chring__chunk_swap_new(touched, touched);
+    if (s->swap == NULL)
+        return -ENOMEM;
+    size_t kf = 0, kd = 0, out = 0;
+    for (size_t c = 0; c < s->nchunks; c++) {
+        const struct chring_chunk *o = prev->chunks[c].c;
+        size_t base = prev->chunks[c].first, kf_end = kf, kd_end = kd;
+        while (kf_end < g->fresh && chring__bucket(s, g->fpos[kf_end]) >> s->chunk_shift == c)
+            kf_end++;
+        while (kd_end < g->ndropped && g->dropped[kd_end] < base + o->npoints)
+            kd_end++;
+        s->chunks[c].first = out;
+        if (kf_end == kf && kd_end == kd) {
+            s->chunks[c].c = o;
+            out += o->npoints;
+            continue;
+        }
+        struct chring_chunk *k = chring__chunk_alloc(o->npoints + (kf_end - kf) - (kd_end - kd),
+                                                     s->chunk_shift, s->owner_w);
+        if (k == NULL)
+            return -ENOMEM;
+        s->swap->made[s->swap->nmade++] = k;
+        s->swap->gone[s->swap->ngone++] = (struct chring_chunk *)(uintptr_t)o;
+        weave_chunk(g, s, o, base, kf, kf_end, kd, kd_end, k);
+        chring__chunk_finish(s, c, k);
+        s->chunks[c].c = k;
+        out += k->npoints;
+        kf = kf_end;
+        kd = kd_end;
+    }
+    s->chunks[s->nchunks].c = NULL;
+    s->chunks[s->nchunks].first = out;
+    chring__chunk_dir(s);
+    return 0;
+}
+
+/* Whether a publish from chunked prev can keep its chunks: the new ring is chunked too, in the
+ * same buckets and with owner slots as wide, and the change is small (else every chunk would be
+ * copied anyway, and the ring is laid out anew: chring__chunk_expand, then a flat merge). */
+static bool keeps_chunks(const struct merge *g, size_t npoints)
+{
+    const chring_snap_t *prev = g->prev;
+    return chring__chunk_eligible(g->prof, npoints, g->nslots) &&
+           chring__chunk_buckets(npoints, prev->nbuckets) == prev->nbuckets &&
+           chring__owner_width(g->nslots) == prev->owner_w && g->fresh + g->gone < npoints / 4;
+}
+
 chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chring_prof *prof,
                                   const chring_snap_t *prev, chring_member_t *const *members,
                                   const uint32_t *weights, size_t nmembers, uint64_t total_weight,
@@ -297,17 +395,41 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
     plan(&g);
 
     size_t npoints = g.kept + g.fresh;
-    chring_snap_t *s = chring__snap_alloc(blocks, prof, members, weights, nmembers, g.nslots,
-                                          total_weight, npoints, prev->nbuckets);
+    /* A chunked prev: its chunks kept, or a flat view of it to merge from (chunk.c). */
+    const chring_snap_t *chunked = prev->chunks != NULL ? prev : NULL;
+    bool chunks = chunked != NULL && keeps_chunks(&g, npoints);
+    chring_snap_t view;
+    if (chunked != NULL && !chunks) {
+        if (chring__chunk_expand(chunked, &view) != 0) {
+            chring__free(g.slot_of);
+            *err = -ENOMEM;
+            return NULL;
+        }
+        g.prev = prev = &view;
+    }
+    chring_snap_t *s =
+        chunks ? chring__snap_alloc_chunked(blocks, prof, members, weights, nmembers, g.nslots,
+                                            total_weight, npoints, prev->nbuckets)
+               : chring__snap_alloc(blocks, prof, members, weights, nmembers, g.nslots,
+                                    total_weight, npoints, prev->nbuckets);
     /* Scratch of the points: two runs of (pos, owner) for sorting the fresh points; the
      * positions and indices of the old points that go.  64-bit arrays first. */
     char *scratch = s == NULL ? NULL
                               : chring__alloc(g.fresh * 2 * (sizeof(uint64_t) + sizeof(uint32_t)) +
                                               g.gone * (sizeof(uint64_t) + sizeof(size_t)) + 1);
-    if (s == NULL || scratch == NULL) {
+    if (s != NULL && chunked != NULL && !chunks) {
+        /* Laid out anew: every chunk of prev goes with prev. */
+        s->swap = chring__chunk_swap_new(0, chunked->nchunks);
+        for (size_t c = 0; s->swap != NULL && c < chunked->nchunks; c++)
+            s->swap->gone[s->swap->ngone++] = (struct chring_chunk *)(uintptr_t)chunked->chunks[c].c;
+    }
+    if (s == NULL || scratch == NULL || (chunked != NULL && !chunks && s->swap == NULL)) {
         if (s != NULL)
             chring__snap_discard(s);
+        chring__free(scratch);
         chring__free(g.slot_of);
+        if (chunked != NULL && !chunks)
+            chring__chunk_expand_free(&view);
         *err = -ENOMEM;
         return NULL;
     }
@@ -320,6 +442,16 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
 
     generate(&g, s);
     list_dropped(&g);
+    if (chunks) {
+        *err = weave_chunks(&g, s);
+        chring__free(scratch);
+        chring__free(g.slot_of);
+        if (*err != 0) {
+            chring__snap_discard(s);
+            return NULL;
+        }
+        return s;
+    }
     weave(&g, s);
     if (s->nbuckets == prev->nbuckets && (s->lines == NULL) == (prev->lines == NULL) &&
         (s->index_off == NULL) == (prev->index_off == NULL) &&
@@ -333,6 +465,8 @@ chring_snap_t *chring__snap_merge(struct chring_blocks *blocks, const struct chr
 
     chring__free(scratch);
     chring__free(g.slot_of);
+    if (chunked != NULL)
+        chring__chunk_expand_free(&view);
     *err = 0;
     return s;
 }

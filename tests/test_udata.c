@@ -29,7 +29,7 @@ enum expect {
     TEST_FREED, /* passed to a call that failed: the test freed it, the ring must never return it */
 };
 
-#define LEDGER_MAX 8192
+#define LEDGER_MAX 65536
 
 struct object {
     int index; /* in the ledger */
