@@ -38,8 +38,8 @@ size_t chring__chunk_min(void)
         const char *env = getenv("CHRING_CHUNK_MIN");
         char *end = NULL;
         unsigned long long v = env != NULL ? strtoull(env, &end, 10) : 0;
-        m = env != NULL && *env != '\0' && end != NULL && *end == '\0' && v > 0 ? (size_t)v
-                                                                                 : CHRING_CHUNK_MIN;
+        bool set = env != NULL && *env != '\0' && end != NULL && *end == '\0';
+        m = !set ? CHRING_CHUNK_MIN : v == 0 || v > SIZE_MAX ? SIZE_MAX : (size_t)v;
         __atomic_store_n(&min, m, __ATOMIC_RELAXED);
     }
     return m;

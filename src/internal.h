@@ -678,7 +678,7 @@ chring_snap_t *chring__snap_alloc_chunked(struct chring_blocks *blocks,
 /* ---- chunk.c: chunked snapshots (docs/design.md §4.2) ------------------------------------- */
 
 /* The least points of a chunked ring: 2^22, or the environment's CHRING_CHUNK_MIN (read once: the
- * tests lower it so that small rings take chunks). */
+ * tests lower it so that small rings take chunks; 0: no ring is chunked). */
 size_t chring__chunk_min(void);
 /* Whether a snapshot of this profile, points and slots is chunked. */
 bool chring__chunk_eligible(const struct chring_prof *prof, size_t npoints, size_t nslots);
