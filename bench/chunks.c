@@ -1,5 +1,5 @@
 /* chring-bench-chunks: chunked snapshots against the flat layout, publishes, memory and lookups
- * (docs/design.md §4.2, "The chunked layout").
+ * (docs/design.md §4.2; docs/bench.md §11i).
  *
  * SPDX-License-Identifier: MIT
  *
@@ -15,7 +15,8 @@
  * 2^22 points or more, CHRING_CHUNK_MIN=1 below (chunks forced, for comparison only: rings whose
  * members fit the line index's 16-bit slots, 10,000 x 160 among them, stay flat whatever the
  * threshold, which the allocations a publish show).  Rings: 100,000 x 160 (16 M points) and
- * 10,000 x 160 (1.6 M), or --sizes, each built in one chring_update under the counting allocator.
+ * 100,000 x 16 (1.6 M, chunks forced), or --sizes, each built in one chring_update under the
+ * counting allocator.
  *
  * In each child:
  *   build       the ring in one chring_update, wall time
@@ -445,7 +446,7 @@ int main(int argc, char **argv)
         return child((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), atoi(argv[4]),
                      (size_t)atoll(argv[5]), atoi(argv[6]));
 
-    unsigned sizes[SIZES_MAX][2] = {{100000, 160}, {10000, 160}};
+    unsigned sizes[SIZES_MAX][2] = {{100000, 160}, {100000, 16}};
     int nsizes = 2, rounds = 0;
     bool reps_set = false;
     {
@@ -471,7 +472,7 @@ int main(int argc, char **argv)
                 "chring-bench-chunks: chunked snapshots against the flat layout (publish bursts, "
                 "memory, lookups), each configuration in a child process",
                 "  --rounds N    rounds of flat and chunked, alternated (default 2; --quick 1)\n"
-                "  --sizes L     rings, MEMBERSxVNODES[,...] (default 100000x160,10000x160)\n"
+                "  --sizes L     rings, MEMBERSxVNODES[,...] (default 100000x160,100000x16)\n"
                 "  (--reps N: lookup reps, default 5; --quick: one burst, 256 K lookups a rep)\n");
     if (rounds == 0)
         rounds = o.quick ? 1 : 2;
