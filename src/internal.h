@@ -693,6 +693,8 @@ unsigned chring__chunk_shift(size_t nbuckets);
 struct chring_chunk *chring__chunk_alloc(size_t npoints, unsigned shift, uint32_t owner_w);
 /* Once chunk c of s has its points: its sentinels, owner padding and bucket index. */
 void chring__chunk_finish(const chring_snap_t *s, size_t c, struct chring_chunk *k);
+/* Its sentinels and owner padding alone (a publish moves the old chunk's index instead). */
+void chring__chunk_seal(struct chring_chunk *k);
 /* Once s's table is filled (every entry and the last {NULL, npoints}): its directory. */
 void chring__chunk_dir(chring_snap_t *s);
 /* A swap list with room for made and gone chunks; NULL when out of memory. */

@@ -314,6 +314,25 @@ static void weave_chunk(const struct merge *g, const chring_snap_t *s, const str
     }
 }
 
+/* The bucket index of chunk k from old chunk o's: first[b] counts the points in the buckets below
+ * b, so each fresh point adds one to the entries after its bucket and each dropped one takes one
+ * away (a few points a chunk: a few runs of adds, where counting every point again cost more
+ * than the rest of the publish). */
+static void move_first(const struct merge *g, const chring_snap_t *s, size_t c,
+                       const struct chring_chunk *o, size_t base, size_t kf, size_t kf_end,
+                       size_t kd, size_t kd_end, struct chring_chunk *k)
+{
+    size_t buckets = (size_t)1 << s->chunk_shift, b0 = c << s->chunk_shift;
+    memcpy(k->first, o->first, (buckets + 1) * sizeof(uint32_t));
+    for (size_t f = kf; f < kf_end; f++)
+        for (size_t lb = chring__bucket(s, g->fpos[f]) - b0 + 1; lb <= buckets; lb++)
+            k->first[lb]++;
+    for (size_t d = kd; d < kd_end; d++)
+        for (size_t lb = chring__bucket(s, o->pos[g->dropped[d] - base]) - b0 + 1; lb <= buckets;
+             lb++)
+            k->first[lb]--;
+}
+
 /* 4' and 5', chunked: s's table from prev's, a new chunk for each chunk a fresh or dropped
  * point falls in, every other shared; what was made and replaced listed in s->swap.  0 or
  * -ENOMEM. */
@@ -347,7 +366,8 @@ static int weave_chunks(struct merge *g, chring_snap_t *s)
         s->swap->made[s->swap->nmade++] = k;
         s->swap->gone[s->swap->ngone++] = (struct chring_chunk *)(uintptr_t)o;
         weave_chunk(g, s, o, base, kf, kf_end, kd, kd_end, k);
-        chring__chunk_finish(s, c, k);
+        chring__chunk_seal(k);
+        move_first(g, s, c, o, base, kf, kf_end, kd, kd_end, k);
         s->chunks[c].c = k;
         out += k->npoints;
         kf = kf_end;
