@@ -448,10 +448,10 @@ static inline void chring__owner_shape(chring_snap_t *s, size_t nslots)
     s->owner_mask = s->owner_w == 4 ? UINT32_MAX : (UINT32_C(1) << (8 * s->owner_w)) - 1;
 }
 
-/* The slot of point i's member: one unaligned 4-byte load and a mask, which the padding keeps
- * inside the block for the last point.  Two bytes, every ring of up to 65,536 members, is the
- * branch predicted: its address is a scaled index, where i * owner_w put a multiply on the
- * lookup's chain. */
+/* The slot of point i's member in an array of w-byte slots: one unaligned 4-byte load and a
+ * mask, which the padding keeps inside the block (or chunk) for the last point.  Two bytes,
+ * every ring of up to 65,536 members, is the branch predicted: its address is a scaled index,
+ * where i * owner_w put a multiply on the lookup's chain. */
 static inline uint32_t chring__owner_in(const unsigned char *owner, uint32_t w, uint32_t mask,
                                         size_t i)
 {
@@ -466,6 +466,7 @@ static inline uint32_t chring__owner_in(const unsigned char *owner, uint32_t w, 
     return v & mask;
 }
 
+/* The slot of point i's member in s: in its chunk for a chunked snapshot. */
 static inline uint32_t chring__owner(const chring_snap_t *s, size_t i)
 {
     if (CHRING_UNLIKELY(s->chunks != NULL)) {
