@@ -105,6 +105,8 @@
  *     conditions under which chring__snap_merge shifts rather than builds;
  *   - snap_block.c: layout_for and chring__snap_alloc (the index's size, the lines' cache-line
  *     alignment, the sentinels); snap.c: chring_snap_check (the last line's or entry's first);
+ *   - chunk.c and snap_merge.c's weave_chunks, for the chunked rings' own bucket index
+ *     (docs/design.md §4.2: chring__chunk_scan and chring__chunk_find below, the chunk's first[]);
  *   - tests: tests/test_index_format.c (both invariants checked on index.c's output, with its
  *     own arithmetic, and every probe against a plain search: a change of format changes its
  *     invariant checkers first), tests/test_index.c, tests/test_lines.c,
