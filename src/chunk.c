@@ -9,7 +9,10 @@
  * a bucket index of its own (first[]: local point indices).  A publish copies the table, gives a
  * new chunk to each run a changed point falls in (its old points and the fresh ones woven as the
  * flat merge weaves them, snap_merge.c) and shares every other chunk, pointer for pointer, with
- * the snapshot it replaces.  A chunk is never written once published.
+ * the snapshot it replaces.  A chunk is never written once published.  A build, or a publish
+ * that lays the ring out anew, cuts a flat snapshot into chunks (snap_build.c); this file holds
+ * the geometry, a chunk's making, the directory, the flat view of a chunked snapshot and the
+ * freeing of chunks.
  *
  * Lifetime.  The chunks a publish replaces are listed in its snapshot's chain node
  * (struct chring_chain's chunks) and freed when the node before it is freed (snap_block.c,
@@ -162,17 +165,6 @@ void chring__chunk_free_all(const chring_snap_t *s)
         chring__free((void *)(uintptr_t)s->chunks[c].c);
 }
 
-/* The points below h64 are a prefix of the ring, [0, g) with g the ring index of the first point
- * at or after h64 (not wrapped): its chunk's search gives g, and [lo, hi)'s answer is g clamped
- * to it. */
-size_t chring__chunk_search(const chring_snap_t *s, size_t lo, size_t hi, uint64_t h64)
-{
-    size_t b = chring__bucket(s, h64);
-    const struct chring_chunk_ref *r = &s->chunks[b >> s->chunk_shift];
-    size_t g = r->first + chring__chunk_scan(r->c, b & (((size_t)1 << s->chunk_shift) - 1), h64);
-    return g < lo ? lo : g > hi ? hi : g;
-}
-
 int chring__chunk_expand(const chring_snap_t *s, chring_snap_t *view)
 {
     /* The fields a merge reads, one by one: the header's counts (refs, the cached sums) are
@@ -219,56 +211,4 @@ int chring__chunk_expand(const chring_snap_t *s, chring_snap_t *view)
 void chring__chunk_expand_free(chring_snap_t *view)
 {
     chring__free(view->pos);
-}
-
-chring_snap_t *chring__chunkify(struct chring_blocks *blocks, chring_snap_t *flat,
-                                size_t prev_buckets, int *err)
-{
-    size_t n = flat->npoints;
-    size_t nbuckets = chring__chunk_buckets(n, prev_buckets);
-    chring_snap_t *s = chring__snap_alloc_chunked(blocks, &flat->prof, flat->members, flat->weights,
-                                                  flat->nmembers, flat->nslots,
-                                                  flat->total_weight, n, nbuckets);
-    size_t ngone = flat->swap != NULL ? flat->swap->ngone : 0;
-    struct chring_chunk_swap *w = s == NULL ? NULL : chring__chunk_swap_new(s->nchunks, ngone);
-    if (s == NULL || w == NULL)
-        goto fail;
-    memcpy(s->member_points, flat->member_points, flat->nmembers * sizeof(uint32_t));
-    memcpy(s->member_slot, flat->member_slot, flat->nmembers * sizeof(uint32_t));
-    memcpy(s->slot_member, flat->slot_member, flat->nslots * sizeof(chring_member_t *));
-    memcpy(s->slot_weight, flat->slot_weight, flat->nslots * sizeof(uint32_t));
-    memcpy(s->slot_rank, flat->slot_rank, flat->nslots * sizeof(uint32_t));
-    s->swap = w;
-    size_t i = 0;
-    for (size_t c = 0; c < s->nchunks; c++) {
-        size_t j = i;
-        while (j < n && chring__bucket(s, chring__pos(flat, j)) >> s->chunk_shift == c)
-            j++;
-        struct chring_chunk *k = chring__chunk_alloc(j - i, s->chunk_shift, s->owner_w);
-        if (k == NULL)
-            goto fail;
-        w->made[w->nmade++] = k;
-        memcpy(k->pos, (const uint64_t *)flat->pos + i, (j - i) * sizeof(uint64_t));
-        memcpy(k->owner, flat->owner + i * flat->owner_w, (j - i) * flat->owner_w);
-        chring__chunk_finish(s, c, k);
-        s->chunks[c].c = k;
-        s->chunks[c].first = i;
-        i = j;
-    }
-    s->chunks[s->nchunks].c = NULL;
-    s->chunks[s->nchunks].first = n;
-    chring__chunk_dir(s);
-    /* What flat replaced (a publish from a chunked snapshot laid out anew) s replaces. */
-    for (size_t k = 0; k < ngone; k++)
-        w->gone[w->ngone++] = flat->swap->gone[k];
-    chring__snap_discard(flat);
-    *err = 0;
-    return s;
-fail:
-    if (s != NULL)
-        chring__snap_discard(s); /* frees the chunks made so far */
-    else
-        chring__chunk_swap_free(w, true);
-    *err = -ENOMEM;
-    return NULL;
 }

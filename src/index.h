@@ -231,6 +231,9 @@ static inline size_t chring__pos_search_at(const void *pos, unsigned w, size_t l
     return lo;
 }
 
+static inline size_t chring__chunk_search(const chring_snap_t *s, size_t lo, size_t hi,
+                                           uint64_t h64);
+
 /* The same in s's points: the binary search of every caller (the crowded bucket, the merge, the
  * index's repair), one loop for each width. */
 static inline size_t chring__pos_search(const chring_snap_t *s, size_t lo, size_t hi, uint64_t h64)
@@ -384,6 +387,17 @@ CHRING_HOT_INLINE size_t chring__chunk_find(const chring_snap_t *s, uint64_t h64
     const struct chring_chunk_ref *r = &s->chunks[b >> s->chunk_shift];
     size_t i = r->first + chring__chunk_scan(r->c, b & (((size_t)1 << s->chunk_shift) - 1), h64);
     return i == s->npoints ? 0 : i;
+}
+
+/* The points below h64 are a prefix of the ring, [0, g) with g the ring index of the first point
+ * at or after h64 (not wrapped): its chunk's search gives g, and [lo, hi)'s answer is g clamped
+ * to it. */
+static inline size_t chring__chunk_search(const chring_snap_t *s, size_t lo, size_t hi, uint64_t h64)
+{
+    size_t b = chring__bucket(s, h64);
+    const struct chring_chunk_ref *r = &s->chunks[b >> s->chunk_shift];
+    size_t g = r->first + chring__chunk_scan(r->c, b & (((size_t)1 << s->chunk_shift) - 1), h64);
+    return g < lo ? lo : g > hi ? hi : g;
 }
 
 CHRING_HOT_INLINE size_t chring__find(const chring_snap_t *s, uint64_t h64)

@@ -706,17 +706,10 @@ void chring__chunk_swap_free(struct chring_chunk_swap *w, bool made);
 void chring__chunk_free_gone(struct chring_chunk_swap *w);
 /* Frees every chunk of s's table (the ring's last snapshot, at chring_free). */
 void chring__chunk_free_all(const chring_snap_t *s);
-/* The first ring index in [lo, hi) of chunked s whose position is >= h64, hi if none is. */
-size_t chring__chunk_search(const chring_snap_t *s, size_t lo, size_t hi, uint64_t h64);
 /* A flat view of chunked s in *view (its points copied out; view's index empty, nbuckets 0), for
  * a publish that lays the ring out anew; freed with chring__chunk_expand_free.  0 or -ENOMEM. */
 int chring__chunk_expand(const chring_snap_t *s, chring_snap_t *view);
 void chring__chunk_expand_free(chring_snap_t *view);
-/* The chunked snapshot of flat's points and membership, keeping prev_buckets while in band (0:
- * none); flat is discarded and what it replaced (flat->swap's gone) carried over.  NULL and
- * *err = -ENOMEM on failure, flat then left to the caller. */
-chring_snap_t *chring__chunkify(struct chring_blocks *blocks, chring_snap_t *flat,
-                                size_t prev_buckets, int *err);
 
 /* ---- snap_sort.c: sorting points ---------------------------------------------------------- */
 

@@ -185,6 +185,61 @@ static chring_snap_t *build_full(struct chring_blocks *blocks, const struct chri
     return s;
 }
 
+/* The chunked snapshot of flat's points and membership (docs/design.md §4.2), keeping
+ * prev_buckets while in band (0: none); flat is discarded and what it replaced (flat->swap's
+ * gone) carried over.  NULL and *err = -ENOMEM on failure, flat then left to the caller. */
+static chring_snap_t *chunkify(struct chring_blocks *blocks, chring_snap_t *flat,
+                                size_t prev_buckets, int *err)
+{
+    size_t n = flat->npoints;
+    size_t nbuckets = chring__chunk_buckets(n, prev_buckets);
+    chring_snap_t *s = chring__snap_alloc_chunked(blocks, &flat->prof, flat->members, flat->weights,
+                                                  flat->nmembers, flat->nslots,
+                                                  flat->total_weight, n, nbuckets);
+    size_t ngone = flat->swap != NULL ? flat->swap->ngone : 0;
+    struct chring_chunk_swap *w = s == NULL ? NULL : chring__chunk_swap_new(s->nchunks, ngone);
+    if (s == NULL || w == NULL)
+        goto fail;
+    memcpy(s->member_points, flat->member_points, flat->nmembers * sizeof(uint32_t));
+    memcpy(s->member_slot, flat->member_slot, flat->nmembers * sizeof(uint32_t));
+    memcpy(s->slot_member, flat->slot_member, flat->nslots * sizeof(chring_member_t *));
+    memcpy(s->slot_weight, flat->slot_weight, flat->nslots * sizeof(uint32_t));
+    memcpy(s->slot_rank, flat->slot_rank, flat->nslots * sizeof(uint32_t));
+    s->swap = w;
+    size_t i = 0;
+    for (size_t c = 0; c < s->nchunks; c++) {
+        size_t j = i;
+        while (j < n && chring__bucket(s, chring__pos(flat, j)) >> s->chunk_shift == c)
+            j++;
+        struct chring_chunk *k = chring__chunk_alloc(j - i, s->chunk_shift, s->owner_w);
+        if (k == NULL)
+            goto fail;
+        w->made[w->nmade++] = k;
+        memcpy(k->pos, (const uint64_t *)flat->pos + i, (j - i) * sizeof(uint64_t));
+        memcpy(k->owner, flat->owner + i * flat->owner_w, (j - i) * flat->owner_w);
+        chring__chunk_finish(s, c, k);
+        s->chunks[c].c = k;
+        s->chunks[c].first = i;
+        i = j;
+    }
+    s->chunks[s->nchunks].c = NULL;
+    s->chunks[s->nchunks].first = n;
+    chring__chunk_dir(s);
+    /* What flat replaced (a publish from a chunked snapshot laid out anew) s replaces. */
+    for (size_t k = 0; k < ngone; k++)
+        w->gone[w->ngone++] = flat->swap->gone[k];
+    chring__snap_discard(flat);
+    *err = 0;
+    return s;
+fail:
+    if (s != NULL)
+        chring__snap_discard(s); /* frees the chunks made so far */
+    else
+        chring__chunk_swap_free(w, true);
+    *err = -ENOMEM;
+    return NULL;
+}
+
 chring_snap_t *chring__snap_build(struct chring_blocks *blocks, const struct chring_prof *prof,
                                   const chring_snap_t *prev, chring_member_t *const *members,
                                   const uint32_t *weights, size_t nmembers, int *err)
@@ -227,8 +282,7 @@ chring_snap_t *chring__snap_build(struct chring_blocks *blocks, const struct chr
     /* A large ring of the default profile is laid out in chunks (chunk.c), keeping the chunk
      * geometry of a chunked prev while the ring stays in its band. */
     if (s != NULL && s->chunks == NULL && chring__chunk_eligible(prof, s->npoints, s->nslots)) {
-        chring_snap_t *k = chring__chunkify(blocks, s, prev->chunks != NULL ? prev->nbuckets : 0,
-                                            err);
+        chring_snap_t *k = chunkify(blocks, s, prev->chunks != NULL ? prev->nbuckets : 0, err);
         if (k == NULL)
             chring__snap_discard(s);
         s = k;

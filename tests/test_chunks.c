@@ -114,8 +114,7 @@ static void check_snapshot(const chring_snap_t *s, int keys)
             }
             hashes[j] = h;
             const chring_member_t *want = search_owner(s, h);
-            cr_assert_eq(chring_snap_lookup_hash(s, h), want, "key %016llx",
-                         (unsigned long long)h);
+            cr_assert_eq(chring_snap_lookup_hash(s, h), want, "key %016llx", (unsigned long long)h);
         }
         cr_assert_eq(chring_snap_lookup_hashes(s, hashes, 64, batch), 64);
         for (int j = 0; j < 64; j++)
@@ -266,7 +265,9 @@ Test(chunks, a_held_snapshot_answers_from_its_own_chunks_after_many_publishes, .
     chring_t *r = ring_new("1000", 16);
     add_range(r, 0, 300, 1);
     const chring_snap_t *a = chring_snap_hold(r);
-    enum { KEYS = 2048 };
+    enum {
+        KEYS = 2048
+    };
     static uint64_t hashes[KEYS];
     static const chring_member_t *before[KEYS];
     for (int k = 0; k < KEYS; k++) {
