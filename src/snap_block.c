@@ -583,19 +583,14 @@ static struct layout layout_for(size_t nmembers, size_t nslots, size_t npoints, 
     return l;
 }
 
-chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chring_prof *prof,
-                                  chring_member_t *const *members, const uint32_t *weights,
-                                  size_t nmembers, size_t nslots, uint64_t total_weight,
-                                  size_t npoints, size_t prev_buckets)
+/* A block of size bytes (block_take) with the header of a snapshot of l's layout: the counts,
+ * the member and slot arrays placed (not filled); NULL when out of memory. */
+static chring_snap_t *snap_header(struct chring_blocks *blocks, size_t size, const struct layout *l,
+                                  const struct chring_prof *prof, size_t nmembers, size_t nslots,
+                                  uint64_t total_weight)
 {
-    bool lines = chring__index_lines(prof, npoints, nslots);
-    size_t nbuckets = lines ? chring__index_line_count(npoints, prev_buckets)
-                            : chring__index_buckets(npoints, prof->bits, prev_buckets);
-    bool packed = !lines && chring__index_packed(prof, npoints);
-    uint32_t pos_w = chring__pos_width(prof);
-    struct layout l = layout_for(nmembers, nslots, npoints, nbuckets, lines, packed, pos_w);
     size_t got;
-    char *block = block_take(blocks, l.size, &got);
+    char *block = block_take(blocks, size, &got);
     if (block == NULL)
         return NULL;
     chring_snap_t *s = (chring_snap_t *)(void *)block;
@@ -607,14 +602,32 @@ chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chr
     s->prof = *prof;
     s->nmembers = nmembers;
     s->total_weight = total_weight;
-    s->members = (chring_member_t **)(void *)(block + l.members_off);
-    s->weights = (uint32_t *)(void *)(block + l.weights_off);
-    s->member_points = (uint32_t *)(void *)(block + l.mpoints_off);
-    s->member_slot = (uint32_t *)(void *)(block + l.mslot_off);
+    s->members = (chring_member_t **)(void *)(block + l->members_off);
+    s->weights = (uint32_t *)(void *)(block + l->weights_off);
+    s->member_points = (uint32_t *)(void *)(block + l->mpoints_off);
+    s->member_slot = (uint32_t *)(void *)(block + l->mslot_off);
     s->nslots = nslots;
-    s->slot_member = (chring_member_t **)(void *)(block + l.slot_member_off);
-    s->slot_weight = (uint32_t *)(void *)(block + l.slot_weight_off);
-    s->slot_rank = (uint32_t *)(void *)(block + l.slot_rank_off);
+    s->slot_member = (chring_member_t **)(void *)(block + l->slot_member_off);
+    s->slot_weight = (uint32_t *)(void *)(block + l->slot_weight_off);
+    s->slot_rank = (uint32_t *)(void *)(block + l->slot_rank_off);
+    return s;
+}
+
+chring_snap_t *chring__snap_alloc(struct chring_blocks *blocks, const struct chring_prof *prof,
+                                  chring_member_t *const *members, const uint32_t *weights,
+                                  size_t nmembers, size_t nslots, uint64_t total_weight,
+                                  size_t npoints, size_t prev_buckets)
+{
+    bool lines = chring__index_lines(prof, npoints, nslots);
+    size_t nbuckets = lines ? chring__index_line_count(npoints, prev_buckets)
+                            : chring__index_buckets(npoints, prof->bits, prev_buckets);
+    bool packed = !lines && chring__index_packed(prof, npoints);
+    uint32_t pos_w = chring__pos_width(prof);
+    struct layout l = layout_for(nmembers, nslots, npoints, nbuckets, lines, packed, pos_w);
+    chring_snap_t *s = snap_header(blocks, l.size, &l, prof, nmembers, nslots, total_weight);
+    if (s == NULL)
+        return NULL;
+    char *block = (char *)s;
     s->pos = block + l.pos_off;
     s->pos_w = pos_w;
     s->owner = (unsigned char *)(block + l.owner_off);
@@ -654,27 +667,10 @@ chring_snap_t *chring__snap_alloc_chunked(struct chring_blocks *blocks,
     size_t table_off = align_up(l.size, 16);
     size_t dir_off = table_off + (nchunks + 1) * sizeof(struct chring_chunk_ref);
     size_t size = dir_off + ((npoints >> CHRING_CHUNK_DIR_SHIFT) + 1) * sizeof(uint32_t);
-    size_t got;
-    char *block = block_take(blocks, size, &got);
-    if (block == NULL)
+    chring_snap_t *s = snap_header(blocks, size, &l, prof, nmembers, nslots, total_weight);
+    if (s == NULL)
         return NULL;
-    chring_snap_t *s = (chring_snap_t *)(void *)block;
-    memset(s, 0, sizeof *s);
-    s->magic = CHRING_SNAP_MAGIC;
-    s->refs = 1;
-    s->blocks = blocks;
-    s->block_size = got;
-    s->prof = *prof;
-    s->nmembers = nmembers;
-    s->total_weight = total_weight;
-    s->members = (chring_member_t **)(void *)(block + l.members_off);
-    s->weights = (uint32_t *)(void *)(block + l.weights_off);
-    s->member_points = (uint32_t *)(void *)(block + l.mpoints_off);
-    s->member_slot = (uint32_t *)(void *)(block + l.mslot_off);
-    s->nslots = nslots;
-    s->slot_member = (chring_member_t **)(void *)(block + l.slot_member_off);
-    s->slot_weight = (uint32_t *)(void *)(block + l.slot_weight_off);
-    s->slot_rank = (uint32_t *)(void *)(block + l.slot_rank_off);
+    char *block = (char *)s;
     s->pos_w = 8;
     chring__owner_shape(s, nslots);
     s->npoints = npoints;
