@@ -286,3 +286,83 @@ Test(chunks, a_held_snapshot_answers_from_its_own_chunks_after_many_publishes, .
     chring_snap_put(r, a);
     chring_free(&r);
 }
+
+/* Across the threshold both ways: a flat ring that grows into chunks, and a chunked ring that
+ * shrinks back to flat (laid out from a flat view of its chunks, which all go with the old
+ * snapshot), with a snapshot held across each crossing answering as before. */
+Test(chunks, a_ring_crosses_the_threshold_both_ways_and_held_snapshots_keep_answering,
+     .timeout = 60)
+{
+    rng_state = 5;
+    chring_t *r = ring_new("2000", 16);
+    add_range(r, 0, 120, 1); /* 1,920 points: flat */
+    enum {
+        KEYS = 512
+    };
+    static uint64_t hashes[KEYS];
+    static const chring_member_t *before[KEYS];
+    for (int k = 0; k < KEYS; k++)
+        hashes[k] = rnd();
+    for (int round = 0; round < 3; round++) {
+        const chring_snap_t *a = chring_snap_hold(r);
+        bool was_chunked = a->chunks != NULL;
+        for (int k = 0; k < KEYS; k++)
+            before[k] = chring_snap_lookup_hash(a, hashes[k]);
+        if (was_chunked) { /* back to 1,920 points: flat again */
+            for (int i = 120; i < 141; i++) {
+                char name[16];
+                snprintf(name, sizeof name, "m%d", i);
+                cr_assert_eq(chring_remove(r, name), 0);
+            }
+        } else {
+            add_range(r, 120, 141, 1); /* 2,256 points: chunked */
+        }
+        const chring_snap_t *b = chring_snap_hold(r);
+        cr_assert_neq(b->chunks != NULL, was_chunked, "round %d: the layout changed", round);
+        check_snapshot(b, 256);
+        cr_assert_eq(chring_quiesce(r), 0);
+        for (int k = 0; k < KEYS; k++)
+            cr_assert_eq(chring_snap_lookup_hash(a, hashes[k]), before[k], "round %d key %d", round,
+                         k);
+        check_snapshot(a, 128);
+        chring_snap_put(r, a);
+        chring_snap_put(r, b);
+    }
+    chring_free(&r);
+}
+
+/* Owner slots widen from 2 bytes to 3 when the slots pass 65,536: the publish cannot keep the
+ * chunks (their slots are 2 bytes) and lays the ring out anew, while a snapshot held from before
+ * still answers from its own. */
+Test(chunks, owner_slots_that_widen_lay_the_ring_out_anew, .timeout = 120)
+{
+    rng_state = 9;
+    chring_t *r = ring_new("1", 1);
+    enum {
+        N = 65536
+    };
+    chring_change_t *c = calloc(N, sizeof *c);
+    char(*names)[16] = calloc(N + 1, 16);
+    cr_assert(c != NULL && names != NULL);
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], 16, "w%d", i);
+        c[i] = (chring_change_t){.name = names[i], .weight = 1};
+    }
+    cr_assert_eq(chring_update(r, c, N), 0);
+    const chring_snap_t *a = chring_snap_hold(r);
+    cr_assert_not_null(a->chunks, "65,536 slots: the bucket index, chunked");
+    cr_assert_eq(a->owner_w, 2);
+    check_snapshot(a, 128);
+    snprintf(names[N], 16, "w%d", N);
+    cr_assert_eq(chring_add(r, names[N], 1, NULL), 0);
+    const chring_snap_t *b = chring_snap_hold(r);
+    cr_assert_not_null(b->chunks);
+    cr_assert_eq(b->owner_w, 3, "65,537 slots take 3 bytes");
+    check_snapshot(b, 128);
+    check_snapshot(a, 64); /* its own chunks, 2-byte slots */
+    chring_snap_put(r, a);
+    chring_snap_put(r, b);
+    chring_free(&r);
+    free(c);
+    free(names);
+}
