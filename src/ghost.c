@@ -26,6 +26,7 @@ void chring__ghost_leave(chring_t *r, chring_member_t *m)
 {
     rcu_read_lock(); /* its prev chain (member.h) */
     uint64_t out = chring__member_load(m) + chring__member_inherited(m);
+    CHRING_GRACE_READER_DONE();
     rcu_read_unlock();
     if (out == 0)
         return; /* nothing out, its own or its prev chain's: nothing to count */

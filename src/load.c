@@ -464,6 +464,7 @@ int chring_acquire_try(chring_t *r, const chring_snap_t *s, const chring_member_
     uint64_t extra;
     rcu_read_lock(); /* a flap's prev is read inside a read section (ghost.c) */
     uint64_t cap = member_capacity(r, s, mm, weight, &usable, &extra);
+    CHRING_GRACE_READER_DONE();
     rcu_read_unlock();
     if (!usable)
         return -ENOENT;
@@ -508,6 +509,7 @@ uint64_t chring_member_capacity(chring_t *r, const chring_snap_t *s, const chrin
     uint64_t extra;
     rcu_read_lock();
     uint64_t cap = member_capacity(r, s, (chring_member_t *)m, w, &usable, &extra);
+    CHRING_GRACE_READER_DONE();
     rcu_read_unlock();
     return cap;
 }
@@ -526,6 +528,7 @@ void chring_member_stats(const chring_member_t *m, chring_member_stats_t *out)
     out->acquires = out->primary + out->spilled_in + out->down_in;
     rcu_read_lock(); /* a flap's prev is read inside a read section (ghost.c) */
     out->inherited = chring__member_inherited(m);
+    CHRING_GRACE_READER_DONE();
     rcu_read_unlock();
     out->counted = out->load + out->inherited;
     uint64_t now = chring__now_ns();

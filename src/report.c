@@ -106,6 +106,7 @@ int chring_report_load(chring_t *r, const chring_member_t *m, uint64_t load)
         uint64_t now = chring__now_ns();
         rcu_read_lock(); /* a flap's prev (ghost.c): its leases are this backend's too */
         uint64_t local = chring__member_load(mm) + chring__member_inherited(mm);
+        CHRING_GRACE_READER_DONE();
         rcu_read_unlock();
         uint64_t extra = load > local ? load - local : 0;
         if (extra > CHRING_LOAD_MASK)

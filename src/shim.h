@@ -41,6 +41,10 @@
 extern char chring__tsan_grace_token;
 #define CHRING_RCU_ASSIGN(p, v) __atomic_store_n(&(p), (v), __ATOMIC_RELEASE)
 #define CHRING_RCU_DEREF(p) __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
+/* Every read section's end, told to TSan (liburcu's read side is uninstrumented): what the
+ * section read happens before a grace period that ends after it (CHRING_GRACE_ENDED, on the side
+ * that frees).  Each rcu_read_unlock of the library is preceded by it; without it TSan took a
+ * flap's prev, read by chring_member_stats and freed by its call_rcu callback, for a race. */
 #define CHRING_GRACE_READER_DONE() __tsan_release(&chring__tsan_grace_token)
 #define CHRING_GRACE_ENDED() __tsan_acquire(&chring__tsan_grace_token)
 /* rcu_barrier(), told to TSan: a call_rcu callback's end happens before rcu_barrier returns
