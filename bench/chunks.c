@@ -3,7 +3,7 @@
  *
  * SPDX-License-Identifier: MIT
  *
- * A ring of the default profile (hash64) with more than 65,536 members and at least
+ * A ring of the default profile (hash64) with more than 65,535 members and at least
  * CHRING_CHUNK_MIN points (2^22 unless the environment says otherwise, read once a process, at
  * its first publish) holds its points in chunks shared between snapshots, so that a publish
  * copies the chunks the change touches instead of the whole ring.  The environment's

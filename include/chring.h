@@ -347,7 +347,7 @@ CHRING_API void chring_free(chring_t **r);
  * current snapshot (a position a point, 8 bytes, 4 for the profiles of 32 bits or fewer, and
  * its owner's slot, 2 bytes up to 65,536 slots, 3 up to 2^24, else 4; the index 8 bytes a point
  * more, 1.6 with more than 65,535 members or the haproxy and varnish profiles past 2^19 points;
- * 36 bytes a member; a chunked ring, the default profile past 2^22 points with more than 65,536
+ * 36 bytes a member; a chunked ring, the default profile past 2^22 points with more than 65,535
  * members, holds its points in chunks shared between snapshots, about 16 bytes a point with
  * their own index, docs/design.md §4.2) and its members (a 128-byte
  * slot each for a name of up to 13 bytes, else 114 bytes and the name on a cache line; 112 more
